@@ -1,0 +1,67 @@
+# drillbook: two commands do everything.
+#   make book   set up .venv (first time) and build the website, every notebook executed
+#   make test   set up .venv (first time) and run every check CI runs
+# Data: tests and notebooks read the corpora from $DRILLBOOK_DATA (default: ../shared/data
+# when that folder exists, else the user cache dir, downloading with checksums).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.drillbook-installed
+# dev/CI installs pin the CPU wheel on disk; the package itself keeps torch unpinned
+TORCH_PIN ?= torch==2.13.0
+
+SHARED_DATA := $(abspath ../shared/data)
+ifneq ($(wildcard $(SHARED_DATA)),)
+export DRILLBOOK_DATA ?= $(SHARED_DATA)
+endif
+# the kernel the notebooks run on is this venv's, whatever ~/.local says
+export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
+export TQDM_DISABLE := 1
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+export DRILLBOOK_PROFILE ?= auto
+
+.PHONY: help venv book test lint unit notebooks pairing sync clean
+
+help:
+	@echo "make book    build the website into _build/html (executes every notebook)"
+	@echo "make test    lint, unit tests, notebook checks (nbval) and the book build"
+	@echo "make sync    regenerate notebooks/*.ipynb from the .py:percent sources"
+	@echo "make clean   remove _build (keeps .venv)"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (drillbook)" > /dev/null
+	touch $@
+
+venv: $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "website: $(abspath _build/html/index.html)"
+
+lint: $(STAMP)
+	$(BIN)/ruff check drillbook tests tools notebooks
+	$(BIN)/python tools/notebooks.py check
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+notebooks: $(STAMP)
+	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+test: $(STAMP)
+	$(MAKE) lint
+	$(MAKE) book
+	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+sync: $(STAMP)
+	$(BIN)/python tools/notebooks.py sync
+
+clean:
+	rm -rf _build

@@ -1,0 +1,204 @@
+"""The one interface every output layer implements.
+
+An *output head* turns encoder features into a distribution over the vocabulary.
+Whatever happens inside (a plain linear map, a tied embedding, a deep label encoder,
+a mixture of softmaxes, a point on the sphere), every head answers the same calls:
+
+==========================  =====================================================
+``head.log_prob(features)``  normalised log-probabilities, shape ``(..., V)``
+``head.loss(features, y)``   mean negative log-likelihood of the targets ``y``
+``head.param_counts()``      parameters the head owns vs. shares with the input
+==========================  =====================================================
+
+``features`` is either a tensor ``(..., d_hidden)`` (the encoder's last layer) or a
+:class:`Features` object that also carries the per-layer outputs, for heads such as
+DOC that read middle layers. Heads never keep global state and never pick a device:
+they run wherever their parameters live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead"]
+
+
+class Features(NamedTuple):
+    """What an encoder hands to a head.
+
+    Attributes:
+        last: the last layer's output, ``(..., d_hidden)``. This is ``h_t`` in every
+            paper's notation.
+        layers: all layer outputs, ``layers[0]`` the (dropped) input embedding and
+            ``layers[-1]`` the same tensor as ``last``; empty when the encoder does not
+            expose them.
+    """
+
+    last: Tensor
+    layers: tuple[Tensor, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts of an output head.
+
+    Attributes:
+        dedicated: parameters that exist only because of this output layer (the papers'
+            ``C_base``, ``C_tied``, ``C_bilinear``, ``C_dual``, ``C_drill``; DRILL Eq. 6).
+        shared: parameters the head uses but that belong to the input embedding
+            (weight tying); they are counted once, with the embedding.
+    """
+
+    dedicated: int
+    shared: int
+
+    @property
+    def total(self) -> int:
+        return self.dedicated + self.shared
+
+
+def last_layer(features: Tensor | Features) -> Tensor:
+    """The ``(..., d_hidden)`` tensor a single-layer head reads."""
+    return features.last if isinstance(features, Features) else features
+
+
+class OutputHead(nn.Module):
+    """Base class of all output layers.
+
+    Subclasses implement :meth:`log_prob`; everything else has a sound default.
+
+    Args:
+        vocab_size: ``V``, the number of output labels.
+        d_hidden: ``d_h``, the size of the encoder feature each prediction is made from.
+    """
+
+    #: short name used by :func:`drillbook.heads.build_head`
+    kind: str = "abstract"
+
+    def __init__(self, vocab_size: int, d_hidden: int) -> None:
+        super().__init__()
+        if int(vocab_size) < 1 or int(d_hidden) < 1:
+            raise ValueError(
+                f"vocab_size and d_hidden must be positive integers, got "
+                f"vocab_size={vocab_size!r}, d_hidden={d_hidden!r}"
+            )
+        self.vocab_size = int(vocab_size)
+        self.d_hidden = int(d_hidden)
+
+    # ------------------------------------------------------------------ checks
+    def _hidden(self, features: Tensor | Features) -> Tensor:
+        """Return the last-layer features after checking their trailing size."""
+        hidden = last_layer(features)
+        if not isinstance(hidden, Tensor):
+            raise TypeError(
+                f"{type(self).__name__} expects a tensor of shape (..., {self.d_hidden}) "
+                f"or drillbook.heads.Features, got {type(hidden).__name__}"
+            )
+        if hidden.dim() == 0 or hidden.shape[-1] != self.d_hidden:
+            raise ValueError(
+                f"{type(self).__name__} expects hidden of shape (..., {self.d_hidden}), "
+                f"got {tuple(hidden.shape)}; the encoder's last layer must have "
+                f"d_hidden={self.d_hidden} features"
+            )
+        return hidden
+
+    def _check_target(self, hidden: Tensor, target: Tensor, ignore_index: int) -> None:
+        if target.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
+            raise TypeError(f"target must hold integer word ids, got dtype {target.dtype}")
+        if tuple(target.shape) != tuple(hidden.shape[:-1]):
+            raise ValueError(
+                f"target shape {tuple(target.shape)} does not match hidden shape "
+                f"{tuple(hidden.shape)}: expected target of shape {tuple(hidden.shape[:-1])}"
+            )
+        kept = target[target != ignore_index]
+        if kept.numel() and (int(kept.min()) < 0 or int(kept.max()) >= self.vocab_size):
+            raise ValueError(
+                f"target ids must lie in [0, {self.vocab_size}) (or equal ignore_index="
+                f"{ignore_index}); got values in [{int(kept.min())}, {int(kept.max())}]"
+            )
+
+    # --------------------------------------------------------------- interface
+    def log_prob(self, features: Tensor | Features) -> Tensor:
+        """Normalised log-probabilities ``log p(w | context)``, shape ``(..., V)``."""
+        raise NotImplementedError
+
+    def forward(self, features: Tensor | Features) -> Tensor:
+        return self.log_prob(features)
+
+    def loss(
+        self,
+        features: Tensor | Features,
+        target: Tensor,
+        ignore_index: int = -100,
+    ) -> Tensor:
+        """Mean negative log-likelihood over the positions whose target is not ignored.
+
+        Args:
+            features: ``(..., d_hidden)`` or :class:`Features`.
+            target: word ids, shape ``(...)`` (the features' leading shape).
+            ignore_index: target value excluded from the mean (padding).
+
+        Returns:
+            a scalar tensor. As in :func:`torch.nn.functional.nll_loss`, the mean over
+            zero kept positions is ``nan``.
+        """
+        hidden = self._hidden(features)
+        self._check_target(hidden, target, ignore_index)
+        logp = self.log_prob(features)
+        return F.nll_loss(
+            logp.reshape(-1, self.vocab_size), target.reshape(-1).long(),
+            ignore_index=ignore_index,
+        )
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        """Parameters this head uses but does not own (the tied input embedding)."""
+        return []
+
+    def param_counts(self) -> ParamCounts:
+        """Dedicated vs. shared parameter counts (see :class:`ParamCounts`)."""
+        shared_ids = {id(p) for p in self.shared_parameters()}
+        dedicated = sum(p.numel() for p in self.parameters() if id(p) not in shared_ids)
+        shared = sum(p.numel() for p in self.shared_parameters())
+        return ParamCounts(dedicated=dedicated, shared=shared)
+
+    def extra_repr(self) -> str:
+        return f"vocab_size={self.vocab_size}, d_hidden={self.d_hidden}"
+
+
+class SoftmaxFamilyHead(OutputHead):
+    """A head whose distribution is one softmax over per-word scores (logits).
+
+    ``p(w | h) = softmax(s(h))_w`` with ``s(h) in R^V``. Subclasses implement
+    :meth:`logits`; :meth:`log_prob` and :meth:`loss` follow (the loss uses the fused
+    ``cross_entropy`` on the logits, never ``log`` of a probability).
+
+    Whatever the score function, if ``s(h) = W g(h) + b`` for a feature map ``g`` of size
+    ``d``, the ``N x V`` logit matrix of ``N`` contexts has rank at most ``d + 1``: this
+    is the softmax bottleneck (DOC paper, Sec. 3).
+    """
+
+    def logits(self, features: Tensor | Features) -> Tensor:
+        """Unnormalised scores, shape ``(..., V)``."""
+        raise NotImplementedError
+
+    def log_prob(self, features: Tensor | Features) -> Tensor:
+        return torch.log_softmax(self.logits(features), dim=-1)
+
+    def loss(
+        self,
+        features: Tensor | Features,
+        target: Tensor,
+        ignore_index: int = -100,
+    ) -> Tensor:
+        hidden = self._hidden(features)
+        self._check_target(hidden, target, ignore_index)
+        scores = self.logits(features)
+        return F.cross_entropy(
+            scores.reshape(-1, self.vocab_size), target.reshape(-1).long(),
+            ignore_index=ignore_index,
+        )

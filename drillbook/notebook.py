@@ -1,0 +1,72 @@
+"""What every chapter notebook runs first: device, profile, seeds, figure style.
+
+>>> from drillbook.notebook import setup
+>>> nb = setup(seed=0)               # doctest: +SKIP
+drillbook 0.1.0 | torch 2.x | device cpu | profile small (auto (cpu)) | seed 0
+>>> n_steps = nb.profile.pick(small=200, full=2000)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from . import __version__
+from .runtime import Profile, default_device, resolve_profile, seed_everything
+
+__all__ = ["Session", "in_colab", "setup"]
+
+
+def in_colab() -> bool:
+    """True inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+@dataclass(frozen=True)
+class Session:
+    """The choices a notebook made at its top.
+
+    Attributes:
+        device: where tensors go.
+        profile: experiment size (see :mod:`drillbook.runtime`).
+        seed: the seed every generator was reset to.
+    """
+
+    device: torch.device
+    profile: Profile
+    seed: int
+
+    def pick(self, *, small, full):
+        """Shorthand for ``self.profile.pick(small=..., full=...)``."""
+        return self.profile.pick(small=small, full=full)
+
+
+def _figure_style() -> None:
+    try:
+        import matplotlib as mpl
+        import seaborn as sns
+    except ImportError:  # plotting extras not installed: leave matplotlib alone
+        return
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+    mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "figure.figsize": (6.4, 4.0),
+                         "axes.titleweight": "bold"})
+
+
+def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool = False) -> Session:
+    """Pick the device and profile, seed every generator, set the figure style.
+
+    Args:
+        seed: seed for Python, numpy and torch.
+        device: override the automatic choice (CUDA, then MPS, then CPU).
+        quiet: do not print the one-line summary.
+    """
+    dev = torch.device(device) if device is not None else default_device()
+    profile = resolve_profile(dev)
+    seed_everything(seed)
+    _figure_style()
+    if not quiet:
+        print(f"drillbook {__version__} | torch {torch.__version__.split('+')[0]} | "
+              f"device {dev.type} | profile {profile.name} ({profile.source}) | seed {seed}")
+    return Session(device=dev, profile=profile, seed=seed)

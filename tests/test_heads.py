@@ -1,0 +1,188 @@
+"""The head interface, the two classic heads, and their equivalences."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from drillbook.heads import HEADS, Features, OutputHead, SoftmaxHead, TiedHead, build_head
+
+V, D = 37, 6
+
+
+def make(kind: str, **options) -> OutputHead:
+    emb = nn.Embedding(V, D)
+    return build_head(kind, vocab_size=V, d_hidden=D, embedding=emb, **options)
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+@pytest.mark.parametrize("lead", [(), (5,), (3, 4)])
+def test_log_prob_is_normalised_with_any_leading_shape(kind, lead):
+    head = make(kind)
+    logp = head.log_prob(torch.randn(*lead, D))
+    assert logp.shape == (*lead, V)
+    torch.testing.assert_close(logp.logsumexp(-1), torch.zeros(lead))
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_features_object_is_accepted(kind):
+    head = make(kind)
+    h = torch.randn(2, 3, D)
+    torch.testing.assert_close(head.log_prob(Features(h, (h, h))), head.log_prob(h))
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_loss_is_mean_nll_and_respects_ignore_index(kind):
+    head = make(kind)
+    h = torch.randn(4, 5, D)
+    y = torch.randint(0, V, (4, 5))
+    y[0, :2] = -1
+    logp = head.log_prob(h)
+    keep = y != -1
+    expected = -logp[keep].gather(-1, y[keep].unsqueeze(-1)).mean()
+    torch.testing.assert_close(head.loss(h, y, ignore_index=-1), expected)
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_wrong_hidden_size_names_both_shapes(kind):
+    head = make(kind)
+    with pytest.raises(ValueError, match=r"\(\.\.\., 6\).*\(2, 3, 5\)"):
+        head.log_prob(torch.randn(2, 3, 5))
+    with pytest.raises(ValueError, match="d_hidden=6"):
+        head.loss(torch.randn(4, 7), torch.zeros(4, dtype=torch.long))
+
+
+def test_bad_targets_are_clear_errors():
+    head = make("softmax")
+    h = torch.randn(4, 5, D)
+    with pytest.raises(ValueError,
+                       match=r"target shape \(5, 4\).*expected target of shape \(4, 5\)"):
+        head.loss(h, torch.zeros(5, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\[0, 37\)"):
+        head.loss(h, torch.full((4, 5), V))
+    with pytest.raises(TypeError, match="integer word ids"):
+        head.loss(h, torch.zeros(4, 5))
+
+
+def test_build_head_rejects_unknown_kind_and_options():
+    with pytest.raises(ValueError, match=r"unknown head kind 'nope'.*'softmax'.*'tied'"):
+        build_head("nope", vocab_size=V, d_hidden=D)
+    with pytest.raises(ValueError,
+                       match=r"unknown option\(s\) \['depth'\].*valid options: \['bias'\]"):
+        build_head("softmax", vocab_size=V, d_hidden=D, depth=2)
+    with pytest.raises(ValueError, match="positive integers"):
+        build_head("softmax", vocab_size=0, d_hidden=D)
+
+
+def test_tied_head_needs_a_matching_embedding():
+    with pytest.raises(ValueError, match=r"pass embedding="):
+        build_head("tied", vocab_size=V, d_hidden=D)
+    with pytest.raises(ValueError, match=r"\(37, 6\), got \(37, 8\).*bilinear"):
+        build_head("tied", vocab_size=V, d_hidden=D, embedding=nn.Embedding(V, 8))
+    with pytest.raises(TypeError, match=r"nn\.Embedding"):
+        build_head("tied", vocab_size=V, d_hidden=D, embedding=torch.randn(V, D))
+
+
+def test_tied_head_computes_E_h_plus_b_and_trains_the_embedding():
+    emb = nn.Embedding(V, D)
+    head = TiedHead(V, D, embedding=emb)
+    with torch.no_grad():
+        head.bias.normal_()
+    h = torch.randn(3, D)
+    torch.testing.assert_close(head.logits(h), h @ emb.weight.T + head.bias)
+    head.loss(h, torch.tensor([1, 2, 3])).backward()
+    assert emb.weight.grad is not None and emb.weight.grad.abs().sum() > 0
+    assert head.weight is emb.weight
+
+
+def test_tied_equals_untied_softmax_with_copied_weights():
+    """Eq. 2 is Eq. 1 with W = E: the two heads must agree exactly."""
+    emb = nn.Embedding(V, D)
+    tied = TiedHead(V, D, embedding=emb)
+    untied = SoftmaxHead(V, D)
+    with torch.no_grad():
+        tied.bias.normal_()
+        untied.weight.copy_(emb.weight)
+        untied.bias.copy_(tied.bias)
+    h = torch.randn(4, 9, D)
+    torch.testing.assert_close(tied.log_prob(h), untied.log_prob(h))
+
+
+def test_param_counts_separate_dedicated_from_shared():
+    soft = make("softmax")
+    assert soft.param_counts().dedicated == V * D + V  # C_base
+    assert soft.param_counts().shared == 0
+    tied = make("tied")
+    assert tied.param_counts().dedicated == V           # C_tied: the bias only
+    assert tied.param_counts().shared == V * D
+    assert make("softmax", bias=False).param_counts().dedicated == V * D
+
+
+def test_param_counts_at_ptb_size():
+    """AWD-LSTM PTB: V = 10,000, emsize 400. The tied head adds only its bias, while an
+    untied head on the same 400-d output adds 4.01M (DRILL Table 4's 43.8M full-softmax
+    model also widens its last LSTM layer to 1,150; see chapter 2)."""
+    emb = nn.Embedding(10_000, 400)
+    tied = build_head("tied", vocab_size=10_000, d_hidden=400, embedding=emb)
+    soft = build_head("softmax", vocab_size=10_000, d_hidden=400)
+    assert tied.param_counts().dedicated == 10_000
+    assert soft.param_counts().dedicated == 4_010_000
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_gradcheck_float64(kind):
+    """Analytic gradients of the loss, w.r.t. the features and every parameter."""
+    head = make(kind).double()
+    names = [n for n, _ in head.named_parameters()]
+    params = tuple(torch.randn_like(p).mul_(0.5).requires_grad_(True)
+                   for _, p in head.named_parameters())
+    h = torch.randn(3, D, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([0, 5, V - 1])
+
+    def loss(x, *ps):
+        logp = torch.func.functional_call(head, dict(zip(names, ps, strict=True)), (x,))
+        return -logp.gather(-1, y[:, None]).mean()
+
+    assert torch.autograd.gradcheck(loss, (h, *params))
+    assert torch.autograd.gradcheck(lambda x: head.loss(x, y), (h,))
+
+
+def test_softmax_family_loss_matches_log_softmax_path():
+    head = make("softmax")
+    h, y = torch.randn(6, D), torch.randint(0, V, (6,))
+    torch.testing.assert_close(head.loss(h, y), F.nll_loss(head.log_prob(h), y))
+    torch.testing.assert_close(head.loss(h, y), OutputHead.loss(head, h, y))
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_state_dict_round_trip_with_weights_only(kind):
+    head = make(kind)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_()
+    buf = io.BytesIO()
+    torch.save(head.state_dict(), buf)
+    buf.seek(0)
+    fresh = make(kind)
+    fresh.load_state_dict(torch.load(buf, weights_only=True, map_location="cpu"))
+    h = torch.randn(2, D)
+    torch.testing.assert_close(fresh.log_prob(h), head.log_prob(h))
+
+
+def test_dtype_and_device_follow_the_parameters():
+    head = make("tied").double()
+    assert head.log_prob(torch.randn(2, D, dtype=torch.float64)).dtype == torch.float64
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_cuda_matches_cpu(kind):
+    head = make(kind)
+    h, y = torch.randn(4, D), torch.randint(0, V, (4,))
+    cpu = head.loss(h, y)
+    gpu = head.to("cuda").loss(h.cuda(), y.cuda())
+    torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-4, atol=1e-5)

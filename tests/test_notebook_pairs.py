@@ -1,0 +1,62 @@
+"""The notebook pairs agree, and the checker really notices when they do not."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "notebooks.py"
+
+
+def run_check(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), "check", "--root", str(root)],
+                          capture_output=True, text=True)
+
+
+def test_repository_pairs_agree():
+    result = run_check(ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "_config.yml", tmp_path)
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    assert run_check(tmp_path).returncode == 0
+    return tmp_path
+
+
+def first_py(root: Path) -> Path:
+    return sorted((root / "notebooks").glob("*.py"))[0]
+
+
+def test_edited_py_is_caught(copy):
+    py = first_py(copy)
+    py.write_text(py.read_text().replace("nb = setup(seed=0)", "nb = setup(seed=1)"))
+    result = run_check(copy)
+    assert result.returncode == 1 and "differs from" in result.stderr
+
+
+def test_dropped_tag_is_caught(copy):
+    py = first_py(copy)
+    py.write_text(py.read_text().replace('tags=["nbval-check-output"]', "", 1))
+    assert "differs from" in run_check(copy).stderr
+
+
+def test_missing_twin_is_caught(copy):
+    first_py(copy).with_suffix(".ipynb").unlink()
+    assert "no paired" in run_check(copy).stderr
+
+
+def test_repository_url_comes_from_config(copy):
+    cfg = copy / "_config.yml"
+    cfg.write_text(cfg.read_text().replace("github.com/drillbook/drillbook",
+                                           "github.com/someone/else"))
+    result = run_check(copy)
+    assert result.returncode == 1 and "github.com/someone/else" in result.stderr
