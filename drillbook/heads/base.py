@@ -149,11 +149,13 @@ class OutputHead(nn.Module):
         """
         hidden = self._hidden(features)
         self._check_target(hidden, target, ignore_index)
-        logp = self.log_prob(features)
-        return F.nll_loss(
-            logp.reshape(-1, self.vocab_size), target.reshape(-1).long(),
-            ignore_index=ignore_index,
-        )
+        return self._mean_nll(features, target.reshape(-1).long(), ignore_index)
+
+    def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
+                  ignore_index: int) -> Tensor:
+        """The loss once inputs are checked; heads override it with a faster route."""
+        logp = self.log_prob(features).reshape(-1, self.vocab_size)
+        return F.nll_loss(logp, flat_target, ignore_index=ignore_index)
 
     def shared_parameters(self) -> list[nn.Parameter]:
         """Parameters this head uses but does not own (the tied input embedding)."""
@@ -189,16 +191,8 @@ class SoftmaxFamilyHead(OutputHead):
     def log_prob(self, features: Tensor | Features) -> Tensor:
         return torch.log_softmax(self.logits(features), dim=-1)
 
-    def loss(
-        self,
-        features: Tensor | Features,
-        target: Tensor,
-        ignore_index: int = -100,
-    ) -> Tensor:
-        hidden = self._hidden(features)
-        self._check_target(hidden, target, ignore_index)
-        scores = self.logits(features)
-        return F.cross_entropy(
-            scores.reshape(-1, self.vocab_size), target.reshape(-1).long(),
-            ignore_index=ignore_index,
-        )
+    def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
+                  ignore_index: int) -> Tensor:
+        # fused log-softmax + NLL on the logits: one pass, no stored log-probabilities
+        scores = self.logits(features).reshape(-1, self.vocab_size)
+        return F.cross_entropy(scores, flat_target, ignore_index=ignore_index)
