@@ -1,8 +1,16 @@
 """The ``drillbook`` command.
 
-    drillbook info                  versions, device, profile
-    drillbook heads                 the output heads and their equations
-    drillbook synthetic-rank ...    the softmax bottleneck on a synthetic language
+    drillbook configs                      the named configs
+    drillbook params CONFIG [--json]       parameter counts (total, output layer)
+    drillbook train CONFIG [--set k=v ...] [--out DIR] [--resume] [--max-epochs N]
+                                           [--max-minutes M]
+    drillbook finetune RUN_DIR             AWD-LSTM's averaged-SGD fine-tuning stage
+    drillbook eval RUN_DIR [--split test]  perplexity
+    drillbook rank RUN_DIR [--split test]  rank of the log-probability matrix
+    drillbook data verify|download|where   the corpora
+    drillbook heads                        the output heads and their equations
+    drillbook synthetic-rank ...           the softmax bottleneck on a synthetic language
+    drillbook info                         versions, device, profile
 
 ``drillbook COMMAND --help`` describes each command.
 """
@@ -11,15 +19,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
+class CommandError(Exception):
+    """A user error: printed as ``drillbook: error: ...``, exit status 2."""
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2))
+
+
+# ------------------------------------------------------------------ info, heads
 def _cmd_info(args: argparse.Namespace) -> int:
     import torch
 
     from . import __version__
+    from .data import DATA_ENV, data_root
     from .runtime import default_device, resolve_profile
 
     dev = default_device()
@@ -30,12 +50,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
         "cuda": torch.version.cuda,
         "device": str(dev),
         "profile": resolve_profile(dev).name,
+        "data_root": str(data_root()),
+        "data_root_from": DATA_ENV if DATA_ENV in __import__("os").environ else "cache dir",
     }
     if args.json:
-        print(json.dumps(info, indent=2))
+        _print_json(info)
     else:
         for k, v in info.items():
-            print(f"{k:>10}: {v}")
+            print(f"{k:>15}: {v}")
     return 0
 
 
@@ -48,6 +70,181 @@ def _cmd_heads(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ configs, params
+def _resolve_config(name: str, overrides: list[str] | None):
+    from .configs import apply_overrides, get_config
+
+    return apply_overrides(get_config(name), overrides or [])
+
+
+def _cmd_configs(args: argparse.Namespace) -> int:
+    from .configs import get_config, list_configs
+
+    rows = [(n, get_config(n).description) for n in list_configs()]
+    if args.json:
+        _print_json(dict(rows))
+        return 0
+    width = max(len(n) for n, _ in rows)
+    for name, desc in rows:
+        print(f"{name:<{width}}  {desc}")
+    return 0
+
+
+def param_report(config, vocab_size: int | None = None) -> dict:
+    """Parameter counts of a config's model (built on the meta device: no memory)."""
+    import torch
+
+    from .configs import paper_millions
+    from .data import corpus_spec
+    from .models import build_model
+
+    vocab_size = vocab_size or corpus_spec(config.data.corpus).vocab_size
+    with torch.device("meta"):
+        model = build_model(config, vocab_size)
+    total = sum(p.numel() for p in model.parameters())  # shared tensors counted once
+    head = model.head.param_counts()
+    return {
+        "config": config.name, "vocab_size": vocab_size, "total": total,
+        "total_m_as_printed_in_drill": paper_millions(total),
+        "encoder": total - head.dedicated, "output_layer_dedicated": head.dedicated,
+        "output_layer_shared": head.shared, "paper": config.paper.get("params_m"),
+    }
+
+
+def _cmd_params(args: argparse.Namespace) -> int:
+    report = param_report(_resolve_config(args.config, args.set))
+    if args.json:
+        _print_json(report)
+        return 0
+    print(f"{report['config']} (V = {report['vocab_size']:,})")
+    print(f"  total parameters           {report['total']:>12,}  "
+          f"({report['total_m_as_printed_in_drill']}M as the DRILL paper prints it)")
+    print(f"  output layer, dedicated    {report['output_layer_dedicated']:>12,}")
+    print(f"  output layer, shared       {report['output_layer_shared']:>12,}  "
+          f"(the input embedding)")
+    if report["paper"] is not None:
+        print(f"  paper                      {report['paper']:>11}M")
+    return 0
+
+
+# ------------------------------------------------------------------ training
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .train import Trainer
+
+    config = _resolve_config(args.config, args.set)
+    out = Path(args.out or Path("runs") / config.name.replace("/", "_"))
+    trainer = Trainer(config, out, device=args.device, resume=args.resume,
+                      progress=not args.quiet)
+    status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
+    print(f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
+          f"best valid ppl {status.best_val_ppl:.2f}; run folder {out}")
+    return 0
+
+
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from .train import finetune
+
+    status, out = finetune(args.run_dir, out=args.out, device=args.device, resume=args.resume,
+                           max_epochs=args.max_epochs, max_minutes=args.max_minutes,
+                           progress=not args.quiet)
+    print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
+          f"ppl {status.best_val_ppl:.2f}; run folder {out}")
+    return 0
+
+
+def _split_data(config, corpus, split: str):
+    from .data import batchify
+
+    t = config.train
+    batch = {"valid": t.eval_batch_size, "test": t.test_batch_size,
+             "train": t.eval_batch_size}[split]
+    return batchify(getattr(corpus, split), batch)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .train import evaluate, load_run
+
+    config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
+    data = _split_data(config, corpus, args.split).to(next(model.parameters()).device)
+    loss, n = evaluate(model, data, config.train.bptt, args.max_tokens)
+    result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
+              "loss": loss, "ppl": math.exp(loss), "tokens": n}
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{args.split} perplexity {result['ppl']:.2f} over {n:,} tokens "
+              f"({args.which} weights of {args.run_dir})")
+    return 0
+
+
+def _cmd_rank(args: argparse.Namespace) -> int:
+    import torch
+
+    from .analysis import DRILL_TOL, singular_values
+    from .data import get_batch
+    from .train import load_run
+
+    config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
+    device = next(model.parameters()).device
+    data = _split_data(config, corpus, args.split).to(device)
+
+    def chunks():
+        hidden, count = model.init_hidden(data.shape[1]), 0
+        with torch.no_grad():
+            for i in range(0, data.shape[0] - 1, config.train.bptt):
+                x, _ = get_batch(data, i, config.train.bptt)
+                out = model(x, hidden)
+                hidden = out.hidden
+                logp = model.head.log_prob(out.features).double()
+                yield logp.reshape(-1, logp.shape[-1])
+                count += x.numel()
+                if args.max_tokens and count >= args.max_tokens:
+                    return
+
+    spec = singular_values(chunks(), method="gram", device=device)
+    result = {"run": str(args.run_dir), "split": args.split, "contexts": spec.n_rows,
+              "vocab_size": spec.n_cols, "rank_tol_1": spec.rank(DRILL_TOL),
+              "resolution": spec.resolution, "method": spec.method,
+              "head": config.head.kind, "d_hidden": model.head.d_hidden}
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"rank of the {spec.n_rows:,} x {spec.n_cols:,} log-probability matrix "
+              f"({args.split}): {result['rank_tol_1']} with DRILL's tol = 1.0 "
+              f"(head {config.head.kind}, d = {model.head.d_hidden}, so a softmax-family "
+              f"ceiling of {model.head.d_hidden + 2})")
+    return 0
+
+
+# ------------------------------------------------------------------ data
+def _cmd_data(args: argparse.Namespace) -> int:
+    from .data import CORPORA, data_root, download, verify
+
+    names = args.corpus or sorted(CORPORA)
+    if args.action == "where":
+        print(data_root())
+        return 0
+    if args.action == "download":
+        for name in names:
+            for path in download(name, force=args.force):
+                print(f"ok  {path}")
+        return 0
+    bad = 0
+    for name in names:
+        for check in verify(name):
+            status = "ok" if check.ok else ("MISSING" if check.actual is None else "MISMATCH")
+            bad += not check.ok
+            print(f"{status:<8} {check.path}")
+            if check.actual is not None and not check.ok:
+                print(f"         expected sha256 {check.expected}\n         actual   sha256 "
+                      f"{check.actual}")
+    if bad:
+        print(f"{bad} file(s) missing or wrong; fetch them with `drillbook data download` or "
+              f"point DRILLBOOK_DATA at a folder that has them", file=sys.stderr)
+    return 1 if bad else 0
+
+
+# ------------------------------------------------------------------ synthetic
 def _cmd_synthetic_rank(args: argparse.Namespace) -> int:
     import torch
 
@@ -66,8 +263,7 @@ def _cmd_synthetic_rank(args: argparse.Namespace) -> int:
         rows.append({"d": d, "kl": fit.kl, "rank_numpy_tol": spec.rank(),
                      "rank_drill_tol": spec.rank(DRILL_TOL)})
     if args.json:
-        print(json.dumps({"language": repr(lang), "true_rank": true_rank, "fits": rows},
-                         indent=2))
+        _print_json({"language": repr(lang), "true_rank": true_rank, "fits": rows})
         return 0
     print(f"{lang}\ntrue rank of A (numpy tol): {true_rank}")
     print(f"{'d':>6} {'KL (nats)':>12} {'rank':>6} {'rank@tol=1':>11}")
@@ -76,6 +272,7 @@ def _cmd_synthetic_rank(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ parser
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -86,6 +283,35 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def _add_run_limits(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--resume", action="store_true", help="continue from the run's last.pt")
+    p.add_argument("--max-epochs", type=_positive_int, help="stop after N completed epochs")
+    p.add_argument("--max-minutes", type=_positive_float,
+                   help="wall-clock budget; the run checkpoints and stops (resume later)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA if available)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_run_reader(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", type=Path, help="a folder written by `drillbook train`")
+    p.add_argument("--split", choices=["valid", "test", "train"], default="test")
+    p.add_argument("--which", choices=["best", "last"], default="best",
+                   help="best.pt (default) or last.pt")
+    p.add_argument("--max-tokens", type=_positive_int, help="stop after about N tokens")
+    p.add_argument("--device")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drillbook",
@@ -94,7 +320,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("info", help="print versions, device and profile")
+    p = sub.add_parser("configs", help="list the named configs")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_configs)
+
+    p = sub.add_parser("params", help="parameter counts of a config's model",
+                       description="Total and output-layer parameter counts of a config's "
+                                   "model (built without allocating memory).")
+    p.add_argument("config", help="a name from `drillbook configs`")
+    p.add_argument("--set", nargs="+", metavar="KEY=VALUE", help="override config values")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_params)
+
+    p = sub.add_parser("train", help="train a config",
+                       description="Train a named config into a run folder (config.json, "
+                                   "log.jsonl, last.pt, best.pt). Resumable with --resume.")
+    p.add_argument("config", help="a name from `drillbook configs`")
+    p.add_argument("--set", nargs="+", metavar="KEY=VALUE",
+                   help="override config values, e.g. train.lr=20 head.options.depth=2")
+    p.add_argument("--out", help="run folder (default runs/<config name>)")
+    _add_run_limits(p)
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("finetune", help="AWD-LSTM's fine-tuning stage on a trained run",
+                       description="Restart from a run's best weights with averaged SGD and "
+                                   "stop at the first non-monotone validation epoch.")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--out", type=Path, help="run folder (default RUN_DIR/finetune)")
+    _add_run_limits(p)
+    p.set_defaults(func=_cmd_finetune)
+
+    p = sub.add_parser("eval", help="perplexity of a trained run")
+    _add_run_reader(p)
+    p.set_defaults(func=_cmd_eval)
+
+    p = sub.add_parser("rank", help="rank of a trained run's log-probability matrix",
+                       description="Rank (DRILL's absolute tol = 1.0) of the contexts x "
+                                   "vocabulary matrix of log-probabilities on a split.")
+    _add_run_reader(p)
+    p.set_defaults(func=_cmd_rank)
+
+    p = sub.add_parser("data", help="verify, download or locate the corpora")
+    p.add_argument("action", choices=["verify", "download", "where"])
+    p.add_argument("corpus", nargs="*", help="corpus names (default: all)")
+    p.add_argument("--force", action="store_true", help="download even if present")
+    p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("info", help="print versions, device, profile and data folder")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_info)
 
@@ -121,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .configs import ConfigError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -128,7 +402,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "synthetic-rank" and args.logit_rank > args.vocab:
         parser.error(f"--logit-rank ({args.logit_rank}) cannot exceed --vocab ({args.vocab})")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ConfigError, CommandError, FileNotFoundError, FileExistsError) as err:
+        parser.exit(2, f"drillbook: error: {err}\n")
+    except ValueError as err:  # bad input detected deeper down: same treatment
+        parser.exit(2, f"drillbook: error: {err}\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,14 +1,28 @@
-"""Analysis tools: rank and spectra of log-probability matrices, synthetic languages."""
+"""Analysis tools: rank and spectra, synthetic languages, frequency bands, neighbours."""
 
+from .frequency import (
+    DEFAULT_BANDS,
+    FrequencyBand,
+    band_of,
+    compare_by_frequency,
+    token_nll,
+)
+from .neighbours import nearest_neighbours
 from .rank import DRILL_TOL, Spectrum, matrix_rank, singular_values
 from .synthetic import FitResult, SyntheticLanguage, fit_head
 
 __all__ = [
+    "DEFAULT_BANDS",
     "DRILL_TOL",
     "FitResult",
+    "FrequencyBand",
     "Spectrum",
     "SyntheticLanguage",
+    "band_of",
+    "compare_by_frequency",
     "fit_head",
     "matrix_rank",
+    "nearest_neighbours",
     "singular_values",
+    "token_nll",
 ]

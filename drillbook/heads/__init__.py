@@ -9,6 +9,16 @@ torch.Size([4, 7, 100])
 
 Every head is an :class:`OutputHead`: ``log_prob``, ``loss`` and ``param_counts``
 mean the same thing for all of them.
+
+=============  =====================  =====================================================
+kind           class                  logits (DRILL paper's numbering)
+=============  =====================  =====================================================
+``softmax``    :class:`SoftmaxHead`   ``W^T h + b`` (Eq. 1)
+``tied``       :class:`TiedHead`      ``E h + b`` (Eq. 2)
+``bilinear``   :class:`BilinearHead`  ``E W h + b`` (Eq. 3)
+``dual``       :class:`DualHead`      ``σ(E U + b_u) σ(V h + b_v) + b`` (Eq. 5)
+``drill``      :class:`DrillHead`     ``E^(K) h + b``, deep residual ``E^(K)`` (Eqs. 8-12)
+=============  =====================  =====================================================
 """
 
 from __future__ import annotations
@@ -18,10 +28,16 @@ import inspect
 from torch import nn
 
 from .base import Features, OutputHead, ParamCounts, SoftmaxFamilyHead
+from .bilinear import BilinearHead
+from .drill import DrillHead
+from .dual import DualHead
 from .softmax import SoftmaxHead, TiedHead
 
 __all__ = [
     "HEADS",
+    "BilinearHead",
+    "DrillHead",
+    "DualHead",
     "Features",
     "OutputHead",
     "ParamCounts",
@@ -35,6 +51,9 @@ __all__ = [
 HEADS: dict[str, type[OutputHead]] = {
     SoftmaxHead.kind: SoftmaxHead,
     TiedHead.kind: TiedHead,
+    BilinearHead.kind: BilinearHead,
+    DualHead.kind: DualHead,
+    DrillHead.kind: DrillHead,
 }
 
 

@@ -1,0 +1,132 @@
+"""Named configs: the papers' setups, and small ``tutorial/`` ones for a CPU.
+
+Hyper-parameters follow the authors' public code (see the book's appendix on sources):
+AWD-LSTM (Merity et al., 2018) for ``*/awd-lstm*``, DRILL (Pappas & Henderson, 2019)
+for ``*/awd-lstm-drill``. ``paper`` records what the papers report, for comparison.
+
+Parameter counts: the DRILL paper's Table 4 prints totals truncated to 0.1M (24,382,000
+is printed as 24.3M); :func:`paper_millions` does the same so tests can compare.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from .schema import Config, ConfigError, DataConfig, HeadConfig, ModelConfig, TrainConfig
+
+__all__ = ["CONFIGS", "get_config", "list_configs", "paper_millions"]
+
+
+def paper_millions(n: int) -> float:
+    """A parameter count as the DRILL paper prints it: millions, truncated to 0.1."""
+    return math.floor(n / 1e5) / 10
+
+
+def _ptb(name: str, description: str, head: HeadConfig, paper: dict, **model) -> Config:
+    return Config(name=name, description=description, data=DataConfig("ptb"),
+                  model=ModelConfig(**model), head=head, train=TrainConfig(), paper=paper)
+
+
+def _wt2(cfg: Config, name: str, description: str, paper: dict) -> Config:
+    """The WikiText-2 counterpart of a PTB config (AWD-LSTM's WT2 settings)."""
+    cfg = cfg.copy()
+    cfg.name, cfg.description, cfg.paper = name, description, paper
+    cfg.data.corpus = "wikitext-2"
+    cfg.model.dropouth, cfg.model.dropouti = 0.2, 0.65
+    cfg.train.batch_size, cfg.train.epochs = 80, 750
+    return cfg
+
+
+def _drill_ptb() -> Config:
+    cfg = _ptb("ptb/awd-lstm-drill", "AWD-LSTM with a 4-layer DRILL head (sigmoid, "
+               "variational dropout 0.6)",
+               HeadConfig("drill", {"depth": 4, "activation": "sigmoid", "dropout": 0.6,
+                                    "dropout_kind": "variational"}),
+               {"source": "DRILL Tables 1 and 4", "params_m": 24.8, "params_m_main": 24,
+                "valid_ppl": 58.2, "test_ppl": 55.7})
+    cfg.train.epochs = 1000
+    return cfg
+
+
+def _drill_wt2() -> Config:
+    cfg = _wt2(_drill_ptb(), "wt2/awd-lstm-drill", "AWD-LSTM with a 4-layer DRILL head "
+               "(relu, standard dropout 0.6) on WikiText-2",
+               {"source": "DRILL Table 2", "params_m_main": 34, "valid_ppl": 64.9,
+                "test_ppl": 61.9})
+    cfg.head.options.update({"activation": "relu", "dropout_kind": "standard"})
+    cfg.train.epochs = 2000
+    return cfg
+
+
+def _tutorial(name: str, head: HeadConfig, corpus: str = "ptb") -> Config:
+    """Small enough for a laptop CPU: 2 x 256 LSTM, 128-d embeddings, capped epochs."""
+    return Config(
+        name=name,
+        description=f"CPU-sized {head.kind} head on {corpus} (minutes, not hours)",
+        data=DataConfig(corpus),
+        model=ModelConfig(emsize=128, nhid=256, nlayers=2, dropout=0.2, dropouth=0.1,
+                          dropouti=0.2, dropoute=0.0, wdrop=0.2),
+        head=head,
+        train=TrainConfig(batch_size=32, eval_batch_size=32, test_batch_size=32, bptt=35,
+                          lr=20.0, epochs=2, max_batches_per_epoch=150,
+                          max_eval_tokens=20_000, nonmono=2, checkpoint_minutes=2.0,
+                          log_interval=50),
+    )
+
+
+def _builders() -> dict[str, Callable[[], Config]]:
+    tied = HeadConfig("tied")
+    b: dict[str, Callable[[], Config]] = {
+        "ptb/awd-lstm": lambda: _ptb(
+            "ptb/awd-lstm", "AWD-LSTM with a tied softmax (the baseline)", tied,
+            {"source": "AWD-LSTM README; DRILL Table 4", "params_m": 24.2,
+             "valid_ppl": 60.0, "test_ppl": 57.3}),
+        "ptb/awd-lstm-full-softmax": lambda: _ptb(
+            "ptb/awd-lstm-full-softmax", "AWD-LSTM with an untied softmax on a 1150-d last "
+            "layer", HeadConfig("softmax"),
+            {"source": "DRILL Table 4", "params_m": 43.8, "valid_ppl": 69.9, "test_ppl": 66.8},
+            d_out=1150),
+        "ptb/awd-lstm-bilinear": lambda: _ptb(
+            "ptb/awd-lstm-bilinear", "AWD-LSTM with a bilinear output layer E W h",
+            HeadConfig("bilinear"), {"source": "DRILL Table 4", "params_m": 24.3, "valid_ppl": 60.7,
+             "test_ppl": 58.5}),
+        "ptb/awd-lstm-dual": lambda: _ptb(
+            "ptb/awd-lstm-dual", "AWD-LSTM with the dual nonlinear (joint) output layer",
+            HeadConfig("dual", {"d_joint": 400, "activation": "tanh"}),
+            {"source": "DRILL Table 4", "params_m": 24.5, "valid_ppl": 58.8,
+             "test_ppl": 56.4}),
+        "ptb/awd-lstm-drill": _drill_ptb,
+        "wt2/awd-lstm-drill": _drill_wt2,
+    }
+    for key in ["awd-lstm", "awd-lstm-full-softmax", "awd-lstm-bilinear", "awd-lstm-dual"]:
+        b[f"wt2/{key}"] = (lambda key=key: _wt2(
+            b[f"ptb/{key}"](), f"wt2/{key}", b[f"ptb/{key}"]().description + " on WikiText-2",
+            {"source": "DRILL Table 2" if key == "awd-lstm" else "", **(
+                {"params_m_main": 33, "valid_ppl": 68.6, "test_ppl": 65.8}
+                if key == "awd-lstm" else {})}))
+    for kind, options in [("softmax", {}), ("tied", {}), ("bilinear", {}),
+                          ("dual", {"d_joint": 128}), ("drill", {"depth": 2, "dropout": 0.3})]:
+        name = f"tutorial/ptb-{kind}"
+        b[name] = (lambda name=name, kind=kind, options=options:
+                   _tutorial(name, HeadConfig(kind, dict(options))))
+    return b
+
+
+CONFIGS = _builders()
+
+
+def list_configs() -> list[str]:
+    return sorted(CONFIGS)
+
+
+def get_config(name: str) -> Config:
+    """A fresh copy of a named config.
+
+    Raises:
+        ConfigError: unknown name; the message lists the valid ones.
+    """
+    try:
+        return CONFIGS[name]()
+    except KeyError:
+        raise ConfigError(f"unknown config {name!r}; choose one of {list_configs()}") from None

@@ -1,0 +1,212 @@
+"""DRILL: a deep residual label encoder in front of the tied softmax."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import Features, SoftmaxFamilyHead
+from .dual import ACTIVATIONS, check_activation
+from .label_cache import LabelCache
+from .softmax import embedding_weight
+
+__all__ = ["DrillHead", "variational_dropout"]
+
+
+def variational_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """Drop whole columns of a ``(V, d)`` label matrix with one shared mask.
+
+    One Bernoulli mask of shape ``(1, d)`` is drawn per call and broadcast over all
+    rows, so every label loses the same embedding dimensions; kept entries are scaled
+    by ``1 / (1 - p)``. The identity when ``training`` is false or ``p == 0``.
+    """
+    if not training or p == 0.0:
+        return x
+    mask = x.new_empty(1, x.shape[-1]).bernoulli_(1.0 - p).div_(1.0 - p)
+    return x * mask
+
+
+class DrillHead(SoftmaxFamilyHead):
+    """Deep residual label-encoder output layer (DRILL paper, Eqs. 8-12).
+
+    .. math::
+
+        E^{(0)} &= E, \\qquad
+        E^{(k)} = \\sigma\\big(\\delta(E^{(k-1)})\\, U_k^\\top + b_k\\big) + E
+                  \\;[+\\, E^{(k-1)}], \\quad k = 1, \\dots, K \\\\
+        p(y_t \\mid y_{1}^{t-1}) &\\propto \\exp(E^{(K)} h_t + b)
+
+    (Pappas & Henderson, 2019). The label encoder ``g_out`` runs over the whole
+    vocabulary: it starts from the shared input embedding ``E in R^{V x d}`` and stacks
+    ``K = depth`` nonlinear layers (:attr:`layers`, each an ``nn.Linear(d, d)`` with
+    ``weight = U_k`` and ``bias = b_k``; ``U_k`` is stored out x in, so the paper's
+    ``U^{(k)}`` of Eq. 9 is ``U_k^T``), each with
+
+    * a skip connection to the *undropped, unscaled* ``E`` (Eq. 10; ``residual=False``
+      removes it, an ablation);
+    * optionally a residual connection to the previous layer, ``+ E^{(k-1)}``
+      (``residual_previous=True``). As in the authors' code it is added from layer 2 on:
+      at layer 1, ``E^{(0)} = E`` already arrives through the skip connection;
+    * dropout ``δ`` on the layer's *input* (Eq. 12), ``E`` itself included at layer 1:
+      ``"variational"`` draws one ``(1, d)`` mask over the embedding dimensions, shared
+      by all ``V`` labels and resampled on every forward pass and layer; ``"standard"``
+      drops entries independently. Only in training mode.
+
+    The context side is the identity (``g_in(h) = h``, paper Sec. 3.3), so the logits are
+    ``h E^{(K)T} + b`` with a per-word bias ``b`` (:attr:`bias`). Because every layer
+    adds ``E``, the joint space is the embedding space and ``d_h`` must equal ``d``.
+    ``depth=0`` is the tied head exactly; ``depth=1`` with ``activation="identity"``,
+    ``b_1 = 0``, ``residual=False`` and no dropout is the bilinear head with
+    ``W = U_1^T``.
+
+    At evaluation ``E^{(K)}`` is a constant. The authors' code recomputes it on every
+    forward pass; here, in eval mode under ``torch.no_grad()``, it is computed once and
+    cached until a weight changes, so evaluation costs what the tied head costs
+    (:meth:`label_embeddings`, :meth:`clear_cache`).
+
+    Init: ``U_k ~ U(-0.1, 0.1)``, ``b_k`` PyTorch's ``nn.Linear`` default
+    (``U(-1/sqrt(d), 1/sqrt(d))``), ``b = 0``, as in the authors' code.
+
+    Args:
+        vocab_size: ``V``.
+        d_hidden: ``d_h``; must equal the embedding size ``d``.
+        embedding: the input ``nn.Embedding(V, d)`` (or its weight parameter); required.
+        depth: ``K >= 0``, the number of label-encoder layers (default 4, the paper's
+            PTB and WikiText-2 setting).
+        activation: ``σ``: ``"sigmoid"`` (default, the PTB setting), ``"relu"`` (the
+            WikiText-2 setting), ``"tanh"``, or ``"identity"`` (for analysis).
+        dropout: ``p`` in ``[0, 1)`` (default 0; the paper uses 0.6).
+        dropout_kind: ``"variational"`` (default, PTB) or ``"standard"`` (WikiText-2).
+        residual: add the skip connection to ``E`` in every layer (default ``True``).
+        residual_previous: also add ``E^{(k-1)}`` for ``k >= 2`` (default ``False``).
+        bias: learn the per-word bias ``b`` (default ``True``).
+
+    Shapes:
+        hidden ``(..., d)`` -> logits ``(..., V)``; :meth:`label_embeddings` ``(V, d)``.
+
+    Parameters:
+        dedicated ``C_drill = K (d d + d) + V`` (Eq. 11 with the layer biases);
+        shared ``V d`` (``E``).
+    """
+
+    kind = "drill"
+    activations = ("sigmoid", "relu", "tanh", "identity")
+    dropout_kinds = ("variational", "standard")
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_hidden: int,
+        embedding: nn.Embedding | nn.Parameter | None = None,
+        *,
+        depth: int = 4,
+        activation: str = "sigmoid",
+        dropout: float = 0.0,
+        dropout_kind: str = "variational",
+        residual: bool = True,
+        residual_previous: bool = False,
+        bias: bool = True,
+    ) -> None:
+        super().__init__(vocab_size, d_hidden)
+        weight = embedding_weight(embedding, self.kind)
+        if tuple(weight.shape) != (vocab_size, d_hidden):
+            raise ValueError(
+                f"drill head needs an embedding of shape (vocab_size, d_hidden) = "
+                f"({vocab_size}, {d_hidden}), got {tuple(weight.shape)}; every label-encoder "
+                f"layer adds the embedding E, so the joint space is the embedding space and "
+                f"d_hidden must equal the embedding dimension: size the encoder's last layer "
+                f"to the embedding dimension, or use kind='bilinear' or kind='dual'"
+            )
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise ValueError(
+                f"depth must be a non-negative integer (0 gives the tied head), got {depth!r}"
+            )
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \
+                or not 0.0 <= dropout < 1.0:
+            raise ValueError(
+                f"dropout must be a probability in [0, 1) (0 disables it), got {dropout!r}"
+            )
+        if dropout_kind not in self.dropout_kinds:
+            raise ValueError(
+                f"unknown dropout_kind {dropout_kind!r} for the 'drill' head; choose one of "
+                f"{list(self.dropout_kinds)}"
+            )
+        self.activation = check_activation(activation, self.activations, self.kind)
+        self.depth = depth
+        self.dropout = float(dropout)
+        self.dropout_kind = dropout_kind
+        self.residual = bool(residual)
+        self.residual_previous = bool(residual_previous)
+        self.embedding_weight = weight
+        factory = {"device": weight.device, "dtype": weight.dtype}
+        self.layers = nn.ModuleList(nn.Linear(d_hidden, d_hidden, **factory)
+                                    for _ in range(depth))
+        self.bias = nn.Parameter(weight.new_empty(vocab_size)) if bias else None
+        self._label_cache = LabelCache()
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``U_k ~ U(-0.1, 0.1)``, ``b_k`` nn.Linear's default, ``b = 0``."""
+        for layer in self.layers:
+            layer.reset_parameters()  # bias: U(-1/sqrt(d), 1/sqrt(d))
+            nn.init.uniform_(layer.weight, -0.1, 0.1)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        return [self.embedding_weight]
+
+    # ------------------------------------------------------------ label side
+    def _drop(self, x: Tensor) -> Tensor:
+        """Dropout ``δ`` on a layer input (identity in eval mode or with ``p = 0``)."""
+        if not self.training or self.dropout == 0.0:
+            return x
+        if self.dropout_kind == "variational":
+            return variational_dropout(x, self.dropout)
+        return F.dropout(x, self.dropout, training=True)
+
+    def _encode_labels(self) -> Tensor:
+        """``E^{(K)}``, always computed afresh (dropout sampled in training mode)."""
+        emb = self.embedding_weight
+        act = ACTIVATIONS[self.activation]
+        current = emb
+        for k, layer in enumerate(self.layers, start=1):
+            out = act(layer(self._drop(current)))
+            if self.residual_previous and k > 1:
+                out = out + current
+            if self.residual:
+                out = out + emb
+            current = out
+        return current
+
+    def label_embeddings(self) -> Tensor:
+        """``E^{(K)}``, shape ``(V, d)``: the label encoder's output word matrix.
+
+        In training mode this samples dropout like a training step; for analysis (e.g.
+        nearest neighbours) call it in eval mode under ``torch.no_grad()``, where it is
+        cached: the result is then shared with the cache, so treat it as read-only
+        (clone before editing in place). With ``depth=0`` it is ``E`` itself.
+        """
+        if self.depth == 0:
+            return self.embedding_weight
+        sources = [self.embedding_weight, *(p for layer in self.layers for p in
+                                            (layer.weight, layer.bias))]
+        return self._label_cache.get(self, sources, self._encode_labels)
+
+    def clear_cache(self) -> None:
+        """Drop the cached ``E^{(K)}`` (needed only after writes through ``p.data``)."""
+        self._label_cache.clear()
+
+    def _apply(self, *args, **kwargs):
+        # .to() / .cuda() / .double(): the cached value would sit on the old device
+        self._label_cache.clear()
+        return super()._apply(*args, **kwargs)
+
+    def logits(self, features: Tensor | Features) -> Tensor:
+        return F.linear(self._hidden(features), self.label_embeddings(), self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, depth={self.depth}, activation={self.activation!r}, "
+                f"dropout={self.dropout}, dropout_kind={self.dropout_kind!r}, "
+                f"residual={self.residual}, residual_previous={self.residual_previous}, "
+                f"bias={self.bias is not None}")

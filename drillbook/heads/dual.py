@@ -1,0 +1,169 @@
+"""Dual nonlinear mapping: labels and contexts projected into one joint space."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import Features, SoftmaxFamilyHead
+from .label_cache import LabelCache
+from .softmax import embedding_weight
+
+__all__ = ["ACTIVATIONS", "DualHead", "check_activation"]
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+#: the nonlinearities the label/context projections may use, by name
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "relu": torch.relu,
+    "identity": _identity,
+}
+
+
+def check_activation(name: str, choices: tuple[str, ...], kind: str) -> str:
+    """Return ``name`` if it is one of ``choices``, else raise a ValueError listing them."""
+    if name not in choices:
+        raise ValueError(
+            f"unknown activation {name!r} for the {kind!r} head; choose one of {list(choices)}"
+        )
+    return name
+
+
+def check_positive_int(value: object, what: str) -> int:
+    """``value`` as an ``int`` if it is a positive integer, else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+class DualHead(SoftmaxFamilyHead):
+    """Dual nonlinear (joint input-output embedding) output layer (DRILL paper, Eq. 5).
+
+    .. math::
+
+        p(y_t \\mid y_{1}^{t-1}) \\propto
+            \\exp\\big(\\sigma(E U + b_u)\\, \\sigma(V h_t + b_v) + b\\big)
+
+    (Pappas et al., 2018, Eq. 14). Both the labels (rows of the shared input embedding
+    ``E in R^{V x d}``) and the context ``h_t in R^{d_h}`` are projected into a joint
+    space of size ``d_j`` and scored by a dot product there:
+
+    * label side ``g_out(E) = σ(E U + b_u)``, shape ``(V, d_j)``: :attr:`label_proj`, an
+      ``nn.Linear(d, d_j)`` whose ``weight`` ``(d_j, d)`` is ``U^T``;
+    * context side ``g_in(h) = σ(V h + b_v)``, shape ``(..., d_j)``: :attr:`context_proj`,
+      an ``nn.Linear(d_h, d_j)`` whose ``weight`` ``(d_j, d_h)`` is ``V``;
+    * logits ``g_in(h) g_out(E)^T + b`` with a per-word bias ``b`` (:attr:`bias`).
+
+    With ``activation="identity"`` and ``b_u = b_v = 0`` this is the bilinear head with
+    ``W = U V`` (``= label_proj.weight.T @ context_proj.weight``), of rank at most
+    ``d_j``. ``g_out(E)`` does not depend on the input: in eval mode under
+    ``torch.no_grad()`` it is computed once and cached (:meth:`label_embeddings`).
+
+    Init: ``U, V ~ U(-0.1, 0.1)`` (as the authors' code), ``b_u = b_v = 0`` (a choice:
+    zero biases keep the identity-activation case exactly bilinear at init), ``b = 0``.
+
+    Args:
+        vocab_size: ``V``.
+        d_hidden: ``d_h``, any size.
+        embedding: the input ``nn.Embedding(V, d)`` (or its weight parameter); required.
+        d_joint: ``d_j``, the joint-space size (default: ``d``, the embedding size). Its
+            breadth is how this layer's capacity is raised.
+        activation: ``σ``, one of ``"tanh"`` (default, as in Pappas et al.),
+            ``"sigmoid"``, ``"relu"``, ``"identity"``.
+        bias: learn the per-word bias ``b`` (default ``True``).
+
+    Shapes:
+        hidden ``(..., d_h)`` -> logits ``(..., V)``.
+
+    Parameters:
+        dedicated ``C_dual = d d_j + d_j + d_j d_h + d_j + V`` (``U, b_u, V, b_v, b``);
+        shared ``V d`` (``E``).
+    """
+
+    kind = "dual"
+    activations = ("tanh", "sigmoid", "relu", "identity")
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_hidden: int,
+        embedding: nn.Embedding | nn.Parameter | None = None,
+        *,
+        d_joint: int | None = None,
+        activation: str = "tanh",
+        bias: bool = True,
+    ) -> None:
+        super().__init__(vocab_size, d_hidden)
+        weight = embedding_weight(embedding, self.kind)
+        if weight.shape[0] != vocab_size:
+            raise ValueError(
+                f"dual head needs an embedding of shape (vocab_size, d) = ({vocab_size}, d), "
+                f"got {tuple(weight.shape)}; pass the encoder's input embedding over the "
+                f"same vocabulary"
+            )
+        self.activation = check_activation(activation, self.activations, self.kind)
+        self.embedding_weight = weight
+        self.d_embedding = int(weight.shape[1])
+        self.d_joint = (self.d_embedding if d_joint is None
+                        else check_positive_int(d_joint, "d_joint"))
+        factory = {"device": weight.device, "dtype": weight.dtype}
+        self.label_proj = nn.Linear(self.d_embedding, self.d_joint, **factory)
+        self.context_proj = nn.Linear(d_hidden, self.d_joint, **factory)
+        self.bias = nn.Parameter(weight.new_empty(vocab_size)) if bias else None
+        self._label_cache = LabelCache()
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``U, V ~ U(-0.1, 0.1)``; ``b_u = b_v = b = 0``; the embedding is left alone."""
+        for proj in (self.label_proj, self.context_proj):
+            nn.init.uniform_(proj.weight, -0.1, 0.1)
+            nn.init.zeros_(proj.bias)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        return [self.embedding_weight]
+
+    # ------------------------------------------------------------ label side
+    def _encode_labels(self) -> Tensor:
+        """``g_out(E) = σ(E U + b_u)``, always computed afresh."""
+        return ACTIVATIONS[self.activation](self.label_proj(self.embedding_weight))
+
+    def label_embeddings(self) -> Tensor:
+        """``g_out(E)``, shape ``(V, d_j)``: the labels in the joint space.
+
+        Cached in eval mode under ``torch.no_grad()``; the result is then shared with the
+        cache, so treat it as read-only (clone before editing in place).
+        """
+        sources = (self.embedding_weight, self.label_proj.weight, self.label_proj.bias)
+        return self._label_cache.get(self, sources, self._encode_labels)
+
+    def clear_cache(self) -> None:
+        """Drop the cached ``g_out(E)`` (needed only after writes through ``p.data``)."""
+        self._label_cache.clear()
+
+    def _apply(self, *args, **kwargs):
+        # .to() / .cuda() / .double(): the cached value would sit on the old device
+        self._label_cache.clear()
+        return super()._apply(*args, **kwargs)
+
+    # ---------------------------------------------------------- context side
+    def context_embeddings(self, features: Tensor | Features) -> Tensor:
+        """``g_in(h) = σ(V h + b_v)``, shape ``(..., d_j)``."""
+        return ACTIVATIONS[self.activation](self.context_proj(self._hidden(features)))
+
+    def logits(self, features: Tensor | Features) -> Tensor:
+        return F.linear(self.context_embeddings(features), self.label_embeddings(), self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, d_embedding={self.d_embedding}, "
+                f"d_joint={self.d_joint}, activation={self.activation!r}, "
+                f"bias={self.bias is not None}")

@@ -1,0 +1,76 @@
+"""What every language-model encoder returns, and the model that joins encoder and head."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from torch import Tensor, nn
+
+from ..heads.base import Features, OutputHead
+
+__all__ = ["Encoder", "EncoderOutput", "LanguageModel"]
+
+
+class EncoderOutput(NamedTuple):
+    """The encoder's answer for one ``(T, B)`` batch of word ids.
+
+    Attributes:
+        features: what the head reads: ``features.last`` is the (dropped) last layer,
+            ``(T, B, d_out)``; ``features.layers`` holds every layer's output, index 0
+            the dropped input embedding ``(T, B, emsize)`` (DOC reads these).
+        hidden: recurrent state to pass to the next batch (``None`` when stateless).
+        raw_last: the last layer *before* output dropout, ``(T, B, d_out)`` (AWD-LSTM's
+            temporal activation regulariser uses it).
+    """
+
+    features: Features
+    hidden: Any
+    raw_last: Tensor
+
+
+class Encoder(nn.Module):
+    """Base class of LM encoders: word ids ``(T, B)`` -> :class:`EncoderOutput`.
+
+    Attributes:
+        embedding: the input ``nn.Embedding(V, emsize)``; tied heads share it.
+        d_out: size of ``features.last``; the head's ``d_hidden``.
+    """
+
+    embedding: nn.Embedding
+    d_out: int
+
+    def init_hidden(self, batch_size: int) -> Any:
+        """A fresh recurrent state (``None`` for stateless encoders)."""
+        return None
+
+    @staticmethod
+    def detach_hidden(hidden: Any) -> Any:
+        """Cut the graph between BPTT windows (truncated back-propagation)."""
+        if hidden is None:
+            return None
+        if isinstance(hidden, Tensor):
+            return hidden.detach()
+        return type(hidden)(Encoder.detach_hidden(h) for h in hidden)
+
+
+class LanguageModel(nn.Module):
+    """An encoder and an output head.
+
+    Shapes:
+        input ``(T, B)`` word ids -> :class:`EncoderOutput`; ``model.head.log_prob(
+        out.features)`` is ``(T, B, V)``.
+    """
+
+    def __init__(self, encoder: Encoder, head: OutputHead) -> None:
+        super().__init__()
+        if head.d_hidden != encoder.d_out:
+            raise ValueError(f"head reads d_hidden={head.d_hidden} features but the encoder "
+                             f"outputs d_out={encoder.d_out}; size them to agree")
+        self.encoder = encoder
+        self.head = head
+
+    def forward(self, input: Tensor, hidden: Any = None) -> EncoderOutput:
+        return self.encoder(input, hidden)
+
+    def init_hidden(self, batch_size: int) -> Any:
+        return self.encoder.init_hidden(batch_size)

@@ -1,0 +1,39 @@
+"""Build a :class:`LanguageModel` from a config: one place that knows every encoder."""
+
+from __future__ import annotations
+
+from ..configs.schema import Config, ConfigError
+from ..heads import build_head
+from .awd_lstm import AWDLSTM
+from .base import Encoder, LanguageModel
+from .transformer import TransformerLM
+
+__all__ = ["ENCODERS", "build_encoder", "build_model"]
+
+ENCODERS = ("awd-lstm", "transformer")
+
+
+def build_encoder(config: Config, vocab_size: int) -> Encoder:
+    m = config.model
+    if m.encoder == "awd-lstm":
+        return AWDLSTM(vocab_size, m.emsize, m.nhid, m.nlayers, m.d_out, dropout=m.dropout,
+                       dropouth=m.dropouth, dropouti=m.dropouti, dropoute=m.dropoute,
+                       wdrop=m.wdrop)
+    if m.encoder == "transformer":
+        if m.d_out not in (None, m.emsize):
+            raise ConfigError("the transformer's output size is its width: leave "
+                              "model.d_out unset or equal to model.emsize")
+        return TransformerLM(vocab_size, m.emsize, m.nhead, m.nlayers, m.d_ff,
+                             dropout=m.dropout, max_len=m.max_len)
+    raise ConfigError(f"unknown model.encoder {m.encoder!r}; choose one of {list(ENCODERS)}")
+
+
+def build_model(config: Config, vocab_size: int) -> LanguageModel:
+    """Encoder + head as the config says; the head shares the encoder's embedding."""
+    encoder = build_encoder(config, vocab_size)
+    try:
+        head = build_head(config.head.kind, vocab_size=vocab_size, d_hidden=encoder.d_out,
+                          embedding=encoder.embedding, **config.head.options)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"config {config.name!r}: {err}") from err
+    return LanguageModel(encoder, head)

@@ -1,0 +1,424 @@
+"""The AWD-LSTM training recipe, resumable to the bit.
+
+What one epoch does (Merity et al., 2018):
+
+1. walk the training stream in windows of random length (70 w.p. 0.95, else 35, then
+   ``max(5, N(bptt, 5))``), carrying the LSTM state across windows, the learning rate
+   scaled by ``seq_len / bptt``;
+2. loss = head NLL + ``alpha`` x mean(dropped output^2) (AR) + ``beta`` x mean of
+   squared differences of consecutive undropped outputs (TAR);
+3. clip the gradient norm, take an SGD step;
+4. evaluate; **NT-ASGD**: once the validation loss is worse than the best of all epochs
+   before the last ``nonmono``, switch to averaged SGD and evaluate with averaged weights.
+
+State that a resumed run needs to continue *exactly* (tested: a killed CPU run resumed
+from its last checkpoint ends bit-identical to an uninterrupted one): weights, optimiser
+(kind and state), epoch, position in the epoch and the window-length generator, the
+carried LSTM state, the global RNG (dropout masks), the validation history.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..configs.schema import Config
+from ..data import BPTTSampler, Corpus, batchify, get_batch, load_corpus
+from ..models import LanguageModel, build_model
+from .checkpoint import load_checkpoint, save_atomic
+
+__all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune", "load_run"]
+
+LAST, BEST, CONFIG, LOG = "last.pt", "best.pt", "config.json", "log.jsonl"
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became nan or inf; the last good checkpoint is left untouched."""
+
+
+@dataclass
+class RunStatus:
+    """How :meth:`Trainer.fit` ended.
+
+    Attributes:
+        reason: ``"done"`` (all epochs), ``"epochs"`` (``max_epochs`` reached),
+            ``"budget"`` (``max_minutes`` reached), ``"steps"`` (``max_steps`` reached),
+            ``"converged"`` (fine-tuning stopped at its non-monotone trigger).
+        epoch: epochs completed.
+        best_val_loss: best validation loss so far (nats per token).
+    """
+
+    reason: str
+    epoch: int
+    best_val_loss: float
+
+    @property
+    def best_val_ppl(self) -> float:
+        return math.exp(self.best_val_loss)
+
+
+@torch.no_grad()
+def evaluate(model: LanguageModel, data: Tensor, bptt: int,
+             max_tokens: int | None = None) -> tuple[float, int]:
+    """Mean NLL per token of ``model`` on a batchified ``(T, B)`` stream.
+
+    The recurrent state is carried across fixed windows of ``bptt`` tokens, as in
+    AWD-LSTM's evaluation. Returns ``(loss, n_tokens)``; perplexity is ``exp(loss)``.
+    """
+    model.eval()
+    hidden = model.init_hidden(data.shape[1])
+    total, count = 0.0, 0
+    for i in range(0, data.shape[0] - 1, bptt):
+        x, y = get_batch(data, i, bptt)
+        out = model(x, hidden)
+        hidden = out.hidden
+        total += float(model.head.loss(out.features, y)) * y.numel()
+        count += y.numel()
+        if max_tokens is not None and count >= max_tokens:
+            break
+    if count == 0:
+        raise ValueError("evaluation stream is empty: not enough tokens for one window")
+    return total / count, count
+
+
+class Trainer:
+    """Train a config's language model into a run folder, resumably.
+
+    Args:
+        config: the resolved config (written to ``run_dir/config.json``).
+        run_dir: where ``config.json``, ``log.jsonl``, ``last.pt`` and ``best.pt`` live.
+        device: where to train; default CUDA when available.
+        corpus: an already loaded corpus (default: ``load_corpus(config.data.corpus)``).
+        resume: continue from ``run_dir/last.pt``. Without it an existing run folder
+            with a checkpoint is an error (nothing is overwritten by accident).
+        progress: show a tqdm bar (default: only on a terminal).
+        stage: ``"train"``, or ``"finetune"``: AWD-LSTM's second stage, which starts in
+            averaged SGD from ``init_from`` and stops at the first non-monotone epoch.
+        init_from: a ``best.pt``/``last.pt`` whose weights a new run starts from.
+    """
+
+    def __init__(self, config: Config, run_dir: str | Path, *, device: str | None = None,
+                 corpus: Corpus | None = None, resume: bool = False,
+                 progress: bool | None = None, stage: str = "train",
+                 init_from: str | Path | None = None) -> None:
+        if stage not in ("train", "finetune"):
+            raise ValueError(f"stage must be 'train' or 'finetune', got {stage!r}")
+        self.run_dir = Path(run_dir)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.progress = progress
+        last = self.run_dir / LAST
+        if resume:
+            if not last.exists():
+                raise FileNotFoundError(f"cannot resume: no checkpoint {last}; start the run "
+                                        f"without --resume")
+            saved = Config.from_dict(json.loads((self.run_dir / CONFIG).read_text()))
+            if saved.hash() != config.hash():
+                raise ValueError(f"{self.run_dir} was trained with a different config "
+                                 f"(hash {saved.hash()} vs {config.hash()}); resume with the "
+                                 f"same config and overrides, or use a new --out folder")
+        elif last.exists():
+            raise FileExistsError(f"{self.run_dir} already holds a run ({LAST}); pass "
+                                  f"--resume to continue it or choose another --out folder")
+        self.config = config
+        t = config.train
+        torch.manual_seed(t.seed)
+        self.corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
+        vocab_size = len(self.corpus.vocab)
+        self.model = build_model(config, vocab_size).to(self.device)
+        self.train_data = batchify(self.corpus.train, t.batch_size).to(self.device)
+        self.valid_data = batchify(self.corpus.valid, t.eval_batch_size).to(self.device)
+        self.sampler = BPTTSampler(self.train_data, t.bptt, seed=t.seed,
+                                   variable=t.variable_bptt)
+        self.stage, self.finished = stage, False
+        if init_from is not None and not resume:
+            self.model.load_state_dict(load_checkpoint(init_from, self.device)["model"])
+        first = "adam" if t.optimizer == "adam" else "sgd"
+        self.optimizer = self._make_optimizer("asgd" if stage == "finetune" else first)
+        self.epoch = 1  # the epoch in progress
+        self.step = 0
+        self.hidden: Any = None
+        self.val_history: list[float] = []
+        self.best_val_loss = math.inf
+        self.elapsed = 0.0
+        self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
+        if resume:
+            self._load(last)
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+            (self.run_dir / LOG).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------ optimisers
+    @property
+    def averaging(self) -> bool:
+        return isinstance(self.optimizer, torch.optim.ASGD)
+
+    def _make_optimizer(self, kind: str) -> torch.optim.Optimizer:
+        t, params = self.config.train, self.model.parameters()
+        if kind == "sgd":
+            return torch.optim.SGD(params, lr=t.lr, weight_decay=t.wdecay)
+        if kind == "asgd":
+            return torch.optim.ASGD(params, lr=t.lr, t0=0, lambd=0.0, weight_decay=t.wdecay)
+        if kind == "adam":
+            return torch.optim.Adam(params, lr=t.lr, weight_decay=t.wdecay)
+        raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
+
+    def _optimizer_kind(self) -> str:
+        return {torch.optim.SGD: "sgd", torch.optim.ASGD: "asgd",
+                torch.optim.Adam: "adam"}[type(self.optimizer)]
+
+    # ------------------------------------------------------------ checkpoints
+    def _state(self) -> dict[str, Any]:
+        return {
+            "format": "drillbook-lm-checkpoint/1",
+            "config_hash": self.config.hash(),
+            "model": self.model.state_dict(),
+            "optimizer_kind": self._optimizer_kind(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "sampler": self.sampler.state_dict(),
+            "hidden": self.hidden,
+            "rng_cpu": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "val_history": list(self.val_history),
+            "best_val_loss": self.best_val_loss,
+            "elapsed": self.elapsed,
+            "epoch_acc": [self.epoch_loss, self.epoch_tokens, self.epoch_batches],
+            "stage": self.stage,
+            "finished": self.finished,
+        }
+
+    def _load(self, path: Path) -> None:
+        state = load_checkpoint(path, map_location=self.device)
+        self.model.load_state_dict(state["model"])
+        self.optimizer = self._make_optimizer(state["optimizer_kind"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.epoch, self.step = state["epoch"], state["step"]
+        self.sampler.load_state_dict(state["sampler"])
+        self.hidden = state["hidden"]
+        torch.set_rng_state(state["rng_cpu"].cpu())
+        if state["rng_cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+        self.val_history = list(state["val_history"])
+        self.best_val_loss = state["best_val_loss"]
+        self.elapsed = state["elapsed"]
+        self.epoch_loss, self.epoch_tokens, self.epoch_batches = state["epoch_acc"]
+        if state["stage"] != self.stage:
+            raise ValueError(f"{path} is a {state['stage']!r} checkpoint, not {self.stage!r}")
+        self.finished = state["finished"]
+
+    def save(self) -> Path:
+        """Write ``last.pt`` atomically."""
+        return save_atomic(self._state(), self.run_dir / LAST)
+
+    # ------------------------------------------------------------ training
+    def _train_step(self, batch) -> float:
+        t = self.config.train
+        self.model.train()
+        hidden = self.hidden
+        if hidden is None:
+            hidden = self.model.init_hidden(batch.x.shape[1])
+        with torch.autocast(self.device.type, dtype=torch.bfloat16,
+                            enabled=t.amp and self.device.type == "cuda"):
+            out = self.model(batch.x, hidden)
+            raw_loss = self.model.head.loss(out.features, batch.y)
+            loss = raw_loss
+            if t.alpha:
+                loss = loss + t.alpha * out.features.last.float().pow(2).mean()
+            if t.beta and out.raw_last.shape[0] > 1:
+                diff = out.raw_last[1:] - out.raw_last[:-1]
+                loss = loss + t.beta * diff.float().pow(2).mean()
+        if not torch.isfinite(loss):
+            where = self.run_dir / LAST
+            kept = (f"the last good checkpoint is {where}" if where.exists()
+                    else "no checkpoint was written yet")
+            raise TrainingDiverged(
+                f"loss became {loss.item()} at epoch {self.epoch}, step {self.step}; {kept}. "
+                f"Lower train.lr or train.clip, and resume from the checkpoint.")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if t.clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
+        group = self.optimizer.param_groups[0]
+        base_lr = group["lr"]
+        group["lr"] = base_lr * batch.lr_scale
+        self.optimizer.step()
+        group["lr"] = base_lr
+        self.hidden = self.model.encoder.detach_hidden(out.hidden)
+        self.step += 1
+        return raw_loss.item()
+
+    def _validate(self) -> float:
+        t = self.config.train
+        if not self.averaging:
+            return evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
+        saved = {}
+        for p in self.model.parameters():  # evaluate with the averaged weights
+            saved[p] = p.detach().clone()
+            p.data.copy_(self.optimizer.state[p]["ax"])
+        try:
+            return evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
+        finally:
+            for p, value in saved.items():
+                p.data.copy_(value)
+
+    def _best_state(self) -> dict[str, Any]:
+        if not self.averaging:
+            return self.model.state_dict()
+        params = {id(p): self.optimizer.state[p]["ax"] for p in self.model.parameters()
+                  if "ax" in self.optimizer.state[p]}
+        state = {}
+        for name, p in self.model.state_dict(keep_vars=True).items():
+            state[name] = params.get(id(p), p).detach().clone()
+        return state
+
+    def _end_epoch(self, seconds: float) -> dict[str, Any]:
+        t = self.config.train
+        val_loss = self._validate()
+        switched = False
+        trigger = (len(self.val_history) > t.nonmono
+                   and val_loss > min(self.val_history[:-t.nonmono]))
+        if self.stage == "finetune":
+            self.finished = trigger  # fine-tuning ends at its first non-monotone epoch
+        elif trigger and t.optimizer == "sgd" and not self.averaging:
+            self.optimizer = self._make_optimizer("asgd")  # NT-ASGD
+            switched = True
+        self.val_history.append(val_loss)
+        improved = val_loss < self.best_val_loss
+        if improved:
+            self.best_val_loss = val_loss
+            save_atomic({"format": "drillbook-lm-weights/1", "model": self._best_state(),
+                         "config": self.config.to_dict(), "epoch": self.epoch,
+                         "val_loss": val_loss}, self.run_dir / BEST)
+        train_loss = self.epoch_loss / max(self.epoch_batches, 1)
+        record = {
+            "epoch": self.epoch, "step": self.step, "train_loss": train_loss,
+            "train_ppl": math.exp(min(train_loss, 50)), "val_loss": val_loss,
+            "val_ppl": math.exp(min(val_loss, 50)), "best_val_ppl": math.exp(
+                min(self.best_val_loss, 50)), "optimizer": self._optimizer_kind(),
+            "switched_to_asgd": switched, "stage": self.stage, "lr": self.config.train.lr,
+            "epoch_seconds": seconds, "elapsed_seconds": self.elapsed,
+            "tokens": self.epoch_tokens, "batches": self.epoch_batches,
+        }
+        with open(self.run_dir / LOG, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        return record
+
+    def _train_batches(self, start: float, started_elapsed: float,
+                       max_minutes: float | None, max_steps: int | None) -> str | None:
+        """Train the rest of the current epoch; return why it stopped early, or None."""
+        t = self.config.train
+        cap = t.max_batches_per_epoch
+        bar = tqdm(total=self.sampler.num_batches(cap), initial=self.sampler.batches_done,
+                   desc=f"epoch {self.epoch}",
+                   disable=None if self.progress is None else not self.progress, leave=False)
+        try:
+            for batch in self.sampler.iter_epoch(cap):  # from the saved position on
+                loss = self._train_step(batch)
+                self.epoch_loss += loss
+                self.epoch_tokens += batch.y.numel()
+                self.epoch_batches += 1
+                now = time.monotonic()
+                self.elapsed = started_elapsed + now - start
+                bar.update(1)
+                if self.step % t.log_interval == 0:
+                    bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(loss, 50)):.1f}")
+                last_time, last_step = self._last_ckpt
+                due = (now - last_time >= 60 * t.checkpoint_minutes or bool(
+                    t.checkpoint_steps and self.step - last_step >= t.checkpoint_steps))
+                stop = ("budget" if max_minutes is not None and now - start >= 60 * max_minutes
+                        else "steps" if max_steps is not None and self.step >= max_steps
+                        else None)
+                if due or stop:
+                    self.save()
+                    self._last_ckpt = (now, self.step)
+                if stop:
+                    return stop
+            return None
+        finally:
+            bar.close()
+
+    def fit(self, max_epochs: int | None = None, max_minutes: float | None = None,
+            max_steps: int | None = None) -> RunStatus:
+        """Train until the config's epochs, or a limit given here, whichever comes first.
+
+        Args:
+            max_epochs: stop after this many *completed* epochs in total.
+            max_minutes: wall-clock budget for this call; the run checkpoints and stops.
+            max_steps: stop after this many optimiser steps in total (tests use it).
+        """
+        t = self.config.train
+        start = time.monotonic()
+        started_elapsed = self.elapsed
+        self._last_ckpt = (start, self.step)
+        final_epoch = t.epochs if max_epochs is None else min(t.epochs, max_epochs)
+        while self.epoch <= final_epoch and not self.finished:
+            epoch_start = time.monotonic()
+            # A checkpoint taken after an epoch's last batch resumes straight into its
+            # validation: the sampler then has no batches left in this epoch.
+            stop = self._train_batches(start, started_elapsed, max_minutes, max_steps)
+            if stop is not None:
+                return RunStatus(stop, self.epoch - 1, self.best_val_loss)
+            self._end_epoch(time.monotonic() - epoch_start)
+            self.sampler.new_epoch()
+            self.epoch += 1
+            self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
+            self.save()
+            self._last_ckpt = (time.monotonic(), self.step)
+        reason = ("converged" if self.finished else "done" if self.epoch > t.epochs
+                  else "epochs")
+        return RunStatus(reason, self.epoch - 1, self.best_val_loss)
+
+
+def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str | None = None,
+             resume: bool = False, max_epochs: int | None = None,
+             max_minutes: float | None = None, progress: bool | None = None,
+             corpus: Corpus | None = None) -> tuple[RunStatus, Path]:
+    """AWD-LSTM's fine-tuning stage: averaged SGD from a run's best weights.
+
+    Writes a new run folder (default ``run_dir/finetune``) and stops at the first epoch
+    whose validation loss is worse than the best before the last ``nonmono`` epochs.
+    """
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG).exists():
+        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
+    config = Config.from_dict(json.loads((run_dir / CONFIG).read_text()))
+    out = Path(out) if out is not None else run_dir / "finetune"
+    trainer = Trainer(config, out, device=device, resume=resume, progress=progress,
+                      corpus=corpus, stage="finetune",
+                      init_from=None if resume else run_dir / BEST)
+    return trainer.fit(max_epochs=max_epochs, max_minutes=max_minutes), out
+
+
+def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = None,
+             corpus: Corpus | None = None) -> tuple[Config, LanguageModel, Corpus]:
+    """Rebuild a trained model from its run folder.
+
+    Args:
+        which: ``"best"`` (``best.pt``, averaged weights if NT-ASGD had switched) or
+            ``"last"`` (``last.pt``).
+    """
+    run_dir = Path(run_dir)
+    cfg_path = run_dir / CONFIG
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
+                                f"train one with `drillbook train CONFIG --out {run_dir}`")
+    config = Config.from_dict(json.loads(cfg_path.read_text()))
+    corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = build_model(config, len(corpus.vocab)).to(device)
+    if which not in ("best", "last"):
+        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
+    state = load_checkpoint(run_dir / (BEST if which == "best" else LAST), device)
+    model.load_state_dict(state["model"])
+    model.eval()
+    return config, model, corpus
