@@ -14,3 +14,25 @@ def gen() -> torch.Generator:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def _gradcheck_head(head, d_hidden: int) -> None:
+    """float64 gradcheck of a head's log-probabilities w.r.t. the features and every
+    parameter (through ``torch.func.functional_call``), and of its ``loss``."""
+    names = [n for n, _ in head.named_parameters()]
+    params = tuple(torch.randn_like(p).mul_(0.5).requires_grad_(True)
+                   for _, p in head.named_parameters())
+    h = torch.randn(3, d_hidden, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([0, 5, head.vocab_size - 1])
+
+    def loss(x, *ps):
+        logp = torch.func.functional_call(head, dict(zip(names, ps, strict=True)), (x,))
+        return -logp.gather(-1, y[:, None]).mean()
+
+    assert torch.autograd.gradcheck(loss, (h, *params))
+    assert torch.autograd.gradcheck(lambda x: head.loss(x, y), (h,))
+
+
+@pytest.fixture
+def gradcheck_head():
+    return _gradcheck_head

@@ -134,21 +134,9 @@ def test_param_counts_at_ptb_size():
 
 
 @pytest.mark.parametrize("kind", sorted(HEADS))
-def test_gradcheck_float64(kind):
+def test_gradcheck_float64(kind, gradcheck_head):
     """Analytic gradients of the loss, w.r.t. the features and every parameter."""
-    head = make(kind).double()
-    names = [n for n, _ in head.named_parameters()]
-    params = tuple(torch.randn_like(p).mul_(0.5).requires_grad_(True)
-                   for _, p in head.named_parameters())
-    h = torch.randn(3, D, dtype=torch.float64, requires_grad=True)
-    y = torch.tensor([0, 5, V - 1])
-
-    def loss(x, *ps):
-        logp = torch.func.functional_call(head, dict(zip(names, ps, strict=True)), (x,))
-        return -logp.gather(-1, y[:, None]).mean()
-
-    assert torch.autograd.gradcheck(loss, (h, *params))
-    assert torch.autograd.gradcheck(lambda x: head.loss(x, y), (h,))
+    gradcheck_head(make(kind).double(), D)
 
 
 def test_softmax_family_loss_matches_log_softmax_path():

@@ -161,6 +161,15 @@ class OutputHead(nn.Module):
         """Parameters this head uses but does not own (the tied input embedding)."""
         return []
 
+    def output_embeddings(self) -> Tensor:
+        """The ``(V, d')`` matrix of output word vectors the head scores contexts against.
+
+        For analysis (nearest neighbours of output representations): ``W`` for a softmax,
+        ``E`` for a tied head, ``E W`` for a bilinear one, the label encoder's output for
+        the dual and DRILL heads.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no output word matrix")
+
     def param_counts(self) -> ParamCounts:
         """Dedicated vs. shared parameter counts (see :class:`ParamCounts`)."""
         shared_ids = {id(p) for p in self.shared_parameters()}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Features, SoftmaxFamilyHead
-from .softmax import embedding_weight
+from .base import Features
+from .softmax import EmbeddingHead
 
 __all__ = ["BilinearHead"]
 
 
-class BilinearHead(SoftmaxFamilyHead):
+class BilinearHead(EmbeddingHead):
     """Bilinear output layer over the tied input embedding (DRILL paper, Eq. 3).
 
     .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(E\\, W h_t + b)
@@ -51,28 +51,14 @@ class BilinearHead(SoftmaxFamilyHead):
         *,
         bias: bool = True,
     ) -> None:
-        super().__init__(vocab_size, d_hidden)
-        weight = embedding_weight(embedding, self.kind)
-        if weight.shape[0] != vocab_size:
-            raise ValueError(
-                f"bilinear head needs an embedding of shape (vocab_size, d) = "
-                f"({vocab_size}, d), got {tuple(weight.shape)}; pass the encoder's input "
-                f"embedding over the same vocabulary"
-            )
-        self.embedding_weight = weight
-        self.d_embedding = int(weight.shape[1])
-        self.weight = nn.Parameter(weight.new_empty(self.d_embedding, d_hidden))
-        self.bias = nn.Parameter(weight.new_empty(vocab_size)) if bias else None
+        super().__init__(vocab_size, d_hidden, embedding, bias=bias)
+        self.weight = nn.Parameter(self.embedding_weight.new_empty(self.d_embedding, d_hidden))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """``W ~ U(-0.1, 0.1)``, ``b = 0``; the shared embedding is left alone."""
+        super().reset_parameters()
         nn.init.uniform_(self.weight, -0.1, 0.1)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
-
-    def shared_parameters(self) -> list[nn.Parameter]:
-        return [self.embedding_weight]
 
     def logits(self, features: Tensor | Features) -> Tensor:
         projected = F.linear(self._hidden(features), self.weight)  # (..., d) = W h

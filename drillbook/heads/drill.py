@@ -5,10 +5,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Features, SoftmaxFamilyHead
 from .dual import ACTIVATIONS, check_activation
-from .label_cache import LabelCache
-from .softmax import embedding_weight
+from .label_cache import LabelEncoderHead
 
 __all__ = ["DrillHead", "variational_dropout"]
 
@@ -26,7 +24,7 @@ def variational_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     return x * mask
 
 
-class DrillHead(SoftmaxFamilyHead):
+class DrillHead(LabelEncoderHead):
     """Deep residual label-encoder output layer (DRILL paper, Eqs. 8-12).
 
     .. math::
@@ -107,16 +105,12 @@ class DrillHead(SoftmaxFamilyHead):
         residual_previous: bool = False,
         bias: bool = True,
     ) -> None:
-        super().__init__(vocab_size, d_hidden)
-        weight = embedding_weight(embedding, self.kind)
-        if tuple(weight.shape) != (vocab_size, d_hidden):
-            raise ValueError(
-                f"drill head needs an embedding of shape (vocab_size, d_hidden) = "
-                f"({vocab_size}, {d_hidden}), got {tuple(weight.shape)}; every label-encoder "
-                f"layer adds the embedding E, so the joint space is the embedding space and "
-                f"d_hidden must equal the embedding dimension: size the encoder's last layer "
-                f"to the embedding dimension, or use kind='bilinear' or kind='dual'"
-            )
+        super().__init__(
+            vocab_size, d_hidden, embedding, bias=bias, need="d_hidden",
+            why="every label-encoder layer adds the embedding E, so the joint space is the "
+                "embedding space and d_hidden must equal the embedding dimension: size the "
+                "encoder's last layer to the embedding dimension, or use kind='bilinear' or "
+                "kind='dual'")
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
             raise ValueError(
                 f"depth must be a non-negative integer (0 gives the tied head), got {depth!r}"
@@ -137,24 +131,18 @@ class DrillHead(SoftmaxFamilyHead):
         self.dropout_kind = dropout_kind
         self.residual = bool(residual)
         self.residual_previous = bool(residual_previous)
-        self.embedding_weight = weight
+        weight = self.embedding_weight
         factory = {"device": weight.device, "dtype": weight.dtype}
         self.layers = nn.ModuleList(nn.Linear(d_hidden, d_hidden, **factory)
                                     for _ in range(depth))
-        self.bias = nn.Parameter(weight.new_empty(vocab_size)) if bias else None
-        self._label_cache = LabelCache()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """``U_k ~ U(-0.1, 0.1)``, ``b_k`` nn.Linear's default, ``b = 0``."""
+        super().reset_parameters()
         for layer in self.layers:
             layer.reset_parameters()  # bias: U(-1/sqrt(d), 1/sqrt(d))
             nn.init.uniform_(layer.weight, -0.1, 0.1)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
-
-    def shared_parameters(self) -> list[nn.Parameter]:
-        return [self.embedding_weight]
 
     # ------------------------------------------------------------ label side
     def _drop(self, x: Tensor) -> Tensor:
@@ -189,21 +177,11 @@ class DrillHead(SoftmaxFamilyHead):
         """
         if self.depth == 0:
             return self.embedding_weight
-        sources = [self.embedding_weight, *(p for layer in self.layers for p in
-                                            (layer.weight, layer.bias))]
-        return self._label_cache.get(self, sources, self._encode_labels)
+        return super().label_embeddings()
 
-    def clear_cache(self) -> None:
-        """Drop the cached ``E^{(K)}`` (needed only after writes through ``p.data``)."""
-        self._label_cache.clear()
-
-    def _apply(self, *args, **kwargs):
-        # .to() / .cuda() / .double(): the cached value would sit on the old device
-        self._label_cache.clear()
-        return super()._apply(*args, **kwargs)
-
-    def logits(self, features: Tensor | Features) -> Tensor:
-        return F.linear(self._hidden(features), self.label_embeddings(), self.bias)
+    def _label_sources(self) -> list[Tensor]:
+        return [self.embedding_weight, *(p for layer in self.layers for p in
+                                         (layer.weight, layer.bias))]
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, depth={self.depth}, activation={self.activation!r}, "

@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Features, SoftmaxFamilyHead
-from .label_cache import LabelCache
-from .softmax import embedding_weight
+from .base import Features
+from .label_cache import LabelEncoderHead
 
 __all__ = ["ACTIVATIONS", "DualHead", "check_activation"]
 
@@ -44,7 +42,7 @@ def check_positive_int(value: object, what: str) -> int:
     return value
 
 
-class DualHead(SoftmaxFamilyHead):
+class DualHead(LabelEncoderHead):
     """Dual nonlinear (joint input-output embedding) output layer (DRILL paper, Eq. 5).
 
     .. math::
@@ -101,67 +99,38 @@ class DualHead(SoftmaxFamilyHead):
         activation: str = "tanh",
         bias: bool = True,
     ) -> None:
-        super().__init__(vocab_size, d_hidden)
-        weight = embedding_weight(embedding, self.kind)
-        if weight.shape[0] != vocab_size:
-            raise ValueError(
-                f"dual head needs an embedding of shape (vocab_size, d) = ({vocab_size}, d), "
-                f"got {tuple(weight.shape)}; pass the encoder's input embedding over the "
-                f"same vocabulary"
-            )
+        super().__init__(vocab_size, d_hidden, embedding, bias=bias)
         self.activation = check_activation(activation, self.activations, self.kind)
-        self.embedding_weight = weight
-        self.d_embedding = int(weight.shape[1])
         self.d_joint = (self.d_embedding if d_joint is None
                         else check_positive_int(d_joint, "d_joint"))
+        weight = self.embedding_weight
         factory = {"device": weight.device, "dtype": weight.dtype}
         self.label_proj = nn.Linear(self.d_embedding, self.d_joint, **factory)
         self.context_proj = nn.Linear(d_hidden, self.d_joint, **factory)
-        self.bias = nn.Parameter(weight.new_empty(vocab_size)) if bias else None
-        self._label_cache = LabelCache()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """``U, V ~ U(-0.1, 0.1)``; ``b_u = b_v = b = 0``; the embedding is left alone."""
+        super().reset_parameters()
         for proj in (self.label_proj, self.context_proj):
             nn.init.uniform_(proj.weight, -0.1, 0.1)
             nn.init.zeros_(proj.bias)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
-
-    def shared_parameters(self) -> list[nn.Parameter]:
-        return [self.embedding_weight]
 
     # ------------------------------------------------------------ label side
     def _encode_labels(self) -> Tensor:
         """``g_out(E) = σ(E U + b_u)``, always computed afresh."""
         return ACTIVATIONS[self.activation](self.label_proj(self.embedding_weight))
 
-    def label_embeddings(self) -> Tensor:
-        """``g_out(E)``, shape ``(V, d_j)``: the labels in the joint space.
-
-        Cached in eval mode under ``torch.no_grad()``; the result is then shared with the
-        cache, so treat it as read-only (clone before editing in place).
-        """
-        sources = (self.embedding_weight, self.label_proj.weight, self.label_proj.bias)
-        return self._label_cache.get(self, sources, self._encode_labels)
-
-    def clear_cache(self) -> None:
-        """Drop the cached ``g_out(E)`` (needed only after writes through ``p.data``)."""
-        self._label_cache.clear()
-
-    def _apply(self, *args, **kwargs):
-        # .to() / .cuda() / .double(): the cached value would sit on the old device
-        self._label_cache.clear()
-        return super()._apply(*args, **kwargs)
+    def _label_sources(self) -> tuple[Tensor, ...]:
+        return (self.embedding_weight, self.label_proj.weight, self.label_proj.bias)
 
     # ---------------------------------------------------------- context side
     def context_embeddings(self, features: Tensor | Features) -> Tensor:
         """``g_in(h) = σ(V h + b_v)``, shape ``(..., d_j)``."""
-        return ACTIVATIONS[self.activation](self.context_proj(self._hidden(features)))
+        return self._context(self._hidden(features))
 
-    def logits(self, features: Tensor | Features) -> Tensor:
-        return F.linear(self.context_embeddings(features), self.label_embeddings(), self.bias)
+    def _context(self, hidden: Tensor) -> Tensor:
+        return ACTIVATIONS[self.activation](self.context_proj(hidden))
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, d_embedding={self.d_embedding}, "

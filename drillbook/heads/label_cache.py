@@ -14,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["LabelCache"]
+from .base import Features
+from .softmax import EmbeddingHead
+
+__all__ = ["LabelCache", "LabelEncoderHead"]
 
 
 def _autocast_state(device_type: str) -> tuple:
@@ -125,3 +129,53 @@ class LabelCache:
 
     def __repr__(self) -> str:
         return f"LabelCache(filled={self.filled}, hits={self.hits}, misses={self.misses})"
+
+
+class LabelEncoderHead(EmbeddingHead):
+    """Base of heads that encode the whole vocabulary, ``g_out(E)``, before scoring.
+
+    ``logits = g_in(h) g_out(E)^T + b``. Subclasses implement :meth:`_encode_labels`
+    (``g_out(E)``, ``(V, d')``) and :meth:`_label_sources` (the tensors it reads), and
+    may override :meth:`_context` (``g_in``, identity by default). ``g_out(E)`` does not
+    depend on the context, so in eval mode under ``torch.no_grad()`` it is computed once
+    and kept in a :class:`LabelCache` until one of its sources changes.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._label_cache = LabelCache()
+
+    def _encode_labels(self) -> Tensor:
+        raise NotImplementedError
+
+    def _label_sources(self) -> Sequence[Tensor]:
+        raise NotImplementedError
+
+    def _context(self, hidden: Tensor) -> Tensor:
+        """``g_in(h)``: the context side of the score (identity unless overridden)."""
+        return hidden
+
+    def label_embeddings(self) -> Tensor:
+        """``g_out(E)``: the labels as the head scores them, shape ``(V, d')``.
+
+        Cached in eval mode under ``torch.no_grad()``; the result is then shared with the
+        cache, so treat it as read-only (clone before editing in place). In training mode
+        it samples dropout like a training step.
+        """
+        return self._label_cache.get(self, self._label_sources(), self._encode_labels)
+
+    def output_embeddings(self) -> Tensor:
+        return self.label_embeddings()
+
+    def clear_cache(self) -> None:
+        """Drop the cached ``g_out(E)`` (needed only after writes through ``p.data``)."""
+        self._label_cache.clear()
+
+    def _apply(self, *args, **kwargs):
+        # .to() / .cuda() / .double(): the cached value would sit on the old device
+        self._label_cache.clear()
+        return super()._apply(*args, **kwargs)
+
+    def logits(self, features: Tensor | Features) -> Tensor:
+        context = self._context(self._hidden(features))
+        return F.linear(context, self.label_embeddings(), self.bias)

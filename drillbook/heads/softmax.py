@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from .base import Features, SoftmaxFamilyHead
 
-__all__ = ["SoftmaxHead", "TiedHead", "embedding_weight"]
+__all__ = ["EmbeddingHead", "SoftmaxHead", "TiedHead", "embedding_weight"]
 
 
 class SoftmaxHead(SoftmaxFamilyHead):
@@ -50,6 +50,9 @@ class SoftmaxHead(SoftmaxFamilyHead):
     def logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.weight, self.bias)
 
+    def output_embeddings(self) -> Tensor:
+        return self.weight
+
 
 def embedding_weight(embedding: nn.Embedding | nn.Parameter | None, kind: str) -> nn.Parameter:
     """The ``(V, d)`` weight of an input embedding, with a clear error when missing."""
@@ -67,7 +70,48 @@ def embedding_weight(embedding: nn.Embedding | nn.Parameter | None, kind: str) -
     return weight
 
 
-class TiedHead(SoftmaxFamilyHead):
+class EmbeddingHead(SoftmaxFamilyHead):
+    """Base of the heads that score words against the encoder's input embedding ``E``.
+
+    Holds the shared ``E`` (``(V, d)``, registered here too so it moves with ``.to()``,
+    and reported by :meth:`shared_parameters` so that counts attribute it to the
+    embedding) and the head's own per-word bias ``b`` (zero-initialised).
+
+    Args:
+        vocab_size, d_hidden: as for every head.
+        embedding: the encoder's ``nn.Embedding(V, d)`` or its weight.
+        bias: learn ``b``.
+        need: ``"d_hidden"`` when the head needs ``d = d_hidden``; the ValueError then
+            also says why (``why``).
+    """
+
+    def __init__(self, vocab_size: int, d_hidden: int,
+                 embedding: nn.Embedding | nn.Parameter | None, *, bias: bool,
+                 need: str | None = None, why: str = "") -> None:
+        super().__init__(vocab_size, d_hidden)
+        weight = embedding_weight(embedding, self.kind)
+        why = why or "pass the encoder's input embedding over the same vocabulary"
+        expected = (vocab_size, d_hidden if need == "d_hidden" else int(weight.shape[1]))
+        if tuple(weight.shape) != expected:
+            shown = f"({vocab_size}, {d_hidden})" if need == "d_hidden" else f"({vocab_size}, d)"
+            raise ValueError(
+                f"{self.kind} head needs an embedding of shape {shown}, got "
+                f"{tuple(weight.shape)}; {why}"
+            )
+        self.embedding_weight = weight
+        self.d_embedding = int(weight.shape[1])
+        self.bias = nn.Parameter(weight.new_zeros(vocab_size)) if bias else None
+
+    def reset_parameters(self) -> None:
+        """Zero the bias; the shared embedding belongs to the encoder and is left alone."""
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        return [self.embedding_weight]
+
+
+class TiedHead(EmbeddingHead):
     """Softmax whose output matrix is the input embedding (DRILL paper, Eq. 2).
 
     .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(E h_t + b)
@@ -97,21 +141,9 @@ class TiedHead(SoftmaxFamilyHead):
         *,
         bias: bool = True,
     ) -> None:
-        super().__init__(vocab_size, d_hidden)
-        weight = embedding_weight(embedding, self.kind)
-        if tuple(weight.shape) != (vocab_size, d_hidden):
-            raise ValueError(
-                f"tied head needs an embedding of shape (vocab_size, d_hidden) = "
-                f"({vocab_size}, {d_hidden}), got {tuple(weight.shape)}; size the encoder's "
-                f"last layer to the embedding dimension or use kind='bilinear'"
-            )
-        # Registered as a parameter of this module too: it moves with .to(), and
-        # shared_parameters() tells the counts that it belongs to the embedding.
-        self.embedding_weight = weight
-        self.bias = nn.Parameter(weight.new_zeros(vocab_size)) if bias else None
-
-    def shared_parameters(self) -> list[nn.Parameter]:
-        return [self.embedding_weight]
+        super().__init__(vocab_size, d_hidden, embedding, bias=bias, need="d_hidden",
+                         why="size the encoder's last layer to the embedding dimension or "
+                             "use kind='bilinear'")
 
     @property
     def weight(self) -> Tensor:
@@ -120,5 +152,8 @@ class TiedHead(SoftmaxFamilyHead):
 
     def logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.embedding_weight, self.bias)
+
+    def output_embeddings(self) -> Tensor:
+        return self.embedding_weight
 
 
