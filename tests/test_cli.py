@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +44,88 @@ def test_bad_arguments_exit_2_with_a_message(capsys):
     with pytest.raises(SystemExit):
         main(["synthetic-rank", "--dims", "0"])
     assert "positive integer" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- engine commands
+needs_data = pytest.mark.skipif(
+    not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "ptb").is_dir(),
+    reason="needs the corpora: set DRILLBOOK_DATA (make test points it at ../shared/data)")
+
+MICRO = ["model.emsize=16", "model.nhid=16", "train.max_batches_per_epoch=3",
+         "train.epochs=1", "train.max_eval_tokens=300", "train.batch_size=8",
+         "train.eval_batch_size=4", "train.test_batch_size=4"]
+
+
+def test_configs_lists_the_paper_setups(capsys):
+    assert main(["configs"]) == 0
+    out = capsys.readouterr().out
+    for name in ("ptb/awd-lstm", "ptb/awd-lstm-drill", "wt2/awd-lstm-dual", "tutorial/ptb-tied"):
+        assert name in out
+
+
+def test_params_json_matches_the_paper(capsys):
+    assert main(["params", "ptb/awd-lstm-drill", "--set", "head.options.depth=2",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["total_m_as_printed_in_drill"] == 24.5
+    assert report["output_layer_dedicated"] == 2 * (400 * 400 + 400) + 10_000
+    assert report["output_layer_shared"] == 10_000 * 400
+
+
+def test_unknown_config_and_key_are_errors_that_list_the_valid_ones(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["params", "ptb/awd-lstn"])
+    assert exc.value.code == 2
+    assert "choose one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["params", "ptb/awd-lstm", "--set", "train.nope=1"])
+    assert "valid keys in train" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["params", "ptb/awd-lstm", "--set", "head.kind=mystery"])
+    assert "unknown head kind 'mystery'" in capsys.readouterr().err
+
+
+@needs_data
+def test_data_verify_passes_on_the_shared_copy(capsys):
+    assert main(["data", "verify", "ptb", "wikitext-2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and all(line.startswith("ok ") for line in lines)
+
+
+def test_data_verify_reports_missing_files(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("DRILLBOOK_DATA", str(tmp_path))
+    assert main(["data", "verify", "ptb"]) == 1
+    captured = capsys.readouterr()
+    assert "MISSING" in captured.out and "drillbook data download" in captured.err
+
+
+@needs_data
+def test_train_eval_rank_resume_round_trip(capsys, tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", "tutorial/ptb-drill", "--set", *MICRO, "--out", str(run),
+                 "--quiet"]) == 0
+    assert "stopped (done) after 1 epoch" in capsys.readouterr().out
+    assert {p.name for p in run.iterdir()} >= {"config.json", "log.jsonl", "last.pt",
+                                               "best.pt"}
+    with pytest.raises(SystemExit):  # the folder is taken
+        main(["train", "tutorial/ptb-drill", "--set", *MICRO, "--out", str(run)])
+    assert "--resume" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # another learning rate: refused
+        main(["train", "tutorial/ptb-drill", "--set", *MICRO, "train.lr=1",
+              "--out", str(run), "--resume"])
+    assert "different config" in capsys.readouterr().err
+    assert main(["train", "tutorial/ptb-drill", "--set", *MICRO, "train.epochs=2",
+                 "--out", str(run), "--resume", "--quiet"]) == 0  # more epochs: fine
+    assert "stopped (done) after 2 epoch" in capsys.readouterr().out
+    assert main(["eval", str(run), "--split", "valid", "--max-tokens", "300", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tokens"] >= 300 and 1 < result["ppl"] < 20_000
+    assert main(["rank", str(run), "--max-tokens", "200", "--json"]) == 0
+    rank = json.loads(capsys.readouterr().out)
+    assert rank["vocab_size"] == 10_000 and rank["rank_tol_1"] <= 16 + 2
+
+
+def test_eval_of_a_folder_that_is_not_a_run(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", str(tmp_path)])
+    assert exc.value.code == 2 and "not a drillbook run folder" in capsys.readouterr().err

@@ -43,6 +43,16 @@ def test_gram_agrees_with_svd_and_streams_chunks():
     assert gram.rank(DRILL_TOL) == svd.rank(DRILL_TOL) == 23
 
 
+def test_gram_uses_the_short_side_for_wide_matrices():
+    m = low_rank(30, 400, 7, seed=8)  # 30 rows, 400 columns: a 30 x 30 Gram suffices
+    wide = singular_values(m, method="gram", device="cpu")
+    np.testing.assert_allclose(wide.values[:7], np.linalg.svd(m, compute_uv=False)[:7],
+                               rtol=1e-9)
+    assert wide.values.shape == (30,) and wide.rank(DRILL_TOL) == 7
+    chunked = singular_values(iter(np.array_split(m, 4)), method="gram", device="cpu")
+    np.testing.assert_allclose(chunked.values[:7], wide.values[:7], rtol=1e-9)
+
+
 def test_gram_on_a_log_probability_like_matrix_with_drill_tolerance():
     """Log-probabilities sit around -10: one huge singular value. Gram still resolves
     DRILL's tol = 1 exactly as the SVD does."""

@@ -184,6 +184,7 @@ def test_run_folders_are_not_overwritten_or_resumed_with_another_config(tmp_path
         make(tmp_path / "run")
     with pytest.raises(ValueError, match="different config"):
         make(tmp_path / "run", tiny_config(clip=1.0), resume=True)
+    make(tmp_path / "run", tiny_config(epochs=5), resume=True)  # a longer schedule is fine
     with pytest.raises(FileNotFoundError, match="without --resume"):
         make(tmp_path / "empty", resume=True)
 

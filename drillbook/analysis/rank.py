@@ -16,7 +16,7 @@ Two ways to get the singular values, both in float64:
 * ``method="svd"``: LAPACK on the matrix itself (after a QR step when it is tall).
   Backward stable: resolves singular values down to ``s_max * max(N, V) * eps``.
 * ``method="gram"``: eigenvalues of the ``V x V`` Gram matrix ``M^T M``, accumulated
-  chunk by chunk, so an ``80,000 x 10,000`` matrix never has to sit in memory whole and
+  chunk by chunk (or of ``M M^T`` when there are fewer rows than columns), so an ``80,000 x 10,000`` matrix never has to sit in memory whole and
   costs ``N V^2`` multiply-adds (minutes on a laptop CPU, seconds on a GPU). Squaring
   loses precision: eigenvalues carry an absolute error of about
   ``eps * s_max^2 * (sqrt(N) + sqrt(V))``, so singular values below
@@ -131,16 +131,28 @@ def _svd(matrix: Tensor, device: torch.device) -> Spectrum:
 
 
 def _gram(chunks: Iterable[Tensor], device: torch.device) -> Spectrum:
-    gram, n_rows, n_cols = None, 0, None
+    """Eigenvalues of the smaller Gram matrix: ``M M^T`` while ``N <= V`` rows have
+    arrived (the rows are kept, at most ``V x V`` values), ``M^T M`` accumulated chunk by
+    chunk once there are more. Both have the same nonzero eigenvalues."""
+    gram, rows, n_rows, n_cols = None, [], 0, None
     for chunk in chunks:
         n_cols = _check_2d(chunk, n_cols)
         c = chunk.to(device=device, dtype=torch.float64)
+        n_rows += c.shape[0]
+        if gram is None and n_rows <= n_cols:
+            rows.append(c)  # still the short side: keep the rows
+            continue
         if gram is None:
             gram = torch.zeros(n_cols, n_cols, dtype=torch.float64, device=device)
+            for r in rows:
+                gram.addmm_(r.T, r)
+            rows = []
         gram.addmm_(c.T, c)
-        n_rows += c.shape[0]
-    if gram is None or n_rows == 0:
+    if n_rows == 0:
         raise ValueError("empty matrix: no rows to compute a spectrum of")
+    if gram is None:
+        m = torch.cat(rows)
+        gram = m @ m.T
     eig = torch.linalg.eigvalsh(gram).flip(0).clamp_min(0.0)
     k = min(n_rows, n_cols)
     values = eig[:k].sqrt().cpu().numpy()

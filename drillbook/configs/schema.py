@@ -121,6 +121,15 @@ class Config:
         d.pop("name"), d.pop("description"), d.pop("paper")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
+    def resume_key(self) -> str:
+        """Like :meth:`hash`, but blind to what may change when a run is resumed: the
+        number of epochs and the checkpoint/log cadence (they do not alter the steps
+        already taken)."""
+        c = self.copy()
+        c.train.epochs, c.train.log_interval = 0, 0
+        c.train.checkpoint_minutes, c.train.checkpoint_steps = 0.0, None
+        return c.hash()
+
     def copy(self) -> Config:
         return copy.deepcopy(self)
 

@@ -120,10 +120,13 @@ class Trainer:
                 raise FileNotFoundError(f"cannot resume: no checkpoint {last}; start the run "
                                         f"without --resume")
             saved = Config.from_dict(json.loads((self.run_dir / CONFIG).read_text()))
-            if saved.hash() != config.hash():
+            if saved.resume_key() != config.resume_key():
                 raise ValueError(f"{self.run_dir} was trained with a different config "
-                                 f"(hash {saved.hash()} vs {config.hash()}); resume with the "
-                                 f"same config and overrides, or use a new --out folder")
+                                 f"(hash {saved.resume_key()} vs {config.resume_key()}); "
+                                 f"resume with the same config and overrides (only "
+                                 f"train.epochs and the checkpoint cadence may change), or "
+                                 f"use a new --out folder")
+            (self.run_dir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         elif last.exists():
             raise FileExistsError(f"{self.run_dir} already holds a run ({LAST}); pass "
                                   f"--resume to continue it or choose another --out folder")
@@ -179,7 +182,7 @@ class Trainer:
     def _state(self) -> dict[str, Any]:
         return {
             "format": "drillbook-lm-checkpoint/1",
-            "config_hash": self.config.hash(),
+            "config_hash": self.config.resume_key(),
             "model": self.model.state_dict(),
             "optimizer_kind": self._optimizer_kind(),
             "optimizer": self.optimizer.state_dict(),

@@ -1,0 +1,77 @@
+"""Frequency bands (DRILL Fig. 3) and nearest neighbours (joint-embedding Table 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from drillbook.analysis import band_of, compare_by_frequency, nearest_neighbours, token_nll
+from drillbook.data import batchify
+from drillbook.heads import build_head
+from drillbook.models import AWDLSTM, LanguageModel
+from drillbook.train import evaluate
+
+
+def test_band_of_assigns_half_open_intervals():
+    counts = torch.tensor([0, 1, 9, 10, 99, 100, 5000, 20_000])
+    assert band_of(counts).tolist() == [-1, 0, 0, 1, 1, 2, 3, 4]
+    assert band_of(counts, [(1, 50), (50, None)]).tolist() == [-1, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_compare_by_frequency_by_hand():
+    counts = torch.tensor([5, 500, 0])  # word 0 rare, word 1 frequent
+    target = torch.tensor([0, 0, 1, 1, 1])
+    nll_a = torch.tensor([1.0, 3.0, 1.0, 1.0, 1.0])
+    nll_b = torch.tensor([4.0, 4.0, 1.0, 1.0, 2.5])
+    rows = compare_by_frequency(nll_a, nll_b, target, counts, [(1, 10), (10, 1000),
+                                                               (1000, None)])
+    rare, frequent, empty = rows
+    assert (rare.n_types, rare.n_tokens, rare.ce_a, rare.ce_b) == (1, 2, 2.0, 4.0)
+    assert rare.rel_diff_percent == pytest.approx(50.0)
+    assert frequent.ce_b == pytest.approx(1.5) and frequent.rel_diff_percent == \
+        pytest.approx(100 * (1.5 - 1.0) / 1.5)
+    assert empty.n_tokens == 0 and np.isnan(empty.rel_diff_percent)
+    assert rare.label == "1-9" and empty.label == "1000+"
+    with pytest.raises(ValueError, match="equal in shape"):
+        compare_by_frequency(nll_a, nll_b[:3], target, counts)
+
+
+def test_token_nll_averages_to_the_evaluation_loss():
+    torch.manual_seed(0)
+    enc = AWDLSTM(25, emsize=8, nhid=10, nlayers=2)
+    model = LanguageModel(enc, build_head("tied", vocab_size=25, d_hidden=8,
+                                          embedding=enc.embedding)).eval()
+    data = batchify(torch.randint(0, 25, (400,)), 4)
+    nll, target = token_nll(model, data, bptt=7)
+    loss, n = evaluate(model, data, bptt=7)
+    assert nll.shape == target.shape == (n,)
+    assert float(nll.double().mean()) == pytest.approx(loss, rel=1e-5)
+
+
+def test_nearest_neighbours_match_brute_force():
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((40, 6))
+    got = nearest_neighbours(torch.as_tensor(table), [3, 17], k=4)
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    for q, row in zip([3, 17], got, strict=True):
+        sims = unit @ unit[q]
+        sims[q] = -np.inf
+        order = np.argsort(-sims)[:4]
+        assert [i for i, _ in row] == order.tolist()
+        np.testing.assert_allclose([s for _, s in row], sims[order], rtol=1e-12)
+    l2 = nearest_neighbours(torch.as_tensor(table), [5], k=2, metric="l2")[0]
+    dists = np.linalg.norm(table - table[5], axis=1)
+    dists[5] = np.inf
+    assert [i for i, _ in l2] == np.argsort(dists)[:2].tolist()
+    assert l2[0][1] == pytest.approx(dists.min())
+
+
+def test_nearest_neighbours_bad_input():
+    table = torch.randn(10, 3)
+    with pytest.raises(ValueError, match=r"k must lie in \[1, 9\]"):
+        nearest_neighbours(table, [0], k=10)
+    with pytest.raises(ValueError, match=r"query ids must lie in \[0, 10\)"):
+        nearest_neighbours(table, [10])
+    with pytest.raises(ValueError, match="metric"):
+        nearest_neighbours(table, [0], metric="dot")
