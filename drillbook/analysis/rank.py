@@ -16,8 +16,9 @@ Two ways to get the singular values, both in float64:
 * ``method="svd"``: LAPACK on the matrix itself (after a QR step when it is tall).
   Backward stable: resolves singular values down to ``s_max * max(N, V) * eps``.
 * ``method="gram"``: eigenvalues of the ``V x V`` Gram matrix ``M^T M``, accumulated
-  chunk by chunk (or of ``M M^T`` when there are fewer rows than columns), so an ``80,000 x 10,000`` matrix never has to sit in memory whole and
-  costs ``N V^2`` multiply-adds (minutes on a laptop CPU, seconds on a GPU). Squaring
+  chunk by chunk (or of ``M M^T`` when there are fewer rows than columns), so an
+  ``80,000 x 10,000`` matrix never has to sit in memory whole and costs ``N V^2``
+  multiply-adds (measured: 127 s on a 2-core CPU, ``tools/bench_rank.py``). Squaring
   loses precision: eigenvalues carry an absolute error of about
   ``eps * s_max^2 * (sqrt(N) + sqrt(V))``, so singular values below
   :attr:`Spectrum.resolution` cannot be told from zero. Fine for DRILL's ``tol = 1``;
