@@ -27,6 +27,7 @@ help:
 	@echo "make book    build the website into _build/html (executes every notebook)"
 	@echo "make test    lint, unit tests, notebook checks (nbval) and the book build"
 	@echo "make sync    regenerate notebooks/*.ipynb from the .py:percent sources"
+	@echo "             (NB=notebooks/02_tied_joint_drill.py for just one)"
 	@echo "make clean   remove _build (keeps .venv)"
 
 $(STAMP): pyproject.toml
@@ -61,7 +62,7 @@ test: $(STAMP)
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 sync: $(STAMP)
-	$(BIN)/python tools/notebooks.py sync
+	$(BIN)/python tools/notebooks.py sync $(NB)
 
 clean:
 	rm -rf _build

@@ -94,7 +94,7 @@ def param_report(config, vocab_size: int | None = None) -> dict:
     """Parameter counts of a config's model (built on the meta device: no memory)."""
     import torch
 
-    from .configs import paper_millions
+    from .configs import paper_millions, paper_row
     from .data import corpus_spec
     from .models import build_model
 
@@ -107,7 +107,7 @@ def param_report(config, vocab_size: int | None = None) -> dict:
         "config": config.name, "vocab_size": vocab_size, "total": total,
         "total_m_as_printed_in_drill": paper_millions(total),
         "encoder": total - head.dedicated, "output_layer_dedicated": head.dedicated,
-        "output_layer_shared": head.shared, "paper": config.paper.get("params_m"),
+        "output_layer_shared": head.shared, "paper": paper_row(config).get("params_m"),
     }
 
 

@@ -16,7 +16,7 @@ import torch
 from . import __version__
 from .runtime import Profile, default_device, resolve_profile, seed_everything
 
-__all__ = ["Session", "in_colab", "setup"]
+__all__ = ["Session", "in_colab", "setup", "show_source"]
 
 
 def in_colab() -> bool:
@@ -70,3 +70,17 @@ def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool =
         print(f"drillbook {__version__} | torch {torch.__version__.split('+')[0]} | "
               f"device {dev.type} | profile {profile.name} ({profile.source}) | seed {seed}")
     return Session(device=dev, profile=profile, seed=seed)
+
+
+def show_source(obj) -> None:
+    """Display the source of a package function or class, highlighted.
+
+    Chapters use it to put an equation next to the code that implements it, without
+    copying the code into the notebook.
+    """
+    import inspect
+    import textwrap
+
+    from IPython.display import Code, display
+
+    display(Code(textwrap.dedent(inspect.getsource(obj)), language="python"))

@@ -93,3 +93,13 @@ def test_hash_ignores_names_but_not_hyperparameters():
     b.name, b.description = "renamed", "..."
     assert a.hash() == b.hash()
     assert apply_overrides(a, ["train.lr=1"]).hash() != a.hash()
+
+
+def test_paper_row_follows_the_depth_override():
+    from drillbook.configs import paper_row
+
+    drill = get_config("ptb/awd-lstm-drill")
+    assert paper_row(drill)["test_ppl"] == 55.7
+    assert paper_row(apply_overrides(drill, ["head.options.depth=2"]))["params_m"] == 24.5
+    assert paper_row(apply_overrides(drill, ["head.options.depth=7"])) == {}
+    assert paper_row(get_config("ptb/awd-lstm"))["params_m"] == 24.2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
@@ -24,6 +23,7 @@ from drillbook.train import (
     finetune,
     load_checkpoint,
     load_run,
+    read_log,
 )
 
 TINY = Path(__file__).parent / "data" / "tiny"
@@ -57,7 +57,7 @@ def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
 
 
 def log(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    return read_log(run_dir)
 
 
 def assert_same_run(a: Path, b: Path, wa: dict, wb: dict) -> None:

@@ -5,9 +5,10 @@
                                       badge and install cell name the repository of
                                       _config.yml, and every nbval-checked cell has a
                                       stored output to compare with
-    python tools/notebooks.py sync    rewrite the badge/install URLs from _config.yml,
-                                      update each .ipynb's inputs from its .py (outputs
-                                      are kept), then execute it in place
+    python tools/notebooks.py sync [NB ...]
+                                      rewrite the badge/install URLs from _config.yml,
+                                      update each .ipynb's inputs from its .py, then
+                                      execute it in place (all notebooks, or those named)
 
 The check compares contents, not modification times, so it means the same in a fresh
 clone as on the author's machine.
@@ -107,8 +108,19 @@ def check(root: Path) -> list[str]:
     return problems
 
 
-def sync(root: Path, execute: bool = True) -> None:
+def _strip_timings(ipynb: Path) -> None:
+    """Drop per-cell execution timestamps: they change on every run and bloat diffs."""
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+    nbformat.write(nb, ipynb)
+
+
+def sync(root: Path, execute: bool = True, only: list[Path] | None = None) -> None:
+    chosen = {p.resolve().with_suffix(".py") for p in only or []}
     for py in sorted((root / "notebooks").glob("*.py")):
+        if chosen and py.resolve() not in chosen:
+            continue
         text = py.read_text()
         new = rewrite_links(text, expected_links(root, py))
         if new != text:
@@ -124,6 +136,7 @@ def sync(root: Path, execute: bool = True) -> None:
                    "--inplace", "--ExecutePreprocessor.timeout=900", str(ipynb)]
             print(" ".join(cmd[2:]), flush=True)
             subprocess.run(cmd, check=True, cwd=py.parent)
+            _strip_timings(ipynb)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,9 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["check", "sync"])
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root")
     parser.add_argument("--no-execute", action="store_true", help="sync inputs only")
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="sync only these (.py or .ipynb); default: all")
     args = parser.parse_args(argv)
     if args.command == "sync":
-        sync(args.root, execute=not args.no_execute)
+        sync(args.root, execute=not args.no_execute, only=args.notebooks)
     problems = check(args.root)
     for p in problems:
         print(p, file=sys.stderr)

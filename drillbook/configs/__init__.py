@@ -1,6 +1,6 @@
 """Experiment configs: typed dataclasses, named setups, ``key=value`` overrides."""
 
-from .registry import CONFIGS, get_config, list_configs, paper_millions
+from .registry import CONFIGS, get_config, list_configs, paper_millions, paper_row
 from .schema import (
     Config,
     ConfigError,
@@ -23,4 +23,5 @@ __all__ = [
     "get_config",
     "list_configs",
     "paper_millions",
+    "paper_row",
 ]

@@ -15,12 +15,25 @@ from collections.abc import Callable
 
 from .schema import Config, ConfigError, DataConfig, HeadConfig, ModelConfig, TrainConfig
 
-__all__ = ["CONFIGS", "get_config", "list_configs", "paper_millions"]
+__all__ = ["CONFIGS", "get_config", "list_configs", "paper_millions", "paper_row"]
 
 
 def paper_millions(n: int) -> float:
     """A parameter count as the DRILL paper prints it: millions, truncated to 0.1."""
     return math.floor(n / 1e5) / 10
+
+
+def paper_row(config: Config) -> dict:
+    """What the papers report for this config *as overridden*: e.g. a DRILL config with
+    ``head.options.depth=2`` gets Table 4's 2-layer row. Empty when no row applies."""
+    paper = {k: v for k, v in config.paper.items() if k != "by_depth"}
+    depth = config.head.options.get("depth")
+    by_depth = config.paper.get("by_depth", {})
+    if depth is not None and str(depth) in by_depth:
+        paper.update(by_depth[str(depth)])
+    elif by_depth and depth not in (None, 4):
+        return {}
+    return paper
 
 
 def _ptb(name: str, description: str, head: HeadConfig, paper: dict, **model) -> Config:
@@ -44,7 +57,11 @@ def _drill_ptb() -> Config:
                HeadConfig("drill", {"depth": 4, "activation": "sigmoid", "dropout": 0.6,
                                     "dropout_kind": "variational"}),
                {"source": "DRILL Tables 1 and 4", "params_m": 24.8, "params_m_main": 24,
-                "valid_ppl": 58.2, "test_ppl": 55.7})
+                "valid_ppl": 58.2, "test_ppl": 55.7,
+                # Table 4 rows for the other depths (head.options.depth)
+                "by_depth": {"1": {"params_m": 24.3, "valid_ppl": 58.8, "test_ppl": 56.2},
+                             "2": {"params_m": 24.5, "valid_ppl": 58.7, "test_ppl": 56.0},
+                             "3": {"params_m": 24.7, "valid_ppl": 58.5, "test_ppl": 55.9}}})
     cfg.train.epochs = 1000
     return cfg
 

@@ -1,7 +1,15 @@
 """Training: the AWD-LSTM recipe (NT-ASGD, AR/TAR, clipping), atomic resumable checkpoints."""
 
 from .checkpoint import load_checkpoint, save_atomic
-from .lm import RunStatus, Trainer, TrainingDiverged, evaluate, finetune, load_run
+from .lm import (
+    RunStatus,
+    Trainer,
+    TrainingDiverged,
+    evaluate,
+    finetune,
+    load_run,
+    read_log,
+)
 
 __all__ = [
     "RunStatus",
@@ -11,5 +19,6 @@ __all__ = [
     "finetune",
     "load_checkpoint",
     "load_run",
+    "read_log",
     "save_atomic",
 ]

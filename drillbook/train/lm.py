@@ -28,14 +28,15 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, get_batch, load_corpus
 from ..models import LanguageModel, build_model
 from .checkpoint import load_checkpoint, save_atomic
 
-__all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune", "load_run"]
+__all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune", "load_run",
+           "read_log"]
 
 LAST, BEST, CONFIG, LOG = "last.pt", "best.pt", "config.json", "log.jsonl"
 
@@ -425,3 +426,11 @@ def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = N
     model.load_state_dict(state["model"])
     model.eval()
     return config, model, corpus
+
+
+def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The per-epoch records of a run (``log.jsonl``), oldest first."""
+    path = Path(run_dir) / LOG
+    if not path.exists():
+        raise FileNotFoundError(f"no training log at {path}")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
