@@ -206,7 +206,7 @@ print("C_drill(k) = k (d^2 + d) + V:",
 # and downloads it (checking sha256 sums) the first time.
 #
 # The budget depends on the profile. On a CPU (this website) each head trains for 100
-# batches, a tenth of an epoch: enough to see the machinery work and to measure cost,
+# batches, about an eighth of an epoch: enough to see the machinery work and to measure cost,
 # **not** enough to rank the heads; their perplexities at this point mostly reflect how
 # fast each starts. On a GPU the full profile trains 6 whole epochs each. The paper-sized
 # runs (`ptb/awd-lstm-drill` and friends, 500-1000 epochs) are the subject of chapter 6.
