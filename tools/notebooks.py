@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-execute", action="store_true", help="sync inputs only")
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="sync only these (.py or .ipynb); default: all")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.command == "sync":
         sync(args.root, execute=not args.no_execute, only=args.notebooks)
     problems = check(args.root)
