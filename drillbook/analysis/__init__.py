@@ -7,6 +7,7 @@ from .frequency import (
     compare_by_frequency,
     token_nll,
 )
+from .mixture import MixtureDiagnostics, mixture_diagnostics
 from .neighbours import nearest_neighbours
 from .rank import DRILL_TOL, Spectrum, matrix_rank, singular_values
 from .synthetic import FitResult, SyntheticLanguage, fit_head
@@ -16,12 +17,14 @@ __all__ = [
     "DRILL_TOL",
     "FitResult",
     "FrequencyBand",
+    "MixtureDiagnostics",
     "Spectrum",
     "SyntheticLanguage",
     "band_of",
     "compare_by_frequency",
     "fit_head",
     "matrix_rank",
+    "mixture_diagnostics",
     "nearest_neighbours",
     "singular_values",
     "token_nll",

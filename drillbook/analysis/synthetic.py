@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..heads.base import OutputHead
+from ..heads.base import Features, OutputHead
 
 __all__ = ["FitResult", "SyntheticLanguage", "fit_head"]
 
@@ -124,11 +124,14 @@ class FitResult:
         kl: final mean KL divergence to the true distribution (nats).
         history: KL after every step.
         hidden: the fitted context vectors ``H``, ``(U, d_hidden)`` (detached).
+        features: what to feed the head to get the fitted distributions: ``hidden``, or
+            for heads that read several layers a :class:`~drillbook.heads.Features`.
     """
 
     kl: float
     history: list[float] = field(repr=False)
     hidden: Tensor = field(repr=False)
+    features: Tensor | Features | None = field(default=None, repr=False)
 
 
 def fit_head(
@@ -145,7 +148,8 @@ def fit_head(
     Minimises the exact expected KL divergence ``E_c KL(P*(.|c) || p_head(.|h_c))``
     over ``H = [h_1 ... h_U]`` and the head's parameters with full-batch Adam. The
     context vectors stand for a perfect encoder, so the KL left at the end measures
-    what the output layer cannot express.
+    what the output layer cannot express. A head that reads several layers (DOC) gets a
+    free vector per context for each of its layers.
 
     Args:
         language: the target.
@@ -161,19 +165,33 @@ def fit_head(
                          f"{language.vocab_size} words")
     ref = next(head.parameters())
     gen = torch.Generator().manual_seed(seed)
-    hidden = init_scale * torch.randn(language.n_contexts, head.d_hidden, generator=gen,
-                                      dtype=ref.dtype)
-    hidden = nn.Parameter(hidden.to(ref.device))
-    opt = torch.optim.Adam([hidden, *head.parameters()], lr=lr)
+
+    def free(size: int) -> nn.Parameter:
+        x = init_scale * torch.randn(language.n_contexts, size, generator=gen, dtype=ref.dtype)
+        return nn.Parameter(x.to(ref.device))
+
+    hidden = free(head.d_hidden)
+    # heads that read several layers (DOC) get a free vector per context for each
+    sizes = list(getattr(head, "layer_sizes", None) or [])
+    layers = [free(s) if s > 0 else None for s in sizes[:-1]]
+
+    def features() -> Tensor | Features:
+        return Features(hidden, (*layers, hidden)) if sizes else hidden
+
+    opt = torch.optim.Adam([hidden, *(p for p in layers if p is not None),
+                            *head.parameters()], lr=lr)
     history = []
     head.train()
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
-        loss = language.kl(head.log_prob(hidden))
+        loss = language.kl(head.log_prob(features()))
         loss.backward()
         opt.step()
         history.append(float(loss.detach()))
     head.eval()
     with torch.no_grad():
-        final = float(language.kl(head.log_prob(hidden)))
-    return FitResult(kl=final, history=history, hidden=hidden.detach())
+        final = float(language.kl(head.log_prob(features())))
+    return FitResult(kl=final, history=history, hidden=hidden.detach(),
+                     features=Features(hidden.detach(), tuple(
+                         None if p is None else p.detach() for p in (*layers, hidden)))
+                     if sizes else hidden.detach())

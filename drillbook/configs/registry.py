@@ -76,6 +76,50 @@ def _drill_wt2() -> Config:
     return cfg
 
 
+def _mixture(name: str, corpus: str, head: HeadConfig, paper: dict, *, nonmono: int,
+             epochs: int, dropouti: float, dropouth: float) -> Config:
+    """The MoS/DOC papers' AWD-LSTM: a narrower embedding, a 3-layer LSTM whose last layer
+    is wider than the embedding (the mixture head projects it down)."""
+    ptb = corpus == "ptb"
+    return Config(
+        name=name, description=f"AWD-LSTM with a {head.kind.upper()} head"
+                               + ("" if ptb else " on WikiText-2"),
+        data=DataConfig(corpus),
+        model=ModelConfig(emsize=280 if ptb else 300, nhid=960 if ptb else 1150, nlayers=3,
+                          d_out=620 if ptb else 650, dropout=0.4, dropouth=dropouth,
+                          dropouti=dropouti, dropoute=0.1, wdrop=0.5),
+        head=head,
+        train=TrainConfig(batch_size=12 if ptb else 15, lr=20.0 if ptb else 15.0,
+                          nonmono=nonmono, epochs=epochs),
+        paper=paper)
+
+
+def _mos(corpus: str) -> Config:
+    ptb = corpus == "ptb"
+    return _mixture(
+        f"{'ptb' if ptb else 'wt2'}/awd-lstm-mos", corpus,
+        HeadConfig("mos", {"n_experts": 15, "latent_dropout": 0.29,
+                           "chunk_size": None if ptb else 256}),
+        {"source": "Yang et al. 2018 (MoS), as cited in DRILL Tables 1-2 and DOC Tables "
+                   "7-8", "params_m_main": 22 if ptb else 35,
+         "valid_ppl": 56.54 if ptb else 63.88, "test_ppl": 54.44 if ptb else 61.45},
+        nonmono=5, epochs=1000, dropouti=0.4 if ptb else 0.55,
+        dropouth=0.225 if ptb else 0.2)
+
+
+def _doc(corpus: str) -> Config:
+    ptb = corpus == "ptb"
+    return _mixture(
+        f"{'ptb' if ptb else 'wt2'}/awd-lstm-doc", corpus,
+        HeadConfig("doc", {"vectors_per_layer": [0, 0, 5, 15], "latent_dropout": 0.6,
+                           "cv_weight": 0.001, "chunk_size": None if ptb else 256}),
+        {"source": "DOC Tables 3, 7 and 8", "params_m_main": 23 if ptb else 37,
+         "valid_ppl": 54.62 if ptb else 60.97, "test_ppl": 52.87 if ptb else 58.55,
+         "finetuned": {"valid_ppl": 54.12 if ptb else 60.29,
+                       "test_ppl": 52.38 if ptb else 58.03}},
+        nonmono=60, epochs=500, dropouti=0.4 if ptb else 0.65, dropouth=0.225 if ptb else 0.2)
+
+
 def _tutorial(name: str, head: HeadConfig, corpus: str = "ptb") -> Config:
     """Small enough for a laptop CPU: 2 x 256 LSTM, 128-d embeddings, capped epochs."""
     return Config(
@@ -122,8 +166,15 @@ def _builders() -> dict[str, Callable[[], Config]]:
             {"source": "DRILL Table 2" if key == "awd-lstm" else "", **(
                 {"params_m_main": 33, "valid_ppl": 68.6, "test_ppl": 65.8}
                 if key == "awd-lstm" else {})}))
+    for corpus in ("ptb", "wikitext-2"):
+        for make in (_mos, _doc):
+            b[make(corpus).name] = (lambda make=make, corpus=corpus: make(corpus))
     for kind, options in [("softmax", {}), ("tied", {}), ("bilinear", {}),
-                          ("dual", {"d_joint": 128}), ("drill", {"depth": 2, "dropout": 0.3})]:
+                          ("dual", {"d_joint": 128}), ("drill", {"depth": 2, "dropout": 0.3}),
+                          ("mos", {"n_experts": 5, "latent_dropout": 0.2}),
+                          ("doc", {"vectors_per_layer": [0, 2, 3], "latent_dropout": 0.2,
+                                   "cv_weight": 0.001}),
+                          ("sigsoftmax", {})]:
         name = f"tutorial/ptb-{kind}"
         b[name] = (lambda name=name, kind=kind, options=options:
                    _tutorial(name, HeadConfig(kind, dict(options))))

@@ -31,16 +31,23 @@ from .base import Features, OutputHead, ParamCounts, SoftmaxFamilyHead
 from .bilinear import BilinearHead
 from .drill import DrillHead
 from .dual import DualHead
-from .softmax import SoftmaxHead, TiedHead
+from .mixture import DOCHead, MixtureHead, MoSHead
+from .sigsoftmax import SigSoftmaxHead
+from .softmax import EmbeddingHead, SoftmaxHead, TiedHead
 
 __all__ = [
     "HEADS",
     "BilinearHead",
+    "DOCHead",
     "DrillHead",
     "DualHead",
+    "EmbeddingHead",
     "Features",
+    "MixtureHead",
+    "MoSHead",
     "OutputHead",
     "ParamCounts",
+    "SigSoftmaxHead",
     "SoftmaxFamilyHead",
     "SoftmaxHead",
     "TiedHead",
@@ -54,6 +61,9 @@ HEADS: dict[str, type[OutputHead]] = {
     BilinearHead.kind: BilinearHead,
     DualHead.kind: DualHead,
     DrillHead.kind: DrillHead,
+    MoSHead.kind: MoSHead,
+    DOCHead.kind: DOCHead,
+    SigSoftmaxHead.kind: SigSoftmaxHead,
 }
 
 

@@ -161,6 +161,10 @@ class OutputHead(nn.Module):
         """Parameters this head uses but does not own (the tied input embedding)."""
         return []
 
+    def regularizer(self, features: Tensor | Features) -> Tensor | None:
+        """An extra training loss term of the head (DOC's ``lambda beta``), or None."""
+        return None
+
     def output_embeddings(self) -> Tensor:
         """The ``(V, d')`` matrix of output word vectors the head scores contexts against.
 

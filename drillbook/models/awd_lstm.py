@@ -85,6 +85,10 @@ class AWDLSTM(Encoder):
     def sizes(self) -> list[int]:
         return [rnn.hidden_size for rnn in self.rnns]
 
+    @property
+    def layer_sizes(self) -> list[int]:
+        return [self.emsize, *self.sizes]
+
     def init_hidden(self, batch_size: int) -> list[tuple[Tensor, Tensor]]:
         ref = self.embedding.weight
         return [(ref.new_zeros(1, batch_size, s), ref.new_zeros(1, batch_size, s))

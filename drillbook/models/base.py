@@ -39,6 +39,11 @@ class Encoder(nn.Module):
     embedding: nn.Embedding
     d_out: int
 
+    @property
+    def layer_sizes(self) -> list[int]:
+        """Feature sizes of ``features.layers``: the embedding first, the last layer last."""
+        raise NotImplementedError
+
     def init_hidden(self, batch_size: int) -> Any:
         """A fresh recurrent state (``None`` for stateless encoders)."""
         return None

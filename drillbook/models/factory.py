@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+
 from ..configs.schema import Config, ConfigError
-from ..heads import build_head
+from ..heads import HEADS, build_head
 from .awd_lstm import AWDLSTM
 from .base import Encoder, LanguageModel
 from .transformer import TransformerLM
@@ -31,9 +33,13 @@ def build_encoder(config: Config, vocab_size: int) -> Encoder:
 def build_model(config: Config, vocab_size: int) -> LanguageModel:
     """Encoder + head as the config says; the head shares the encoder's embedding."""
     encoder = build_encoder(config, vocab_size)
+    options = dict(config.head.options)
+    head_cls = HEADS.get(config.head.kind)
+    if head_cls is not None and "layer_sizes" in inspect.signature(head_cls).parameters:
+        options.setdefault("layer_sizes", encoder.layer_sizes)  # DOC reads every layer
     try:
         head = build_head(config.head.kind, vocab_size=vocab_size, d_hidden=encoder.d_out,
-                          embedding=encoder.embedding, **config.head.options)
+                          embedding=encoder.embedding, **options)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"config {config.name!r}: {err}") from err
     return LanguageModel(encoder, head)

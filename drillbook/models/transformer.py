@@ -48,6 +48,10 @@ class TransformerLM(Encoder):
         nn.init.normal_(self.embedding.weight, std=0.02)
         nn.init.normal_(self.position.weight, std=0.02)
 
+    @property
+    def layer_sizes(self) -> list[int]:
+        return [self.d_out] * (len(self.blocks) + 1)
+
     def forward(self, input: Tensor, hidden: None = None) -> EncoderOutput:
         if input.dim() != 2:
             raise ValueError(f"TransformerLM expects word ids of shape (T, B), got "

@@ -236,6 +236,9 @@ class Trainer:
             out = self.model(batch.x, hidden)
             raw_loss = self.model.head.loss(out.features, batch.y)
             loss = raw_loss
+            extra = self.model.head.regularizer(out.features)
+            if extra is not None:  # DOC's coefficient-of-variation term
+                loss = loss + extra
             if t.alpha:
                 loss = loss + t.alpha * out.features.last.float().pow(2).mean()
             if t.beta and out.raw_last.shape[0] > 1:

@@ -1,0 +1,178 @@
+"""MoS, DOC and sigsoftmax: equivalences, log-space mixing, chunking, beta, counts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from drillbook.analysis import singular_values
+from drillbook.cli import param_report
+from drillbook.configs import get_config
+from drillbook.heads import DOCHead, Features, MoSHead, SigSoftmaxHead, build_head
+from drillbook.heads.mixture import (
+    coefficient_of_variation,
+    mixture_log_prob,
+    mixture_log_prob_reference,
+)
+
+F64 = torch.float64
+V, D, DH = 23, 5, 7
+
+
+def emb64() -> nn.Embedding:
+    return nn.Embedding(V, D).double()
+
+
+def test_mos_with_one_expert_is_a_tanh_projected_tied_softmax():
+    emb = emb64()
+    head = MoSHead(V, DH, embedding=emb, n_experts=1).double().eval()
+    with torch.no_grad():
+        head.bias.normal_()
+    h = torch.randn(4, 3, DH, dtype=F64)
+    expected = torch.log_softmax(torch.tanh(head.latent(h)) @ emb.weight.T + head.bias, -1)
+    torch.testing.assert_close(head.log_prob(h), expected)
+
+
+def test_doc_with_every_vector_from_the_last_layer_is_mos():
+    emb = emb64()
+    mos = MoSHead(V, DH, embedding=emb, n_experts=4).double().eval()
+    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[0, 0, 4], layer_sizes=[D, 9, DH],
+                  cv_weight=0.0).double().eval()
+    with torch.no_grad():
+        mos.bias.normal_()
+        doc.bias.copy_(mos.bias)
+        doc.projections["2"].load_state_dict(mos.latent.state_dict())
+        doc.prior.load_state_dict(mos.prior.state_dict())
+    h = torch.randn(6, 2, DH, dtype=F64)
+    feats = Features(h, (torch.randn(6, 2, D, dtype=F64), torch.randn(6, 2, 9, dtype=F64), h))
+    torch.testing.assert_close(doc.log_prob(feats), mos.log_prob(h))
+
+
+def test_doc_reads_the_middle_layers():
+    emb = emb64()
+    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[1, 2, 3], layer_sizes=[D, 9, DH])
+    doc = doc.double().eval()
+    h = torch.randn(4, 2, DH, dtype=F64)
+    layers = [torch.randn(4, 2, D, dtype=F64), torch.randn(4, 2, 9, dtype=F64), h]
+    base = doc.log_prob(Features(h, tuple(layers)))
+    layers[1] = layers[1] + 1.0  # move a middle layer: the distribution moves
+    assert not torch.allclose(doc.log_prob(Features(h, tuple(layers))), base)
+    with pytest.raises(ValueError, match="needs Features with all 3 layer outputs"):
+        doc.log_prob(h)
+    with pytest.raises(ValueError, match="layer 1 has 8 features, expected 9"):
+        doc.log_prob(Features(h, (layers[0], torch.randn(4, 2, 8, dtype=F64), h)))
+    with pytest.raises(ValueError, match="pass layer_sizes"):
+        DOCHead(V, DH, embedding=emb, vectors_per_layer=[1, 0, 3])
+    with pytest.raises(ValueError, match="3 entries but the encoder has 2 layers"):
+        DOCHead(V, DH, embedding=emb, vectors_per_layer=[1, 0, 3], layer_sizes=[D, DH])
+
+
+def test_log_space_mixing_equals_probability_space_where_finite_and_stays_finite():
+    torch.manual_seed(0)
+    vectors = torch.randn(10, 3, D, dtype=F64)
+    log_prior = torch.log_softmax(torch.randn(10, 3, dtype=F64), -1)
+    weight, bias = torch.randn(V, D, dtype=F64), torch.randn(V, dtype=F64)
+    torch.testing.assert_close(mixture_log_prob(vectors, log_prior, weight, bias),
+                               mixture_log_prob_reference(vectors, log_prior, weight, bias))
+    # scores so spread out that the probabilities underflow to 0 in float64
+    big = 400 * vectors
+    ref = mixture_log_prob_reference(big, log_prior, weight, bias)
+    exact = mixture_log_prob(big, log_prior, weight, bias)
+    assert torch.isinf(ref).any() and torch.isfinite(exact).all()
+    normal = ref > -300  # where p is a normal float64 far from underflow, they agree
+    assert normal.sum() > 20
+    torch.testing.assert_close(exact[normal], ref[normal])
+    torch.testing.assert_close(exact.logsumexp(-1), torch.zeros(10, dtype=F64))
+
+
+def test_coefficient_of_variation_by_hand():
+    prior = torch.tensor([[0.5, 0.5], [1.0, 0.0]])  # totals B = (1.5, 0.5)
+    assert float(coefficient_of_variation(prior)) == pytest.approx(0.5)  # std .5 / mean 1
+    even = torch.full((4, 3, 5), 0.2, dtype=F64)
+    assert float(coefficient_of_variation(even)) == 0.0
+
+
+def test_doc_regularizer_is_lambda_beta_and_mos_has_none():
+    emb = emb64()
+    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[0, 3], cv_weight=0.01).double()
+    h = torch.randn(5, 2, DH, dtype=F64)
+    beta = coefficient_of_variation(doc.mixture_weights(h)) ** 2
+    torch.testing.assert_close(doc.regularizer(h), 0.01 * beta)
+    assert MoSHead(V, DH, embedding=emb).regularizer(h) is None
+
+
+@pytest.mark.parametrize("kind", ["mos", "doc"])
+def test_chunked_and_unchunked_agree_in_values_and_gradients(kind):
+    emb = emb64()
+    opts = ({"n_experts": 3} if kind == "mos"
+            else {"vectors_per_layer": [1, 3], "layer_sizes": [D, DH], "cv_weight": 0.0})
+    torch.manual_seed(0)
+    whole = build_head(kind, vocab_size=V, d_hidden=DH, embedding=emb, **opts).double()
+    chunked = build_head(kind, vocab_size=V, d_hidden=DH, embedding=emb, chunk_size=4,
+                         **opts).double()
+    chunked.load_state_dict(whole.state_dict())
+    h = torch.randn(5, 3, DH, dtype=F64)
+    feats = Features(h, (torch.randn(5, 3, D, dtype=F64), h))
+    y = torch.randint(0, V, (5, 3))
+    y[0, 0] = -100
+    torch.testing.assert_close(chunked.log_prob(feats), whole.log_prob(feats))
+    grads = []
+    for head in (whole, chunked):
+        head.zero_grad()
+        head.loss(feats, y).backward()
+        grads.append({n: p.grad.clone() for n, p in head.named_parameters()})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], msg=name)
+    expected = -whole.log_prob(feats)[y != -100].gather(-1, y[y != -100][:, None]).mean()
+    torch.testing.assert_close(chunked.loss(feats, y), expected)
+
+
+def test_gradcheck_doc_through_every_layer(gradcheck_head):
+    emb = emb64()
+    head = DOCHead(V, DH, embedding=emb, vectors_per_layer=[1, 2], layer_sizes=[D, DH],
+                   chunk_size=2).double()
+    h0 = torch.randn(3, D, dtype=F64, requires_grad=True)
+    h = torch.randn(3, DH, dtype=F64, requires_grad=True)
+    y = torch.tensor([0, 4, V - 1])
+    assert torch.autograd.gradcheck(lambda a, b: head.loss(Features(b, (a, b)), y), (h0, h))
+
+
+def test_locked_masks_doc_shares_over_vectors_mos_does_not():
+    emb = nn.Embedding(V, D)
+    h = torch.randn(6, 4, DH)
+    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[0, 3], latent_dropout=0.5).train()
+    mos = MoSHead(V, DH, embedding=emb, n_experts=3, latent_dropout=0.5).train()
+    for head, shared in ((doc, True), (mos, False)):
+        torch.manual_seed(1)
+        vectors, _ = head.components(h)
+        dropped = vectors == 0
+        assert torch.equal(dropped, dropped[:1].expand_as(dropped))  # shared over time
+        same_over_j = torch.equal(dropped, dropped[:, :, :1].expand_as(dropped))
+        assert same_over_j == shared
+
+
+@pytest.mark.parametrize(("name", "vocab", "paper_m"), [
+    ("ptb/awd-lstm-mos", 10_000, 22), ("ptb/awd-lstm-doc", 10_000, 23),
+    ("wt2/awd-lstm-mos", 33_278, 35), ("wt2/awd-lstm-doc", 33_278, 37)])
+def test_parameter_counts_round_to_the_papers(name, vocab, paper_m):
+    """MoS and DOC print whole millions, rounded (MoS PTB: 21,500,620 -> 22M)."""
+    report = param_report(get_config(name), vocab)
+    assert round(report["total"] / 1e6) == paper_m == get_config(name).paper["params_m_main"]
+
+
+def test_sigsoftmax_is_exp_times_sigmoid_normalised_and_escapes_the_rank_ceiling():
+    emb = emb64()
+    head = SigSoftmaxHead(V, D, embedding=emb).double()
+    h = torch.randn(200, D, dtype=F64)
+    z = h @ emb.weight.T + head.bias
+    p = torch.exp(z) * torch.sigmoid(z)
+    torch.testing.assert_close(head.log_prob(h), torch.log(p / p.sum(-1, keepdim=True)))
+    assert head.param_counts().dedicated == V  # nothing beyond the tied head
+    with torch.no_grad():
+        rank = singular_values(head.log_prob(h)).rank()
+    assert rank > D + 2 and rank == V
+    with torch.no_grad():
+        assert math.isclose(float(head.log_prob(h).exp().sum(-1).mean()), 1.0)
