@@ -149,7 +149,9 @@ def fit_head(
     over ``H = [h_1 ... h_U]`` and the head's parameters with full-batch Adam. The
     context vectors stand for a perfect encoder, so the KL left at the end measures
     what the output layer cannot express. A head that reads several layers (DOC) gets a
-    free vector per context for each of its layers.
+    free vector per context for each of its layers, and a head with a training
+    regulariser (DOC's ``lambda beta``) has it added to the objective (``history`` and
+    ``kl`` report the KL alone).
 
     Args:
         language: the target.
@@ -184,10 +186,12 @@ def fit_head(
     head.train()
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
-        loss = language.kl(head.log_prob(features()))
-        loss.backward()
+        feats = features()
+        kl = language.kl(head.log_prob(feats))
+        extra = head.regularizer(feats)  # e.g. DOC's lambda * beta
+        (kl if extra is None else kl + extra).backward()
         opt.step()
-        history.append(float(loss.detach()))
+        history.append(float(kl.detach()))
     head.eval()
     with torch.no_grad():
         final = float(language.kl(head.log_prob(features())))
