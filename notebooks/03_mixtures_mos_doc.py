@@ -262,7 +262,7 @@ for kind in kinds:
 # one reason the DRILL authors counted only singular values above 1.)
 
 # %%
-rank_tokens = nb.pick(small=600, full=5000)
+rank_tokens = nb.pick(small=600, full=12_000)  # full: more contexts than words
 valid = batchify(corpus.valid, 10).to(nb.device)
 ptb_rows = []
 for kind, run_dir in runs.items():

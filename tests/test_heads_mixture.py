@@ -176,3 +176,22 @@ def test_sigsoftmax_is_exp_times_sigmoid_normalised_and_escapes_the_rank_ceiling
     assert rank > D + 2 and rank == V
     with torch.no_grad():
         assert math.isclose(float(head.log_prob(h).exp().sum(-1).mean()), 1.0)
+
+
+def test_with_more_contexts_than_words_mixtures_reach_the_vocabulary_size():
+    """DOC Table 5 in miniature: tied stays at d + 2, MoS and DOC reach V (numpy's
+    tolerance, float64)."""
+    torch.manual_seed(0)
+    emb = emb64()
+    h = torch.randn(200, DH, dtype=F64)
+    h0 = torch.randn(200, D, dtype=F64)
+    tied = build_head("tied", vocab_size=V, d_hidden=D, embedding=emb).double()
+    mos = MoSHead(V, DH, embedding=emb, n_experts=3).double()
+    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[1, 2],
+                  layer_sizes=[D, DH]).double()
+    with torch.no_grad():
+        tied.bias.normal_()
+        ranks = {"tied": singular_values(tied.log_prob(h0)).rank(),
+                 "mos": singular_values(mos.log_prob(h)).rank(),
+                 "doc": singular_values(doc.log_prob(Features(h, (h0, h)))).rank()}
+    assert ranks == {"tied": D + 2, "mos": V, "doc": V}
