@@ -5,7 +5,8 @@
     drillbook train CONFIG [--set k=v ...] [--out DIR] [--resume] [--max-epochs N]
                                            [--max-minutes M]
     drillbook finetune RUN_DIR             AWD-LSTM's averaged-SGD fine-tuning stage
-    drillbook eval RUN_DIR [--split test]  perplexity
+    drillbook eval RUN_DIR [--split test]  perplexity, or BLEU for a translation run
+    drillbook translate RUN_DIR [--beam K] translate tokenised sentences
     drillbook rank RUN_DIR [--split test]  rank of the log-probability matrix
     drillbook data verify|download|where   the corpora
     drillbook heads                        the output heads and their equations
@@ -72,15 +73,27 @@ def _cmd_heads(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ configs, params
 def _resolve_config(name: str, overrides: list[str] | None):
+    """A language-model or translation (``multi30k/...``) config with overrides."""
     from .configs import apply_overrides, get_config
 
+    if name.startswith("multi30k/"):
+        from .nmt.config import get_nmt_config
+
+        return apply_overrides(get_nmt_config(name), overrides or [])
     return apply_overrides(get_config(name), overrides or [])
+
+
+def _is_nmt_run(run_dir: Path) -> bool:
+    cfg = run_dir / "config.json"
+    return cfg.exists() and json.loads(cfg.read_text()).get("name", "").startswith("multi30k/")
 
 
 def _cmd_configs(args: argparse.Namespace) -> int:
     from .configs import get_config, list_configs
+    from .nmt.config import get_nmt_config, list_nmt_configs
 
     rows = [(n, get_config(n).description) for n in list_configs()]
+    rows += [(n, get_nmt_config(n).description) for n in list_nmt_configs()]
     if args.json:
         _print_json(dict(rows))
         return 0
@@ -129,10 +142,19 @@ def _cmd_params(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ training
 def _cmd_train(args: argparse.Namespace) -> int:
-    from .train import Trainer
-
     config = _resolve_config(args.config, args.set)
     out = Path(args.out or Path("runs") / config.name.replace("/", "_"))
+    if config.name.startswith("multi30k/"):
+        from .nmt.train import NMTTrainer
+
+        trainer = NMTTrainer(config, out, device=args.device, resume=args.resume,
+                             progress=not args.quiet)
+        record = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
+        print(f"{config.name}: stopped after epoch {trainer.epoch - 1}; best valid BLEU "
+              f"{trainer.best_bleu:.2f}; last record {json.dumps(record)}; run folder {out}")
+        return 0
+    from .train import Trainer
+
     trainer = Trainer(config, out, device=args.device, resume=args.resume,
                       progress=not args.quiet)
     status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
@@ -162,6 +184,8 @@ def _split_data(config, corpus, split: str):
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    if _is_nmt_run(args.run_dir):
+        return _eval_nmt(args)
     from .train import evaluate, load_run
 
     config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
@@ -174,6 +198,48 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(f"{args.split} perplexity {result['ppl']:.2f} over {n:,} tokens "
               f"({args.which} weights of {args.run_dir})")
+    return 0
+
+
+def _eval_nmt(args: argparse.Namespace) -> int:
+    from .nmt.bleu import corpus_bleu
+    from .nmt.data import load_parallel
+    from .nmt.train import load_nmt_run, translate_pairs
+
+    config, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, which=args.which,
+                                                       device=args.device)
+    corpus = load_parallel(config.data.src, config.data.tgt, download=True)
+    pairs = corpus.split(args.split)[: args.max_tokens]  # --max-tokens caps sentences here
+    device = next(model.parameters()).device
+    hyps = translate_pairs(model, pairs, src_vocab, tgt_vocab, beam=args.beam,
+                           max_len=config.train.max_len, device=device)
+    result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
+              "beam": args.beam, "bleu": corpus_bleu(hyps, [t for _, t in pairs]),
+              "sentences": len(pairs)}
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{args.split} BLEU {result['bleu']:.2f} over {len(pairs):,} sentences "
+              f"(beam {args.beam}, {args.which} weights of {args.run_dir})")
+    return 0
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from .nmt.train import load_nmt_run, translate_pairs
+
+    if not _is_nmt_run(args.run_dir):
+        raise CommandError(f"{args.run_dir} is not a translation run (train one with "
+                           f"`drillbook train multi30k/de-en-softmax --out DIR`)")
+    _, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, device=args.device)
+    stream = open(args.input) if args.input else sys.stdin
+    with stream:
+        lines = [line.split() for line in stream]
+    if not all(lines):
+        raise CommandError("empty input line: give one tokenised sentence per line")
+    device = next(model.parameters()).device
+    for hyp in translate_pairs(model, [(tokens, []) for tokens in lines], src_vocab,
+                               tgt_vocab, beam=args.beam, device=device):
+        print(" ".join(hyp))
     return 0
 
 
@@ -349,9 +415,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_limits(p)
     p.set_defaults(func=_cmd_finetune)
 
-    p = sub.add_parser("eval", help="perplexity of a trained run")
+    p = sub.add_parser("eval", help="perplexity (language models) or BLEU (translation)")
     _add_run_reader(p)
+    p.add_argument("--beam", type=_positive_int, default=1, help="translation: beam size")
     p.set_defaults(func=_cmd_eval)
+
+    p = sub.add_parser("translate", help="translate tokenised sentences with a trained run",
+                       description="Read one tokenised, lowercased source sentence per line "
+                                   "(stdin or --input) and print its translation.")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--input", help="a file (default: standard input)")
+    p.add_argument("--beam", type=_positive_int, default=1)
+    p.add_argument("--device")
+    p.set_defaults(func=_cmd_translate)
 
     p = sub.add_parser("rank", help="rank of a trained run's log-probability matrix",
                        description="Rank (DRILL's absolute tol = 1.0) of the contexts x "

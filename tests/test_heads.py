@@ -9,13 +9,31 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from drillbook.heads import HEADS, Features, OutputHead, SoftmaxHead, TiedHead, build_head
+from drillbook.heads import (
+    HEADS,
+    Features,
+    OutputHead,
+    SoftmaxFamilyHead,
+    SoftmaxHead,
+    TiedHead,
+    build_head,
+)
 
 V, D = 37, 6
 
 
 #: small settings for heads whose defaults are paper-sized
-SMALL = {"mos": {"n_experts": 3}, "doc": {"vectors_per_layer": [0, 3]}}
+SMALL = {"mos": {"n_experts": 3}, "doc": {"vectors_per_layer": [0, 3]}, "vmf": {"dim": 8}}
+
+#: heads that are not a distribution over the vocabulary (a vMF head predicts a vector):
+#: tests of log_prob skip them; the generic ones call ``scores`` (their per-word output)
+NOT_A_DISTRIBUTION = {"vmf"}
+DISTRIBUTIONS = sorted(set(HEADS) - NOT_A_DISTRIBUTION)
+
+
+def per_word(head: OutputHead, kind: str):
+    """``head.log_prob``, or ``head.scores`` for a head that is not a distribution."""
+    return head.scores if kind in NOT_A_DISTRIBUTION else head.log_prob
 
 
 def make(kind: str, **options) -> OutputHead:
@@ -24,7 +42,7 @@ def make(kind: str, **options) -> OutputHead:
                       **{**SMALL.get(kind, {}), **options})
 
 
-@pytest.mark.parametrize("kind", sorted(HEADS))
+@pytest.mark.parametrize("kind", DISTRIBUTIONS)
 @pytest.mark.parametrize("lead", [(), (5,), (3, 4)])
 def test_log_prob_is_normalised_with_any_leading_shape(kind, lead):
     head = make(kind)
@@ -37,10 +55,11 @@ def test_log_prob_is_normalised_with_any_leading_shape(kind, lead):
 def test_features_object_is_accepted(kind):
     head = make(kind)
     h = torch.randn(2, 3, D)
-    torch.testing.assert_close(head.log_prob(Features(h, (h, h))), head.log_prob(h))
+    out = per_word(head, kind)
+    torch.testing.assert_close(out(Features(h, (h, h))), out(h))
 
 
-@pytest.mark.parametrize("kind", sorted(HEADS))
+@pytest.mark.parametrize("kind", DISTRIBUTIONS)
 def test_loss_is_mean_nll_and_respects_ignore_index(kind):
     head = make(kind)
     h = torch.randn(4, 5, D)
@@ -56,7 +75,7 @@ def test_loss_is_mean_nll_and_respects_ignore_index(kind):
 def test_wrong_hidden_size_names_both_shapes(kind):
     head = make(kind)
     with pytest.raises(ValueError, match=r"\(\.\.\., 6\).*\(2, 3, 5\)"):
-        head.log_prob(torch.randn(2, 3, 5))
+        per_word(head, kind)(torch.randn(2, 3, 5))
     with pytest.raises(ValueError, match="d_hidden=6"):
         head.loss(torch.randn(4, 7), torch.zeros(4, dtype=torch.long))
 
@@ -138,7 +157,7 @@ def test_param_counts_at_ptb_size():
     assert soft.param_counts().dedicated == 4_010_000
 
 
-@pytest.mark.parametrize("kind", sorted(HEADS))
+@pytest.mark.parametrize("kind", DISTRIBUTIONS)
 def test_gradcheck_float64(kind, gradcheck_head):
     """Analytic gradients of the loss, w.r.t. the features and every parameter."""
     gradcheck_head(make(kind).double(), D)
@@ -163,7 +182,7 @@ def test_state_dict_round_trip_with_weights_only(kind):
     fresh = make(kind)
     fresh.load_state_dict(torch.load(buf, weights_only=True, map_location="cpu"))
     h = torch.randn(2, D)
-    torch.testing.assert_close(fresh.log_prob(h), head.log_prob(h))
+    torch.testing.assert_close(per_word(fresh, kind)(h), per_word(head, kind)(h))
 
 
 def test_dtype_and_device_follow_the_parameters():
@@ -179,3 +198,13 @@ def test_cuda_matches_cpu(kind):
     cpu = head.loss(h, y)
     gpu = head.to("cuda").loss(h.cuda(), y.cuda())
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, c in HEADS.items()
+                                        if issubclass(c, SoftmaxFamilyHead)))
+def test_logits_subset_equals_the_chosen_columns(kind):
+    head = make(kind).eval()
+    h = torch.randn(2, 3, D)
+    ids = torch.tensor([5, 0, V - 1, 12])
+    with torch.no_grad():
+        torch.testing.assert_close(head.logits_subset(h, ids), head.logits(h)[..., ids])

@@ -7,6 +7,7 @@ from .schema import (
     DataConfig,
     HeadConfig,
     ModelConfig,
+    SectionedConfig,
     TrainConfig,
     apply_overrides,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "DataConfig",
     "HeadConfig",
     "ModelConfig",
+    "SectionedConfig",
     "TrainConfig",
     "apply_overrides",
     "get_config",

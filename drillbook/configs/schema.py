@@ -27,6 +27,7 @@ __all__ = [
     "DataConfig",
     "HeadConfig",
     "ModelConfig",
+    "SectionedConfig",
     "TrainConfig",
     "apply_overrides",
 ]
@@ -88,25 +89,30 @@ class TrainConfig:
     log_interval: int = 200
 
 
-@dataclass
-class Config:
-    name: str
-    description: str = ""
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    head: HeadConfig = field(default_factory=HeadConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    #: what the papers report for this setup (for comparison; never used in training)
-    paper: dict[str, Any] = field(default_factory=dict)
+class SectionedConfig:
+    """Behaviour shared by experiment configs: a ``name``, a ``description``, a ``paper``
+    dict and dataclass *sections* (``data``, ``model``, ``head``, ``train``, ...).
+
+    Subclasses are dataclasses; every field whose type is a dataclass is a section.
+    """
+
+    #: train-section fields that a resumed run may change (they alter no step taken)
+    RESUMABLE_CHANGES: tuple[str, ...] = ("epochs", "log_interval", "checkpoint_minutes",
+                                          "checkpoint_steps")
+
+    @classmethod
+    def sections(cls) -> dict[str, type]:
+        hints = typing.get_type_hints(cls)
+        return {f.name: hints[f.name] for f in dataclasses.fields(cls)
+                if dataclasses.is_dataclass(hints[f.name])}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Config:
+    def from_dict(cls, d: dict[str, Any]):
         d = copy.deepcopy(d)
-        sections = {"data": DataConfig, "model": ModelConfig, "head": HeadConfig,
-                    "train": TrainConfig}
+        sections = cls.sections()
         kwargs = {k: v for k, v in d.items() if k not in sections}
         for key, sub in sections.items():
             if key in d:
@@ -126,12 +132,28 @@ class Config:
         number of epochs and the checkpoint/log cadence (they do not alter the steps
         already taken)."""
         c = self.copy()
-        c.train.epochs, c.train.log_interval = 0, 0
-        c.train.checkpoint_minutes, c.train.checkpoint_steps = 0.0, None
+        defaults = {f.name: f for f in dataclasses.fields(c.train)}
+        for name in self.RESUMABLE_CHANGES:
+            if name in defaults:
+                setattr(c.train, name, None)
         return c.hash()
 
-    def copy(self) -> Config:
+    def copy(self):
         return copy.deepcopy(self)
+
+
+@dataclass
+class Config(SectionedConfig):
+    """A language-model experiment: corpus, encoder, output head, training recipe."""
+
+    name: str
+    description: str = ""
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    #: what the papers report for this setup (for comparison; never used in training)
+    paper: dict[str, Any] = field(default_factory=dict)
 
 
 def _check_keys(cls, d: dict, where: str) -> None:
@@ -182,7 +204,7 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
     return value
 
 
-def apply_overrides(config: Config, overrides: list[str] | dict[str, Any]) -> Config:
+def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, Any]):
     """Return a copy of ``config`` with ``key=value`` overrides applied.
 
     Raises:
@@ -197,9 +219,10 @@ def apply_overrides(config: Config, overrides: list[str] | dict[str, Any]) -> Co
         if parts[:2] == ["head", "options"] and len(parts) == 3:
             config.head.options[parts[2]] = value
             continue
-        if len(parts) != 2 or parts[0] not in ("data", "model", "head", "train"):
+        sections = list(type(config).sections())
+        if len(parts) != 2 or parts[0] not in sections:
             raise ConfigError(f"unknown key {key!r}; keys look like section.field with "
-                              f"section in data, model, head, train (or head.options.NAME)")
+                              f"section in {', '.join(sections)} (or head.options.NAME)")
         section = getattr(config, parts[0])
         fields = {f.name: f for f in dataclasses.fields(section)}
         if parts[1] not in fields or parts[1] == "options":

@@ -34,6 +34,7 @@ from .dual import DualHead
 from .mixture import DOCHead, MixtureHead, MoSHead
 from .sigsoftmax import SigSoftmaxHead
 from .softmax import EmbeddingHead, SoftmaxHead, TiedHead
+from .vmf import VMFHead
 
 __all__ = [
     "HEADS",
@@ -51,6 +52,7 @@ __all__ = [
     "SoftmaxFamilyHead",
     "SoftmaxHead",
     "TiedHead",
+    "VMFHead",
     "build_head",
 ]
 
@@ -64,6 +66,7 @@ HEADS: dict[str, type[OutputHead]] = {
     MoSHead.kind: MoSHead,
     DOCHead.kind: DOCHead,
     SigSoftmaxHead.kind: SigSoftmaxHead,
+    VMFHead.kind: VMFHead,
 }
 
 

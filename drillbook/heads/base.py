@@ -201,6 +201,12 @@ class SoftmaxFamilyHead(OutputHead):
         """Unnormalised scores, shape ``(..., V)``."""
         raise NotImplementedError
 
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        """The scores of the words ``ids`` only, shape ``(..., len(ids))``: equal to
+        ``logits(features)[..., ids]``. Heads override it to compute just those columns
+        (sampled-softmax training, the joint-embedding paper's Sec. 3.2)."""
+        return self.logits(features)[..., ids]
+
     def log_prob(self, features: Tensor | Features) -> Tensor:
         return torch.log_softmax(self.logits(features), dim=-1)
 

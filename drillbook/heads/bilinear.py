@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Features
+from .base import Features, SoftmaxFamilyHead
 from .softmax import EmbeddingHead
 
 __all__ = ["BilinearHead"]
 
 
-class BilinearHead(EmbeddingHead):
+class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
     """Bilinear output layer over the tied input embedding (DRILL paper, Eq. 3).
 
     .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(E\\, W h_t + b)
@@ -63,6 +63,11 @@ class BilinearHead(EmbeddingHead):
     def logits(self, features: Tensor | Features) -> Tensor:
         projected = F.linear(self._hidden(features), self.weight)  # (..., d) = W h
         return F.linear(projected, self.embedding_weight, self.bias)
+
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        projected = F.linear(self._hidden(features), self.weight)
+        bias = None if self.bias is None else self.bias[ids]
+        return F.linear(projected, self.embedding_weight[ids], bias)
 
     def output_embeddings(self) -> Tensor:
         """The effective output word matrix ``E W``, shape ``(V, d_h)`` (for analysis)."""

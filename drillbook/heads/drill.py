@@ -153,9 +153,10 @@ class DrillHead(LabelEncoderHead):
             return variational_dropout(x, self.dropout)
         return F.dropout(x, self.dropout, training=True)
 
-    def _encode_labels(self) -> Tensor:
-        """``E^{(K)}``, always computed afresh (dropout sampled in training mode)."""
-        emb = self.embedding_weight
+    def _encode_labels(self, rows: Tensor | None = None) -> Tensor:
+        """``E^{(K)}`` (of the given embedding rows, default all), always computed afresh
+        (dropout sampled in training mode). Each label is encoded from its own row."""
+        emb = self.embedding_weight if rows is None else rows
         act = ACTIVATIONS[self.activation]
         current = emb
         for k, layer in enumerate(self.layers, start=1):

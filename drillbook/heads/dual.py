@@ -117,9 +117,10 @@ class DualHead(LabelEncoderHead):
             nn.init.zeros_(proj.bias)
 
     # ------------------------------------------------------------ label side
-    def _encode_labels(self) -> Tensor:
-        """``g_out(E) = σ(E U + b_u)``, always computed afresh."""
-        return ACTIVATIONS[self.activation](self.label_proj(self.embedding_weight))
+    def _encode_labels(self, rows: Tensor | None = None) -> Tensor:
+        """``g_out(E) = σ(E U + b_u)`` (of the given embedding rows, default all)."""
+        emb = self.embedding_weight if rows is None else rows
+        return ACTIVATIONS[self.activation](self.label_proj(emb))
 
     def _label_sources(self) -> tuple[Tensor, ...]:
         return (self.embedding_weight, self.label_proj.weight, self.label_proj.bias)

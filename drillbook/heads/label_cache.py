@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Features
+from .base import Features, SoftmaxFamilyHead
 from .softmax import EmbeddingHead
 
 __all__ = ["LabelCache", "LabelEncoderHead"]
@@ -131,7 +131,7 @@ class LabelCache:
         return f"LabelCache(filled={self.filled}, hits={self.hits}, misses={self.misses})"
 
 
-class LabelEncoderHead(EmbeddingHead):
+class LabelEncoderHead(EmbeddingHead, SoftmaxFamilyHead):
     """Base of heads that encode the whole vocabulary, ``g_out(E)``, before scoring.
 
     ``logits = g_in(h) g_out(E)^T + b``. Subclasses implement :meth:`_encode_labels`
@@ -145,7 +145,8 @@ class LabelEncoderHead(EmbeddingHead):
         super().__init__(*args, **kwargs)
         self._label_cache = LabelCache()
 
-    def _encode_labels(self) -> Tensor:
+    def _encode_labels(self, rows: Tensor | None = None) -> Tensor:
+        """``g_out`` of the given embedding rows ``(n, d)`` (default: all of ``E``)."""
         raise NotImplementedError
 
     def _label_sources(self) -> Sequence[Tensor]:
@@ -179,3 +180,9 @@ class LabelEncoderHead(EmbeddingHead):
     def logits(self, features: Tensor | Features) -> Tensor:
         context = self._context(self._hidden(features))
         return F.linear(context, self.label_embeddings(), self.bias)
+
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        # labels are encoded row by row, so only the chosen rows need encoding
+        context = self._context(self._hidden(features))
+        labels = self._encode_labels(self.embedding_weight[ids])
+        return F.linear(context, labels, None if self.bias is None else self.bias[ids])

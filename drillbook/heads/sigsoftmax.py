@@ -32,3 +32,7 @@ class SigSoftmaxHead(TiedHead):
     def logits(self, features: Tensor | Features) -> Tensor:
         z = super().logits(features)
         return z + F.logsigmoid(z)
+
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        z = super().logits_subset(features, ids)
+        return z + F.logsigmoid(z)

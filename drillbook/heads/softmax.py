@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Features, SoftmaxFamilyHead
+from .base import Features, OutputHead, SoftmaxFamilyHead
 
 __all__ = ["EmbeddingHead", "SoftmaxHead", "TiedHead", "embedding_weight"]
 
@@ -50,6 +50,10 @@ class SoftmaxHead(SoftmaxFamilyHead):
     def logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.weight, self.bias)
 
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        bias = None if self.bias is None else self.bias[ids]
+        return F.linear(self._hidden(features), self.weight[ids], bias)
+
     def output_embeddings(self) -> Tensor:
         return self.weight
 
@@ -70,8 +74,12 @@ def embedding_weight(embedding: nn.Embedding | nn.Parameter | None, kind: str) -
     return weight
 
 
-class EmbeddingHead(SoftmaxFamilyHead):
+class EmbeddingHead(OutputHead):
     """Base of the heads that score words against the encoder's input embedding ``E``.
+
+    Not itself a softmax: single-softmax heads combine it with
+    :class:`~drillbook.heads.SoftmaxFamilyHead` (``class TiedHead(EmbeddingHead,
+    SoftmaxFamilyHead)``); the mixture heads use it alone.
 
     Holds the shared ``E`` (``(V, d)``, registered here too so it moves with ``.to()``,
     and reported by :meth:`shared_parameters` so that counts attribute it to the
@@ -111,7 +119,7 @@ class EmbeddingHead(SoftmaxFamilyHead):
         return [self.embedding_weight]
 
 
-class TiedHead(EmbeddingHead):
+class TiedHead(EmbeddingHead, SoftmaxFamilyHead):
     """Softmax whose output matrix is the input embedding (DRILL paper, Eq. 2).
 
     .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(E h_t + b)
@@ -152,6 +160,10 @@ class TiedHead(EmbeddingHead):
 
     def logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.embedding_weight, self.bias)
+
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        bias = None if self.bias is None else self.bias[ids]
+        return F.linear(self._hidden(features), self.embedding_weight[ids], bias)
 
     def output_embeddings(self) -> Tensor:
         return self.embedding_weight

@@ -34,11 +34,11 @@ from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, get_batch, load_corpus
 from ..models import LanguageModel, build_model
 from .checkpoint import load_checkpoint, save_atomic
+from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
 
 __all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune", "load_run",
            "read_log"]
 
-LAST, BEST, CONFIG, LOG = "last.pt", "best.pt", "config.json", "log.jsonl"
 
 
 class TrainingDiverged(RuntimeError):
@@ -115,22 +115,7 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.progress = progress
-        last = self.run_dir / LAST
-        if resume:
-            if not last.exists():
-                raise FileNotFoundError(f"cannot resume: no checkpoint {last}; start the run "
-                                        f"without --resume")
-            saved = Config.from_dict(json.loads((self.run_dir / CONFIG).read_text()))
-            if saved.resume_key() != config.resume_key():
-                raise ValueError(f"{self.run_dir} was trained with a different config "
-                                 f"(hash {saved.resume_key()} vs {config.resume_key()}); "
-                                 f"resume with the same config and overrides (only "
-                                 f"train.epochs and the checkpoint cadence may change), or "
-                                 f"use a new --out folder")
-            (self.run_dir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-        elif last.exists():
-            raise FileExistsError(f"{self.run_dir} already holds a run ({LAST}); pass "
-                                  f"--resume to continue it or choose another --out folder")
+        resume_from = open_run_folder(self.run_dir, config, resume)
         self.config = config
         t = config.train
         torch.manual_seed(t.seed)
@@ -153,12 +138,8 @@ class Trainer:
         self.best_val_loss = math.inf
         self.elapsed = 0.0
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
-        if resume:
-            self._load(last)
-        else:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-            (self.run_dir / LOG).unlink(missing_ok=True)
+        if resume_from is not None:
+            self._load(resume_from)
 
     # ------------------------------------------------------------ optimisers
     @property

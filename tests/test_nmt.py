@@ -1,0 +1,185 @@
+"""The translation model: decoding, BLEU, negative sampling, training runs, the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+
+from drillbook.cli import main
+from drillbook.configs import apply_overrides
+from drillbook.nmt.bleu import corpus_bleu
+from drillbook.nmt.config import get_nmt_config, list_nmt_configs
+from drillbook.nmt.data import load_parallel_from_files
+from drillbook.nmt.decode import beam_search, greedy_decode
+from drillbook.nmt.model import Seq2Seq
+from drillbook.nmt.train import NMTTrainer, load_nmt_run, sampled_softmax_loss, translate_pairs
+
+TINY = Path(__file__).parent / "data" / "tiny_parallel"
+
+
+def tiny_corpus():
+    return load_parallel_from_files(
+        {s: (TINY / f"{s}.de", TINY / f"{s}.en") for s in ("train", "valid", "test")},
+        "de", "en")
+
+
+def small(name: str, *extra: str):
+    return apply_overrides(get_nmt_config(name), [
+        "data.min_freq=1", "model.emb_size=16", "model.hidden=16", "train.batch_size=4",
+        "train.epochs=2", "train.max_len=12", *extra])
+
+
+def test_bleu_equals_sacrebleu_on_fixed_and_random_strings():
+    hyps = [["a", "cat", "sat", "on", "the", "mat"], ["the", "dog", "ran"]]
+    refs = [["the", "cat", "sat", "on", "the", "mat"], ["a", "dog", "ran", "home"]]
+    expected = sacrebleu.corpus_bleu([" ".join(h) for h in hyps],
+                                     [[" ".join(r) for r in refs]], tokenize="none").score
+    assert corpus_bleu(hyps, refs) == pytest.approx(expected, abs=1e-9)
+    rng = random.Random(0)
+    words = "a b c d e f".split()
+    for _ in range(100):
+        n = rng.randint(1, 5)
+        refs = [[rng.choice(words) for _ in range(rng.randint(1, 7))] for _ in range(n)]
+        hyps = [[rng.choice(words) for _ in range(rng.randint(0, 7))] for _ in range(n)]
+        ref = sacrebleu.corpus_bleu([" ".join(h) for h in hyps],
+                                    [[" ".join(r) for r in refs]], tokenize="none").score
+        assert corpus_bleu(hyps, refs) == pytest.approx(ref, abs=1e-9)
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        corpus_bleu(hyps[:2] if len(hyps) > 1 else hyps * 2, refs[:1])
+
+
+@pytest.mark.parametrize("head", ["softmax", "tied", "dual", "drill"])
+def test_beam_of_one_is_greedy(head):
+    torch.manual_seed(0)
+    model = Seq2Seq(40, 30, emb_size=16, hidden=16, head=head).eval()
+    src = torch.randint(4, 40, (7, 5))
+    lengths = torch.tensor([7, 6, 5, 3, 1])
+    src[5:, 2] = 0
+    greedy = greedy_decode(model, src, lengths, bos=2, eos=3, max_len=15)
+    assert beam_search(model, src, lengths, bos=2, eos=3, beam=1, max_len=15) == greedy
+    wide = beam_search(model, src, lengths, bos=2, eos=3, beam=4, max_len=15)
+    assert len(wide) == 5 and all(0 not in s and 2 not in s for s in wide)
+
+
+def test_beam_search_finds_a_higher_scoring_sequence_than_greedy():
+    torch.manual_seed(3)
+    model = Seq2Seq(30, 12, emb_size=8, hidden=8, head="softmax").eval()
+    src, lengths = torch.randint(4, 30, (4, 6)), torch.full((6,), 4)
+
+    def logp(seqs):
+        tgt = [[2, *s] for s in seqs]
+        out = [[*s, 3] for s in seqs]
+        width = max(map(len, tgt))
+        tin = torch.tensor([t + [0] * (width - len(t)) for t in tgt]).T
+        tout = torch.tensor([o + [0] * (width - len(o)) for o in out]).T
+        lp = model.head.log_prob(model(src, lengths, tin))
+        picked = lp.gather(-1, tout.unsqueeze(-1)).squeeze(-1).masked_fill(tout == 0, 0)
+        return picked.sum(0)
+
+    with torch.no_grad():
+        greedy = greedy_decode(model, src, lengths, bos=2, eos=3, max_len=8)
+        beam = beam_search(model, src, lengths, bos=2, eos=3, beam=6, max_len=8)
+        if all(len(s) < 8 for s in greedy + beam):  # both finished: beam is never worse
+            assert (logp(beam) >= logp(greedy) - 1e-5).all()
+
+
+def test_negative_sampling_keeps_every_positive_and_is_exact_with_everything():
+    torch.manual_seed(0)
+    model = Seq2Seq(20, 50, emb_size=8, hidden=8, head="drill",
+                    head_options={"depth": 1}).eval()
+    feats = torch.randn(6, 3, 8)
+    target = torch.randint(0, 50, (6, 3))
+    target[0] = 0  # padding
+    gen = torch.Generator().manual_seed(0)
+    seen = []
+    original = model.head.logits_subset
+    model.head.logits_subset = lambda f, ids: seen.append(ids) or original(f, ids)
+    _loss, n = sampled_softmax_loss(model.head, feats, target, percent=20, ignore_index=0,
+                                   exclude=(0, 2), generator=gen)
+    positives = set(target[target != 0].tolist())
+    assert positives <= set(seen[-1].tolist()) and n == max(10, len(positives))
+    assert 2 not in set(seen[-1].tolist()) - positives
+    full, _ = sampled_softmax_loss(model.head, feats, target, percent=100, ignore_index=0)
+    torch.testing.assert_close(full, model.head.loss(feats, target, ignore_index=0))
+    with pytest.raises(TypeError, match="softmax-family"):
+        sampled_softmax_loss(object(), feats, target, percent=5, ignore_index=0)
+
+
+def test_encoder_refuses_an_empty_sentence():
+    model = Seq2Seq(10, 10, emb_size=4, hidden=4)
+    with pytest.raises(ValueError, match="at least one token"):
+        model.encode(torch.zeros(3, 2, dtype=torch.long), torch.tensor([3, 0]))
+
+
+def test_named_translation_configs_build():
+    names = list_nmt_configs()
+    assert {"multi30k/de-en-softmax", "multi30k/de-en-drill", "multi30k/de-en-vmf"} <= set(names)
+    cfg = apply_overrides(get_nmt_config("multi30k/de-en-drill"), ["head.options.depth=3"])
+    assert cfg.head.options["depth"] == 3
+
+
+@pytest.mark.parametrize("name", ["multi30k/de-en-softmax", "multi30k/de-en-dual"])
+def test_training_resume_and_translation_on_tiny_data(tmp_path, name):
+    corpus = tiny_corpus()
+    trainer = NMTTrainer(small(name), tmp_path / "run", device="cpu", corpus=corpus,
+                         progress=False)
+    record = trainer.fit(max_epochs=1)
+    assert record["epoch"] == 1 and record["val_bleu"] >= 0
+    resumed = NMTTrainer(small(name), tmp_path / "run", device="cpu", corpus=corpus,
+                         resume=True, progress=False)
+    assert resumed.epoch == 2
+    resumed.fit()
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+    _config, model, src_vocab, tgt_vocab = load_nmt_run(tmp_path / "run", device="cpu")
+    pairs = corpus.valid
+    hyps = translate_pairs(model, pairs, src_vocab, tgt_vocab)
+    again = translate_pairs(model, list(reversed(pairs)), src_vocab, tgt_vocab)
+    assert hyps == list(reversed(again))  # order of the input is kept
+
+
+def test_vmf_training_with_given_target_vectors(tmp_path):
+    corpus = tiny_corpus()
+    words = sorted({w for _, tgt in corpus.train for w in tgt})
+    gen = torch.Generator().manual_seed(0)
+    vectors = torch.randn(len(words), 12, generator=gen).numpy()
+    trainer = NMTTrainer(small("multi30k/de-en-vmf"), tmp_path / "vmf", device="cpu",
+                         corpus=corpus, target_vectors=(words, vectors), progress=False)
+    record = trainer.fit()
+    assert record["epoch"] == 2 and trainer.model.is_continuous
+    _, model, src_vocab, tgt_vocab = load_nmt_run(tmp_path / "vmf", device="cpu")
+    assert translate_pairs(model, corpus.valid[:2], src_vocab, tgt_vocab)
+    with pytest.raises(ValueError, match="nearest neighbour"):
+        beam_search(model, torch.tensor([[5]]), torch.tensor([1]), bos=2, eos=3)
+
+
+needs_data = pytest.mark.skipif(
+    not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "multi30k").is_dir(),
+    reason="needs the corpora: set DRILLBOOK_DATA (make test points it at ../shared/data)")
+
+
+@needs_data
+def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    assert main(["train", "multi30k/de-en-tied", "--out", str(run), "--quiet", "--set",
+                 "data.max_train_pairs=300", "train.epochs=1", "train.max_eval_pairs=20",
+                 "model.hidden=16", "model.emb_size=16"]) == 0
+    assert "best valid BLEU" in capsys.readouterr().out
+    assert main(["eval", str(run), "--split", "test", "--max-tokens", "20", "--beam", "2",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sentences"] == 20 and result["beam"] == 2 and result["bleu"] >= 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\nzwei hunde .\n"))
+    assert main(["translate", str(run)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\n\n"))
+    with pytest.raises(SystemExit):
+        main(["translate", str(run)])
+    assert "empty input line" in capsys.readouterr().err
