@@ -183,3 +183,16 @@ def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         main(["translate", str(run)])
     assert "empty input line" in capsys.readouterr().err
+
+
+def test_accuracy_by_frequency_counts_every_kept_token():
+    from drillbook.nmt.analysis import accuracy_by_frequency
+
+    corpus = tiny_corpus()
+    src_vocab, tgt_vocab = corpus.build_vocabs()
+    model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_size=8, hidden=8, head="tied")
+    rows = accuracy_by_frequency(model, corpus.train, src_vocab, tgt_vocab,
+                                 bands=[(1, 3), (3, None)])
+    kept = sum(1 for _, tgt in corpus.train for w in tgt if tgt_vocab.index(w) > 3)
+    assert sum(r["tokens"] for r in rows) == kept
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows if r["tokens"])

@@ -537,3 +537,19 @@ def test_decoding_and_head_on_cuda_match_cpu():
     cpu = head.loss(h, y)
     gpu = head.to("cuda").loss(h.cuda(), y.cuda())
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("m", "kappa"), [(3, 0.0), (3, 2.0), (3, 50.0), (10, 5.0), (300, 300.0)])
+def test_vmf_samples_have_the_right_mean_resultant_length(m, kappa):
+    from drillbook.losses import bessel_ratio, sample_vmf
+
+    gen = torch.Generator().manual_seed(0)
+    mu = torch.zeros(m, dtype=torch.float64)
+    mu[0] = 2.0
+    x = sample_vmf(mu, kappa, 20_000, generator=gen)
+    torch.testing.assert_close(x.norm(dim=1), torch.ones(20_000, dtype=torch.float64))
+    expected = float(bessel_ratio(m / 2 - 1, torch.tensor(kappa, dtype=torch.float64)))
+    mean_w = float(x[:, 0].mean())
+    assert abs(mean_w - expected) < 4 * float(x[:, 0].std()) / 20_000**0.5 + 1e-3
+    with pytest.raises(ValueError, match="nonzero vector"):
+        sample_vmf(torch.zeros(3), 1.0, 5)

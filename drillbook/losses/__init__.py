@@ -27,6 +27,7 @@ from .vmf import (
     nll_vmf_reg2,
     vmf_pseudo_loss,
 )
+from .vmf_sample import sample_vmf
 
 __all__ = [
     "LOSSES",
@@ -40,5 +41,6 @@ __all__ = [
     "nll_vmf",
     "nll_vmf_reg1",
     "nll_vmf_reg2",
+    "sample_vmf",
     "vmf_pseudo_loss",
 ]
