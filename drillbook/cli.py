@@ -8,6 +8,7 @@
     drillbook eval RUN_DIR [--split test]  perplexity, or BLEU for a translation run
     drillbook translate RUN_DIR [--beam K] translate tokenised sentences
     drillbook rank RUN_DIR [--split test]  rank of the log-probability matrix
+    drillbook bench [--heads ...] [--sizes ptb wt2 50k]   cost of each head vs tied
     drillbook data verify|download|where   the corpora
     drillbook heads                        the output heads and their equations
     drillbook synthetic-rank ...           the softmax bottleneck on a synthetic language
@@ -282,6 +283,31 @@ def _cmd_rank(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ bench
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .experiments import BENCH_HEADS, run_bench
+
+    names = args.heads or list(BENCH_HEADS)
+    if "tied" not in names:
+        names = ["tied", *names]
+    report = run_bench(names, args.sizes, d=args.d, tokens=args.tokens,
+                       device=args.device or "cpu", repeats=args.repeats, warmup=args.warmup)
+    print(f"{'head':>12} {'size':>5} {'train ms':>9} {'eval us/tok':>12} {'train x':>8} "
+          f"{'eval x':>7}")
+    for r in report["rows"]:
+        print(f"{r['name']:>12} {r['size']:>5} {1e3 * r['train_step_s']:>9.2f} "
+              f"{1e6 * r['eval_token_s']:>12.2f} {r['train_ratio']:>8.2f} "
+              f"{r['eval_ratio']:>7.2f}")
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(json.dumps(report, indent=1) + "\n")
+        tmp.replace(out)
+        print(f"wrote {out}")
+    return 0
+
+
 # ------------------------------------------------------------------ data
 def _cmd_data(args: argparse.Namespace) -> int:
     from .data import CORPORA, data_root, download, verify
@@ -440,6 +466,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("corpus", nargs="*", help="corpus names (default: all)")
     p.add_argument("--force", action="store_true", help="download even if present")
     p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("bench", help="time output heads against a tied head",
+                       description="Median forward+backward step time and evaluation time "
+                                   "per token of each output head alone, at PTB / "
+                                   "WikiText-2 / 50k vocabulary sizes, as ratios to a tied "
+                                   "head measured in the same process.")
+    p.add_argument("--heads", nargs="+", help="names (default: all); see the code's "
+                                                  "BENCH_HEADS")
+    p.add_argument("--sizes", nargs="+", default=["ptb"], help="ptb, wt2, 50k")
+    p.add_argument("--d", type=_positive_int, default=400, help="embedding/hidden size")
+    p.add_argument("--tokens", type=_positive_int, default=1400,
+                   help="positions per step (default 20 x 70)")
+    p.add_argument("--repeats", type=_positive_int, default=5)
+    p.add_argument("--warmup", type=_positive_int, default=2)
+    p.add_argument("--device", help="cpu (default) or cuda")
+    p.add_argument("--out", help="write the JSON report here (e.g. results/bench/cpu.json)")
+    p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("info", help="print versions, device, profile and data folder")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -1,5 +1,23 @@
 """Experiments built from the package parts: cost benchmarks (reproductions follow)."""
 
-from .bench import HeadCost, compare_heads, head_cost, time_call
+from .bench import (
+    BENCH_HEADS,
+    SIZES,
+    HeadCost,
+    compare_heads,
+    environment,
+    head_cost,
+    run_bench,
+    time_call,
+)
 
-__all__ = ["HeadCost", "compare_heads", "head_cost", "time_call"]
+__all__ = [
+    "BENCH_HEADS",
+    "SIZES",
+    "HeadCost",
+    "compare_heads",
+    "environment",
+    "head_cost",
+    "run_bench",
+    "time_call",
+]

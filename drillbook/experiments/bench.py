@@ -20,7 +20,8 @@ from torch import nn
 
 from ..heads import Features, MixtureHead, build_head
 
-__all__ = ["HeadCost", "compare_heads", "head_cost", "time_call"]
+__all__ = ["BENCH_HEADS", "SIZES", "HeadCost", "compare_heads", "environment", "head_cost",
+           "run_bench", "time_call"]
 
 
 def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 5,
@@ -153,3 +154,68 @@ def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
         row["eval_ratio"] = cost.eval_token_s / base.eval_token_s
         rows.append(row)
     return rows
+
+
+#: vocabulary sizes the benchmark knows by name
+SIZES = {"ptb": 10_000, "wt2": 33_278, "50k": 50_000}
+
+#: the heads of the cost chapter, with the papers' settings
+BENCH_HEADS: dict[str, tuple[str, dict]] = {
+    "softmax": ("softmax", {}),
+    "tied": ("tied", {}),
+    "bilinear": ("bilinear", {}),
+    "dual": ("dual", {}),
+    **{f"drill-{k}": ("drill", {"depth": k}) for k in (1, 2, 3, 4)},
+    "mos-15": ("mos", {"n_experts": 15}),
+    "doc-15+5": ("doc", {"vectors_per_layer": [0, 5, 15]}),
+    "sigsoftmax": ("sigsoftmax", {}),
+    "vmf-300": ("vmf", {"dim": 300}),
+}
+
+
+def environment() -> dict:
+    """Versions and device, recorded next to every measurement."""
+    import platform
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    device = (torch.cuda.get_device_name() if torch.cuda.is_available()
+              else platform.processor() or platform.machine())
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": device,
+            "threads": torch.get_num_threads(), "python": platform.python_version(),
+            "commit": commit}
+
+
+def run_bench(names: Sequence[str], sizes: Sequence[str], *, d: int = 400, tokens: int = 1400,
+              device: str = "cpu", repeats: int = 5, warmup: int = 2) -> dict:
+    """The head-alone benchmark: every named head at every size, ratios to ``tied``.
+
+    Returns a JSON-ready dict: ``environment``, ``settings`` and ``rows``.
+    """
+    unknown = sorted(set(names) - set(BENCH_HEADS))
+    if unknown:
+        raise ValueError(f"unknown head(s) {unknown}; choose from {sorted(BENCH_HEADS)}")
+    bad = sorted(set(sizes) - set(SIZES))
+    if bad:
+        raise ValueError(f"unknown size(s) {bad}; choose from {sorted(SIZES)}")
+    rows = []
+    for size in sizes:
+        kinds = []
+        for name in names:
+            kind, options = BENCH_HEADS[name]
+            if kind == "doc":
+                options = {**options, "layer_sizes": [d, d, d]}
+            kinds.append((name, kind, options))
+        measured = compare_heads([(k, o) for _, k, o in kinds], vocab_size=SIZES[size], d=d,
+                                 tokens=tokens, device=device, repeats=repeats,
+                                 warmup=warmup)
+        for (name, _, _), row in zip(kinds, measured, strict=True):
+            rows.append({"name": name, "size": size, **row})
+    return {"format": "drillbook-bench/1", "environment": environment(),
+            "settings": {"d": d, "tokens": tokens, "device": str(device), "repeats": repeats,
+                         "warmup": warmup, "baseline": "tied"},
+            "rows": rows}
