@@ -36,6 +36,15 @@ def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2))
 
 
+def _emit(args: argparse.Namespace, result: dict, text: str) -> int:
+    """Print ``result`` as JSON with ``--json``, else the human-readable ``text``."""
+    if args.json:
+        _print_json(result)
+    else:
+        print(text)
+    return 0
+
+
 # ------------------------------------------------------------------ info, heads
 def _cmd_info(args: argparse.Namespace) -> int:
     import torch
@@ -194,12 +203,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     loss, n = evaluate(model, data, config.train.bptt, args.max_tokens)
     result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
               "loss": loss, "ppl": math.exp(loss), "tokens": n}
-    if args.json:
-        _print_json(result)
-    else:
-        print(f"{args.split} perplexity {result['ppl']:.2f} over {n:,} tokens "
-              f"({args.which} weights of {args.run_dir})")
-    return 0
+    return _emit(args, result, f"{args.split} perplexity {result['ppl']:.2f} over {n:,} "
+                               f"tokens ({args.which} weights of {args.run_dir})")
 
 
 def _eval_nmt(args: argparse.Namespace) -> int:
@@ -217,12 +222,9 @@ def _eval_nmt(args: argparse.Namespace) -> int:
     result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
               "beam": args.beam, "bleu": corpus_bleu(hyps, [t for _, t in pairs]),
               "sentences": len(pairs)}
-    if args.json:
-        _print_json(result)
-    else:
-        print(f"{args.split} BLEU {result['bleu']:.2f} over {len(pairs):,} sentences "
-              f"(beam {args.beam}, {args.which} weights of {args.run_dir})")
-    return 0
+    return _emit(args, result, f"{args.split} BLEU {result['bleu']:.2f} over "
+                               f"{len(pairs):,} sentences (beam {args.beam}, {args.which} "
+                               f"weights of {args.run_dir})")
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
@@ -273,14 +275,11 @@ def _cmd_rank(args: argparse.Namespace) -> int:
               "vocab_size": spec.n_cols, "rank_tol_1": spec.rank(DRILL_TOL),
               "resolution": spec.resolution, "method": spec.method,
               "head": config.head.kind, "d_hidden": model.head.d_hidden}
-    if args.json:
-        _print_json(result)
-    else:
-        print(f"rank of the {spec.n_rows:,} x {spec.n_cols:,} log-probability matrix "
-              f"({args.split}): {result['rank_tol_1']} with DRILL's tol = 1.0 "
-              f"(head {config.head.kind}, d = {model.head.d_hidden}, so a softmax-family "
-              f"ceiling of {model.head.d_hidden + 2})")
-    return 0
+    return _emit(args, result, (
+        f"rank of the {spec.n_rows:,} x {spec.n_cols:,} log-probability matrix "
+        f"({args.split}): {result['rank_tol_1']} with DRILL's tol = 1.0 (head "
+        f"{config.head.kind}, d = {model.head.d_hidden}, so a softmax-family ceiling of "
+        f"{model.head.d_hidden + 2})"))
 
 
 # ------------------------------------------------------------------ bench
