@@ -8,6 +8,8 @@
     drillbook eval RUN_DIR [--split test]  perplexity, or BLEU for a translation run
     drillbook translate RUN_DIR [--beam K] translate tokenised sentences
     drillbook rank RUN_DIR [--split test]  rank of the log-probability matrix
+    drillbook reproduce TABLE [--budget-minutes M]   paper tables, row by row, resumable
+    drillbook report                       Markdown tables from results/
     drillbook bench [--heads ...] [--sizes ptb wt2 50k]   cost of each head vs tied
     drillbook data verify|download|where   the corpora
     drillbook heads                        the output heads and their equations
@@ -282,6 +284,34 @@ def _cmd_rank(args: argparse.Namespace) -> int:
         f"{model.head.d_hidden + 2})"))
 
 
+# ------------------------------------------------------------------ reproduce, report
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from .experiments import reproduce
+
+    paths = reproduce(args.table, rows=args.rows, budget_minutes=args.budget_minutes,
+                      out=args.out, runs=args.runs, device=args.device, overrides=args.set,
+                      max_eval_tokens=args.max_eval_tokens, progress=not args.quiet)
+    for path in paths:
+        doc = json.loads(Path(path).read_text())
+        metrics = ", ".join(f"{k} {v:.2f}" for k, v in doc["metrics"].items()
+                            if isinstance(v, float))
+        print(f"{doc['row']}: {doc['status']} after {doc['epochs_done']} epoch(s); "
+              f"{metrics or 'no finished epoch yet'} -> {path}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .experiments import render_report
+
+    text = render_report(args.results)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+        print(f"wrote {args.out}")
+    else:
+        print(text)
+    return 0
+
+
 # ------------------------------------------------------------------ bench
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .experiments import BENCH_HEADS, run_bench
@@ -465,6 +495,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("corpus", nargs="*", help="corpus names (default: all)")
     p.add_argument("--force", action="store_true", help="download even if present")
     p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("reproduce", help="train the rows of a paper table at a budget",
+                       description="Train (or resume) each row of a paper table into "
+                                   "RUNS/<table>/<row>/ and write OUT/<table>/<row>.json "
+                                   "with config, seed, commit, device, time and metrics.")
+    p.add_argument("table", help="drill-table4, drill-main, mos-doc, rank, tutorial")
+    p.add_argument("--rows", nargs="+", help="only these rows")
+    p.add_argument("--budget-minutes", type=_positive_float,
+                   help="minutes per row for this call (rerun to continue)")
+    p.add_argument("--out", default="results", help="results folder (default results)")
+    p.add_argument("--runs", default="runs", help="run folders (default runs; not committed)")
+    p.add_argument("--set", nargs="+", metavar="KEY=VALUE", help="overrides for every row")
+    p.add_argument("--max-eval-tokens", type=_positive_int, help="cap the test evaluation")
+    p.add_argument("--device")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("report", help="Markdown tables from the result files")
+    p.add_argument("--results", default="results")
+    p.add_argument("--out", help="write here instead of printing (e.g. results/REPORT.md)")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("bench", help="time output heads against a tied head",
                        description="Median forward+backward step time and evaluation time "

@@ -1,0 +1,201 @@
+"""Reproduce the papers' tables row by row, at a stated budget, resumably.
+
+``drillbook reproduce TABLE`` trains every row of a table (each row is a named config plus
+overrides) into ``runs/<table>/<row>/`` and writes ``results/<table>/<row>.json`` (see
+:mod:`drillbook.experiments.results`) when the row finishes or its budget runs out. Run it
+again and every interrupted row resumes from its last checkpoint: a Colab session that
+disconnects loses at most a checkpoint interval. ``drillbook report`` turns the result
+files into the Markdown tables the book shows.
+
+The full-length runs the papers made take hundreds of epochs; a budget in minutes per row
+makes a table fit a GPU session. The result files say which budget was used and how far
+each row got, and keep the learning curve.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..configs import apply_overrides, get_config, paper_row
+from .bench import environment
+from .results import RESULT_FORMAT, load_results, write_result
+
+__all__ = ["TABLES", "Row", "render_report", "reproduce"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a paper table: a named config and the overrides that make the row."""
+
+    name: str
+    config: str
+    overrides: tuple[str, ...] = ()
+
+
+def _table4() -> list[Row]:
+    drill = "ptb/awd-lstm-drill"
+    return [Row("full-softmax", "ptb/awd-lstm-full-softmax"), Row("tied", "ptb/awd-lstm"),
+            Row("bilinear", "ptb/awd-lstm-bilinear"), Row("dual", "ptb/awd-lstm-dual"),
+            *[Row(f"drill-{k}", drill, (f"head.options.depth={k}",)) for k in (1, 2, 3, 4)],
+            Row("drill-4-residual-previous", drill, ("head.options.residual_previous=true",)),
+            Row("drill-4-standard-dropout", drill, ("head.options.dropout_kind=standard",))]
+
+
+#: table name -> rows. The paper numbers come from each config's ``paper`` record.
+TABLES: dict[str, list[Row]] = {
+    "drill-table4": _table4(),
+    "drill-main": [Row("ptb-awd-lstm", "ptb/awd-lstm"), Row("ptb-drill", "ptb/awd-lstm-drill"),
+                   Row("wt2-awd-lstm", "wt2/awd-lstm"), Row("wt2-drill", "wt2/awd-lstm-drill")],
+    "mos-doc": [Row("ptb-mos", "ptb/awd-lstm-mos"), Row("ptb-doc", "ptb/awd-lstm-doc"),
+                Row("ptb-doc-i3-20", "ptb/awd-lstm-doc",
+                    ("head.options.vectors_per_layer=[0,0,0,20]",)),
+                Row("ptb-doc-lambda-0", "ptb/awd-lstm-doc", ("head.options.cv_weight=0.0",)),
+                Row("wt2-mos", "wt2/awd-lstm-mos"), Row("wt2-doc", "wt2/awd-lstm-doc")],
+    "rank": [Row("tied", "ptb/awd-lstm"), Row("drill", "ptb/awd-lstm-drill"),
+             Row("mos", "ptb/awd-lstm-mos"), Row("doc", "ptb/awd-lstm-doc")],
+    # a CPU-sized table: the tests and a first look
+    "tutorial": [Row("tied", "tutorial/ptb-tied"), Row("drill", "tutorial/ptb-drill")],
+}
+
+RANK_TABLES = ("rank",)
+
+
+def reproduce(table: str, *, rows: list[str] | None = None,
+              budget_minutes: float | None = None, out: str | Path = "results",
+              runs: str | Path = "runs", device: str | None = None,
+              overrides: list[str] | None = None, max_eval_tokens: int | None = None,
+              corpus=None, progress: bool | None = None) -> list[Path]:
+    """Train (or resume) the rows of ``table`` and write one result file per row.
+
+    Args:
+        table: a key of :data:`TABLES`.
+        rows: row names to run (default: all).
+        budget_minutes: wall-clock minutes per row *per call* (None: train to the end).
+        out: the results folder (``<out>/<table>/<row>.json``).
+        runs: where run folders (checkpoints, logs; never committed) live.
+        overrides: ``key=value`` applied to every row after its own.
+        max_eval_tokens: cap the test evaluation (CPU tests); None evaluates it all.
+    """
+    from ..train import Trainer, evaluate, load_run, read_log
+
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    chosen = TABLES[table]
+    if rows:
+        names = {r.name for r in chosen}
+        unknown = sorted(set(rows) - names)
+        if unknown:
+            raise ValueError(f"unknown row(s) {unknown} in {table!r}; rows: {sorted(names)}")
+        chosen = [r for r in chosen if r.name in rows]
+    written = []
+    for row in chosen:
+        config = apply_overrides(get_config(row.config), [*row.overrides, *(overrides or [])])
+        run_dir = Path(runs) / table / row.name
+        resume = (run_dir / "last.pt").exists()
+        trainer = Trainer(config, run_dir, device=device, corpus=corpus, resume=resume,
+                          progress=progress)
+        corpus = trainer.corpus if corpus is None else corpus
+        status = trainer.fit(max_minutes=budget_minutes)
+        log = read_log(run_dir) if (run_dir / "log.jsonl").exists() else []
+        metrics: dict[str, float] = {}
+        if (run_dir / "best.pt").exists():
+            metrics["val_ppl"] = math.exp(trainer.best_val_loss)
+            _, model, _ = load_run(run_dir, corpus=corpus, device=str(trainer.device))
+            from ..data import batchify
+
+            test = batchify(corpus.test, config.train.test_batch_size).to(trainer.device)
+            loss, tokens = evaluate(model, test, config.train.bptt, max_eval_tokens)
+            metrics["test_ppl"] = math.exp(loss)
+            metrics["test_tokens"] = tokens
+            if table in RANK_TABLES:
+                metrics["rank_tol_1"] = _rank(model, test, config.train.bptt, max_eval_tokens)
+        paper = {k: v for k, v in paper_row(config).items() if isinstance(v, (int, float))}
+        doc = {
+            "format": RESULT_FORMAT, "table": table, "row": row.name,
+            "config_name": config.name, "config": config.to_dict(),
+            "config_hash": config.hash(), "seed": config.train.seed,
+            "git_commit": environment()["commit"], "device": _device_name(trainer.device),
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "status": "budget" if status.reason in ("budget", "steps") else status.reason,
+            "epochs_done": status.epoch, "steps_done": trainer.step,
+            "wall_seconds": round(trainer.elapsed, 1),
+            "budget_minutes": budget_minutes,
+            "metrics": metrics,
+            "curve": [{"epoch": r["epoch"], "val_ppl": r["val_ppl"], "train_ppl": r["train_ppl"],
+                       "elapsed_seconds": r["elapsed_seconds"]} for r in log],
+            "paper": paper,
+        }
+        written.append(write_result(Path(out) / table / f"{row.name}.json", doc))
+    return written
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def _rank(model, data, bptt: int, max_tokens: int | None) -> int:
+    from ..analysis import DRILL_TOL, singular_values
+    from ..data import get_batch
+
+    def chunks():
+        hidden, count = model.init_hidden(data.shape[1]), 0
+        with torch.no_grad():
+            for i in range(0, data.shape[0] - 1, bptt):
+                x, _ = get_batch(data, i, bptt)
+                out = model(x, hidden)
+                hidden = out.hidden
+                logp = model.head.log_prob(out.features).double()
+                yield logp.reshape(-1, logp.shape[-1])
+                count += x.numel()
+                if max_tokens is not None and count >= max_tokens:
+                    return
+
+    return singular_values(chunks(), method="gram", device=next(model.parameters()).device
+                           ).rank(DRILL_TOL)
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def render_report(folder: str | Path) -> str:
+    """Markdown tables of every result under ``folder``, ours next to the papers'.
+
+    Deterministic: the same files give the same bytes (tests check it).
+    """
+    docs = load_results(folder)
+    by_table: dict[str, list[dict]] = {}
+    for doc in docs:
+        by_table.setdefault(doc["table"], []).append(doc)
+    lines = ["# Reproduction results", "",
+             "Generated by `drillbook report` from the result files; do not edit by hand.",
+             ""]
+    for table in sorted(by_table):
+        order = [r.name for r in TABLES.get(table, [])]
+        rows = sorted(by_table[table], key=lambda d: (order.index(d["row"])
+                                                     if d["row"] in order else len(order),
+                                                     d["row"]))
+        lines += [f"## {table}", "",
+                  "| row | config | budget (min) | status | epochs | val ppl | test ppl "
+                  "| paper val | paper test | device |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for d in rows:
+            m, p = d["metrics"], d["paper"]
+            lines.append(
+                f"| {d['row']} | `{d['config_name']}` | {_fmt(d['budget_minutes'], 0)} | "
+                f"{d['status']} | {d['epochs_done']} | {_fmt(m.get('val_ppl'))} | "
+                f"{_fmt(m.get('test_ppl'))} | {_fmt(p.get('valid_ppl'))} | "
+                f"{_fmt(p.get('test_ppl'))} | {d['device']} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""One result-file schema for every reproduced table row and benchmark.
+
+A result file is a small JSON document, ``results/<table>/<row>.json``, written by
+:func:`drillbook.experiments.reproduce.reproduce` when a row finishes or stops at its
+budget. It records what was run (the full resolved config and its hash, the seed), where
+and with what (git commit, device, torch and CUDA versions), how far it got (epochs,
+steps, wall seconds, the budget), what it measured, the learning curve, and the paper's
+number for the same row, so the book can show ours next to theirs without typing a
+number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["REQUIRED", "RESULT_FORMAT", "load_results", "validate_result", "write_result"]
+
+RESULT_FORMAT = "drillbook-result/1"
+
+#: field -> allowed Python types (None allowed where listed)
+REQUIRED: dict[str, tuple[type, ...]] = {
+    "format": (str,),
+    "table": (str,),
+    "row": (str,),
+    "config_name": (str,),
+    "config": (dict,),
+    "config_hash": (str,),
+    "seed": (int,),
+    "git_commit": (str, type(None)),
+    "device": (str,),
+    "torch": (str,),
+    "cuda": (str, type(None)),
+    "status": (str,),
+    "epochs_done": (int,),
+    "steps_done": (int,),
+    "wall_seconds": (int, float),
+    "budget_minutes": (int, float, type(None)),
+    "metrics": (dict,),
+    "curve": (list,),
+    "paper": (dict,),
+}
+
+STATUSES = ("done", "budget", "epochs")
+
+
+def validate_result(doc: dict[str, Any]) -> list[str]:
+    """Every way ``doc`` breaks the schema (an empty list when it is valid)."""
+    problems = []
+    for key, types in REQUIRED.items():
+        if key not in doc:
+            problems.append(f"missing field {key!r}")
+        elif not isinstance(doc[key], types) or (isinstance(doc[key], bool) and bool not in types):
+            problems.append(f"field {key!r} has type {type(doc[key]).__name__}, expected "
+                            f"{' or '.join(t.__name__ for t in types)}")
+    if doc.get("format") not in (None, RESULT_FORMAT):
+        problems.append(f"format {doc.get('format')!r} is not {RESULT_FORMAT!r}")
+    if "status" in doc and doc["status"] not in STATUSES:
+        problems.append(f"status {doc['status']!r} is not one of {STATUSES}")
+    for name, value in doc.get("metrics", {}).items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            problems.append(f"metric {name!r} must be a number, got {value!r}")
+    for point in doc.get("curve", []):
+        if not isinstance(point, dict) or "epoch" not in point:
+            problems.append(f"curve points must be dicts with an 'epoch', got {point!r}")
+            break
+    return problems
+
+
+def write_result(path: str | Path, doc: dict[str, Any]) -> Path:
+    """Validate and write ``doc`` atomically (temporary file + rename)."""
+    problems = validate_result(doc)
+    if problems:
+        raise ValueError(f"not a valid result file ({path}): " + "; ".join(problems))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_results(folder: str | Path) -> list[dict[str, Any]]:
+    """Every ``<table>/<row>.json`` under ``folder`` (sorted), each validated.
+
+    Raises:
+        ValueError: a file breaks the schema (the message names the file).
+    """
+    docs = []
+    for path in sorted(Path(folder).glob("*/*.json")):
+        if path.parent.name == "bench":
+            continue  # benchmark reports have their own format
+        doc = json.loads(path.read_text())
+        problems = validate_result(doc)
+        if problems:
+            raise ValueError(f"{path}: " + "; ".join(problems))
+        docs.append(doc)
+    return docs
