@@ -30,10 +30,12 @@ MICRO = ["model.emsize=16", "model.nhid=16", "train.max_batches_per_epoch=4",
 
 
 def test_every_table_row_names_a_real_config():
+    from drillbook.nmt.config import get_nmt_config
+
     for table, rows in TABLES.items():
         assert len({r.name for r in rows}) == len(rows), table
         for row in rows:
-            get_config(row.config)
+            (get_nmt_config if row.config.startswith("multi30k/") else get_config)(row.config)
 
 
 def test_committed_result_files_are_valid_and_the_report_is_current():
@@ -84,3 +86,15 @@ def test_unknown_table_and_rows_are_clear_errors():
         reproduce("nope")
     with pytest.raises(ValueError, match=r"unknown row\(s\) \['x'\]"):
         reproduce("tutorial", rows=["x"])
+
+
+@needs_data
+def test_a_translation_row_reports_bleu(tmp_path):
+    tiny = ["data.max_train_pairs=200", "train.epochs=1", "train.max_eval_pairs=20",
+            "model.hidden=16", "model.emb_size=16"]
+    paths = reproduce("multi30k-joint", rows=["tied"], out=tmp_path / "r", runs=tmp_path / "x",
+                      overrides=tiny, progress=False)
+    doc = json.loads(paths[0].read_text())
+    assert validate_result(doc) == [] and doc["status"] == "done"
+    assert {"val_bleu", "test_bleu", "output_layer_params"} <= set(doc["metrics"])
+    assert "Metric: BLEU." in render_report(tmp_path / "r")

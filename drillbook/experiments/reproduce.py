@@ -58,6 +58,17 @@ TABLES: dict[str, list[Row]] = {
                 Row("wt2-mos", "wt2/awd-lstm-mos"), Row("wt2-doc", "wt2/awd-lstm-doc")],
     "rank": [Row("tied", "ptb/awd-lstm"), Row("drill", "ptb/awd-lstm-drill"),
              Row("mos", "ptb/awd-lstm-mos"), Row("doc", "ptb/awd-lstm-doc")],
+    # DRILL Table 3: seconds per epoch (every LM row records it; this table needs 1 epoch)
+    "speed": [Row(f"{c}-{h}", f"{c}/awd-lstm{s}") for c in ("ptb", "wt2")
+              for h, s in (("awd-lstm", ""), ("drill", "-drill"), ("mos", "-mos"))],
+    # vMF Table 1 and joint-embedding Table 3 analogues on Multi30k (de->en)
+    "multi30k-vmf": [Row("softmax", "multi30k/de-en-softmax"),
+                     Row("tied", "multi30k/de-en-tied"),
+                     Row("vmf-nllvmf", "multi30k/de-en-vmf"),
+                     *[Row(f"vmf-{loss}", f"multi30k/de-en-vmf-{loss}")
+                       for loss in ("reg1", "reg2", "l2", "cosine", "maxmargin")]],
+    "multi30k-joint": [Row(h, f"multi30k/de-en-{h}")
+                       for h in ("softmax", "tied", "bilinear", "dual", "drill")],
     # a CPU-sized table: the tests and a first look
     "tutorial": [Row("tied", "tutorial/ptb-tied"), Row("drill", "tutorial/ptb-drill")],
 }
@@ -83,6 +94,15 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     """
     from ..train import Trainer, evaluate, load_run, read_log
 
+    def config_of(row: Row):
+        if row.config.startswith("multi30k/"):
+            from ..nmt.config import get_nmt_config
+
+            base = get_nmt_config(row.config)
+        else:
+            base = get_config(row.config)
+        return apply_overrides(base, [*row.overrides, *(overrides or [])])
+
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
     chosen = TABLES[table]
@@ -94,8 +114,12 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         chosen = [r for r in chosen if r.name in rows]
     written = []
     for row in chosen:
-        config = apply_overrides(get_config(row.config), [*row.overrides, *(overrides or [])])
+        config = config_of(row)
         run_dir = Path(runs) / table / row.name
+        if row.config.startswith("multi30k/"):
+            written.append(_reproduce_nmt(table, row, config, run_dir, out, budget_minutes,
+                                          device, progress))
+            continue
         resume = (run_dir / "last.pt").exists()
         trainer = Trainer(config, run_dir, device=device, corpus=corpus, resume=resume,
                           progress=progress)
@@ -103,6 +127,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         status = trainer.fit(max_minutes=budget_minutes)
         log = read_log(run_dir) if (run_dir / "log.jsonl").exists() else []
         metrics: dict[str, float] = {}
+        if log:
+            metrics["seconds_per_epoch"] = sum(r["epoch_seconds"] for r in log) / len(log)
         if (run_dir / "best.pt").exists():
             metrics["val_ppl"] = math.exp(trainer.best_val_loss)
             _, model, _ = load_run(run_dir, corpus=corpus, device=str(trainer.device))
@@ -132,6 +158,48 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         }
         written.append(write_result(Path(out) / table / f"{row.name}.json", doc))
     return written
+
+
+def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minutes,
+                   device, progress) -> Path:
+    """A translation row: BLEU on the validation and test sets (greedy)."""
+    from ..nmt.bleu import corpus_bleu
+    from ..nmt.train import NMTTrainer, load_nmt_run, translate_pairs
+    from ..train import read_log
+
+    resume = (run_dir / "last.pt").exists()
+    trainer = NMTTrainer(config, run_dir, device=device, resume=resume, progress=progress)
+    last = trainer.fit(max_minutes=budget_minutes)
+    log = read_log(run_dir) if (run_dir / "log.jsonl").exists() else []
+    metrics: dict[str, float] = {}
+    if (run_dir / "best.pt").exists():
+        metrics["val_bleu"] = trainer.best_bleu
+        _, model, src_vocab, tgt_vocab = load_nmt_run(run_dir, device=str(trainer.device))
+        test = trainer.corpus.test
+        hyps = translate_pairs(model, test, src_vocab, tgt_vocab, device=trainer.device,
+                               max_len=config.train.max_len)
+        metrics["test_bleu"] = corpus_bleu(hyps, [t for _, t in test])
+        metrics["output_layer_params"] = model.head.param_counts().dedicated
+    steps = [r["seconds_per_step"] for r in log if r.get("seconds_per_step")]
+    if steps:
+        metrics["seconds_per_step"] = sum(steps) / len(steps)
+    epochs_done = trainer.epoch - 1
+    doc = {
+        "format": RESULT_FORMAT, "table": table, "row": row.name,
+        "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),
+        "seed": config.train.seed, "git_commit": environment()["commit"],
+        "device": _device_name(trainer.device), "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "status": "budget" if last.get("reason") == "budget" else (
+            "done" if epochs_done >= config.train.epochs else "epochs"),
+        "epochs_done": epochs_done, "steps_done": trainer.step,
+        "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
+        "metrics": metrics,
+        "curve": [{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
+                   "elapsed_seconds": r["elapsed_seconds"]} for r in log],
+        "paper": {k: v for k, v in config.paper.items() if isinstance(v, (int, float))},
+    }
+    return write_result(Path(out) / table / f"{row.name}.json", doc)
 
 
 def _device_name(device: torch.device) -> str:
@@ -186,16 +254,20 @@ def render_report(folder: str | Path) -> str:
         rows = sorted(by_table[table], key=lambda d: (order.index(d["row"])
                                                      if d["row"] in order else len(order),
                                                      d["row"]))
-        lines += [f"## {table}", "",
-                  "| row | config | budget (min) | status | epochs | val ppl | test ppl "
-                  "| paper val | paper test | device |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        unit = "BLEU" if any("val_bleu" in d["metrics"] for d in rows) else "perplexity"
+        lines += [f"## {table}", "", f"Metric: {unit}.", "",
+                  "| row | config | budget (min) | status | epochs | valid | test "
+                  "| paper valid | paper test | s/epoch | device |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for d in rows:
             m, p = d["metrics"], d["paper"]
+            bleu = "val_bleu" in m  # translation rows report BLEU, LM rows perplexity
+            valid, test = (("val_bleu", "test_bleu") if bleu else ("val_ppl", "test_ppl"))
             lines.append(
                 f"| {d['row']} | `{d['config_name']}` | {_fmt(d['budget_minutes'], 0)} | "
-                f"{d['status']} | {d['epochs_done']} | {_fmt(m.get('val_ppl'))} | "
-                f"{_fmt(m.get('test_ppl'))} | {_fmt(p.get('valid_ppl'))} | "
-                f"{_fmt(p.get('test_ppl'))} | {d['device']} |")
+                f"{d['status']} | {d['epochs_done']} | {_fmt(m.get(valid))} | "
+                f"{_fmt(m.get(test))} | {_fmt(p.get('valid_ppl'))} | "
+                f"{_fmt(p.get('test_ppl'))} | {_fmt(m.get('seconds_per_epoch'), 1)} | "
+                f"{d['device']} |")
         lines.append("")
     return "\n".join(lines)
