@@ -16,7 +16,8 @@
     drillbook synthetic-rank ...           the softmax bottleneck on a synthetic language
     drillbook info                         versions, device, profile
 
-``drillbook COMMAND --help`` describes each command.
+``drillbook COMMAND --help`` describes each command. Bad input is reported in one line
+(exit status 2); set ``DRILLBOOK_DEBUG=1`` to see the traceback instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -64,7 +66,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         "device": str(dev),
         "profile": resolve_profile(dev).name,
         "data_root": str(data_root()),
-        "data_root_from": DATA_ENV if DATA_ENV in __import__("os").environ else "cache dir",
+        "data_root_from": DATA_ENV if DATA_ENV in os.environ else "cache dir",
     }
     if args.json:
         _print_json(info)
@@ -572,9 +574,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--logit-rank ({args.logit_rank}) cannot exceed --vocab ({args.vocab})")
     try:
         return args.func(args)
-    except (ConfigError, CommandError, FileNotFoundError, FileExistsError) as err:
-        parser.exit(2, f"drillbook: error: {err}\n")
-    except ValueError as err:  # bad input detected deeper down: same treatment
+    except (ConfigError, CommandError, FileNotFoundError, FileExistsError, ValueError) as err:
+        # bad input, reported in one line; DRILLBOOK_DEBUG=1 shows the traceback instead
+        if os.environ.get("DRILLBOOK_DEBUG"):
+            raise
         parser.exit(2, f"drillbook: error: {err}\n")
 
 

@@ -129,3 +129,9 @@ def test_eval_of_a_folder_that_is_not_a_run(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["eval", str(tmp_path)])
     assert exc.value.code == 2 and "not a drillbook run folder" in capsys.readouterr().err
+
+
+def test_debug_variable_shows_the_traceback(monkeypatch):
+    monkeypatch.setenv("DRILLBOOK_DEBUG", "1")
+    with pytest.raises(Exception, match="unknown config"):
+        main(["params", "ptb/awd-lstn"])
