@@ -251,30 +251,15 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 
 def _cmd_rank(args: argparse.Namespace) -> int:
-    import torch
 
-    from .analysis import DRILL_TOL, singular_values
-    from .data import get_batch
+    from .analysis import DRILL_TOL, log_prob_chunks, singular_values
     from .train import load_run
 
     config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
     device = next(model.parameters()).device
     data = _split_data(config, corpus, args.split).to(device)
-
-    def chunks():
-        hidden, count = model.init_hidden(data.shape[1]), 0
-        with torch.no_grad():
-            for i in range(0, data.shape[0] - 1, config.train.bptt):
-                x, _ = get_batch(data, i, config.train.bptt)
-                out = model(x, hidden)
-                hidden = out.hidden
-                logp = model.head.log_prob(out.features).double()
-                yield logp.reshape(-1, logp.shape[-1])
-                count += x.numel()
-                if args.max_tokens and count >= args.max_tokens:
-                    return
-
-    spec = singular_values(chunks(), method="gram", device=device)
+    spec = singular_values(log_prob_chunks(model, data, config.train.bptt, args.max_tokens),
+                           method="gram", device=device)
     result = {"run": str(args.run_dir), "split": args.split, "contexts": spec.n_rows,
               "vocab_size": spec.n_cols, "rank_tol_1": spec.rank(DRILL_TOL),
               "resolution": spec.resolution, "method": spec.method,

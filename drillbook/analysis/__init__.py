@@ -9,7 +9,7 @@ from .frequency import (
 )
 from .mixture import MixtureDiagnostics, mixture_diagnostics
 from .neighbours import nearest_neighbours
-from .rank import DRILL_TOL, Spectrum, matrix_rank, singular_values
+from .rank import DRILL_TOL, Spectrum, log_prob_chunks, matrix_rank, singular_values
 from .synthetic import FitResult, SyntheticLanguage, fit_head
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "band_of",
     "compare_by_frequency",
     "fit_head",
+    "log_prob_chunks",
     "matrix_rank",
     "mixture_diagnostics",
     "nearest_neighbours",

@@ -75,21 +75,13 @@ def token_nll(model, data: Tensor, bptt: int, max_tokens: int | None = None
     Returns ``(nll, target)``, two 1-d tensors on the CPU in stream order, the state
     carried across windows as in evaluation.
     """
-    from ..data import get_batch
+    from ..models import eval_windows
 
-    model.eval()
-    hidden = model.init_hidden(data.shape[1])
-    nlls, targets, count = [], [], 0
-    for i in range(0, data.shape[0] - 1, bptt):
-        x, y = get_batch(data, i, bptt)
-        out = model(x, hidden)
-        hidden = out.hidden
+    nlls, targets = [], []
+    for out, y in eval_windows(model, data, bptt, max_tokens):
         logp = model.head.log_prob(out.features)
         nlls.append(-logp.gather(-1, y.unsqueeze(-1)).squeeze(-1).reshape(-1).float().cpu())
         targets.append(y.reshape(-1).cpu())
-        count += y.numel()
-        if max_tokens is not None and count >= max_tokens:
-            break
     return torch.cat(nlls), torch.cat(targets)
 
 

@@ -61,25 +61,17 @@ def _layer_of_component(head: MixtureHead) -> list[int]:
 def mixture_diagnostics(model, data: Tensor, bptt: int,
                         max_tokens: int | None = None) -> MixtureDiagnostics:
     """Run a language model with a mixture head over a batchified ``(T, B)`` stream."""
-    from ..data import get_batch
+    from ..models import eval_windows
 
     head = model.head
     if not isinstance(head, MixtureHead):
         raise TypeError(f"mixture diagnostics need a MoS or DOC head, got "
                         f"{type(head).__name__}")
-    model.eval()
-    hidden = model.init_hidden(data.shape[1])
-    priors, cvs, count = [], [], 0
-    for i in range(0, data.shape[0] - 1, bptt):
-        x, y = get_batch(data, i, bptt)
-        out = model(x, hidden)
-        hidden = out.hidden
+    priors, cvs = [], []
+    for out, _ in eval_windows(model, data, bptt, max_tokens):
         pi = head.mixture_weights(out.features).reshape(-1, head.n_vectors).double().cpu()
         priors.append(pi)
         cvs.append(float(coefficient_of_variation(pi)))
-        count += y.numel()
-        if max_tokens is not None and count >= max_tokens:
-            break
     pi = torch.cat(priors)
     usage = pi.mean(0)
     entropy = float(-(pi * pi.clamp_min(1e-300).log()).sum(-1).mean())

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["DRILL_TOL", "Spectrum", "matrix_rank", "singular_values"]
+__all__ = ["DRILL_TOL", "Spectrum", "log_prob_chunks", "matrix_rank", "singular_values"]
 
 #: The absolute tolerance the DRILL authors used: count singular values > 1.
 DRILL_TOL = 1.0
@@ -212,3 +212,16 @@ def matrix_rank(
     absolute rule. See :func:`singular_values` for ``method`` and ``device``.
     """
     return singular_values(matrix, method=method, device=device).rank(tol)
+
+
+@torch.no_grad()
+def log_prob_chunks(model, data: Tensor, bptt: int,
+                    max_tokens: int | None = None) -> Iterable[Tensor]:
+    """The (contexts x vocabulary) log-probability matrix of a language model on a
+    batchified stream, as float64 row chunks (one per evaluation window), ready to be
+    streamed into :func:`singular_values`."""
+    from ..models import eval_windows
+
+    for out, _ in eval_windows(model, data, bptt, max_tokens):
+        logp = model.head.log_prob(out.features).double()
+        yield logp.reshape(-1, logp.shape[-1])

@@ -209,24 +209,10 @@ def _device_name(device: torch.device) -> str:
 
 
 def _rank(model, data, bptt: int, max_tokens: int | None) -> int:
-    from ..analysis import DRILL_TOL, singular_values
-    from ..data import get_batch
+    from ..analysis import DRILL_TOL, log_prob_chunks, singular_values
 
-    def chunks():
-        hidden, count = model.init_hidden(data.shape[1]), 0
-        with torch.no_grad():
-            for i in range(0, data.shape[0] - 1, bptt):
-                x, _ = get_batch(data, i, bptt)
-                out = model(x, hidden)
-                hidden = out.hidden
-                logp = model.head.log_prob(out.features).double()
-                yield logp.reshape(-1, logp.shape[-1])
-                count += x.numel()
-                if max_tokens is not None and count >= max_tokens:
-                    return
-
-    return singular_values(chunks(), method="gram", device=next(model.parameters()).device
-                           ).rank(DRILL_TOL)
+    return singular_values(log_prob_chunks(model, data, bptt, max_tokens), method="gram",
+                           device=next(model.parameters()).device).rank(DRILL_TOL)
 
 
 def _fmt(value, digits: int = 2) -> str:

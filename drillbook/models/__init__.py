@@ -1,7 +1,7 @@
 """Language-model encoders, all returning :class:`EncoderOutput` (last + per-layer outputs)."""
 
 from .awd_lstm import AWDLSTM
-from .base import Encoder, EncoderOutput, LanguageModel
+from .base import Encoder, EncoderOutput, LanguageModel, eval_windows
 from .dropout import DropConnect, LockedDropout, embedding_dropout
 from .factory import ENCODERS, build_encoder, build_model
 from .transformer import TransformerLM
@@ -18,4 +18,5 @@ __all__ = [
     "build_encoder",
     "build_model",
     "embedding_dropout",
+    "eval_windows",
 ]

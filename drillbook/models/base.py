@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+import torch
 from torch import Tensor, nn
 
 from ..heads.base import Features, OutputHead
 
-__all__ = ["Encoder", "EncoderOutput", "LanguageModel"]
+__all__ = ["Encoder", "EncoderOutput", "LanguageModel", "eval_windows"]
 
 
 class EncoderOutput(NamedTuple):
@@ -79,3 +81,29 @@ class LanguageModel(nn.Module):
 
     def init_hidden(self, batch_size: int) -> Any:
         return self.encoder.init_hidden(batch_size)
+
+
+@torch.no_grad()
+def eval_windows(model: LanguageModel, data: Tensor, bptt: int,
+                 max_tokens: int | None = None) -> Iterator[tuple[EncoderOutput, Tensor]]:
+    """Walk a batchified ``(T, B)`` stream as AWD-LSTM evaluates it.
+
+    Fixed windows of ``bptt`` rows, the recurrent state carried from one window to the
+    next, the model in eval mode and autograd off. Yields ``(output, target)`` for each
+    window (``target`` is ``(seq_len, B)``); stops after the window that reaches
+    ``max_tokens`` targets, if given. Every evaluation in the package reads the stream
+    through this one function.
+    """
+    from ..data import get_batch
+
+    model.eval()
+    hidden = model.init_hidden(data.shape[1])
+    count = 0
+    for i in range(0, data.shape[0] - 1, bptt):
+        x, y = get_batch(data, i, bptt)
+        out = model(x, hidden)
+        hidden = out.hidden
+        yield out, y
+        count += y.numel()
+        if max_tokens is not None and count >= max_tokens:
+            return

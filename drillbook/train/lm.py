@@ -31,8 +31,8 @@ from torch import Tensor
 from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
-from ..data import BPTTSampler, Corpus, batchify, get_batch, load_corpus
-from ..models import LanguageModel, build_model
+from ..data import BPTTSampler, Corpus, batchify, load_corpus
+from ..models import LanguageModel, build_model, eval_windows
 from .checkpoint import load_checkpoint, save_atomic
 from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
 
@@ -74,17 +74,10 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
     The recurrent state is carried across fixed windows of ``bptt`` tokens, as in
     AWD-LSTM's evaluation. Returns ``(loss, n_tokens)``; perplexity is ``exp(loss)``.
     """
-    model.eval()
-    hidden = model.init_hidden(data.shape[1])
     total, count = 0.0, 0
-    for i in range(0, data.shape[0] - 1, bptt):
-        x, y = get_batch(data, i, bptt)
-        out = model(x, hidden)
-        hidden = out.hidden
+    for out, y in eval_windows(model, data, bptt, max_tokens):
         total += float(model.head.loss(out.features, y)) * y.numel()
         count += y.numel()
-        if max_tokens is not None and count >= max_tokens:
-            break
     if count == 0:
         raise ValueError("evaluation stream is empty: not enough tokens for one window")
     return total / count, count
