@@ -46,6 +46,19 @@ def _table4() -> list[Row]:
             Row("drill-4-standard-dropout", drill, ("head.options.dropout_kind=standard",))]
 
 
+#: epochs of 150 updates each for every row of the ``cpu-scale`` table: 900 updates of
+#: 32 x 35 tokens, about one pass over PTB's training text
+CPU_SCALE_EPOCHS = 6
+
+
+def _cpu_scale() -> list[Row]:
+    budget = (f"train.epochs={CPU_SCALE_EPOCHS}",)
+    rows = [Row(h, f"tutorial/ptb-{h}", budget) for h in ("softmax", "tied", "bilinear", "dual")]
+    rows += [Row(f"drill-{k}", "tutorial/ptb-drill", (*budget, f"head.options.depth={k}"))
+             for k in (1, 2, 4)]
+    return rows + [Row(h, f"tutorial/ptb-{h}", budget) for h in ("mos", "doc", "sigsoftmax")]
+
+
 #: table name -> rows. The paper numbers come from each config's ``paper`` record.
 TABLES: dict[str, list[Row]] = {
     "drill-table4": _table4(),
@@ -71,9 +84,14 @@ TABLES: dict[str, list[Row]] = {
                        for h in ("softmax", "tied", "bilinear", "dual", "drill")],
     # a CPU-sized table: the tests and a first look
     "tutorial": [Row("tied", "tutorial/ptb-tied"), Row("drill", "tutorial/ptb-drill")],
+    # every head at CPU scale, one budget for all: Table 4's ordering, the mixtures' rank
+    # and Table 3's speed ratios, small enough for a laptop (see CPU_SCALE_EPOCHS)
+    "cpu-scale": _cpu_scale(),
 }
 
-RANK_TABLES = ("rank",)
+#: tables whose rows also measure the rank of the test log-probability matrix, and how many
+#: test positions the matrix has (None: as many as the test evaluation reads)
+RANK_TABLES: dict[str, int | None] = {"rank": None, "cpu-scale": 2000}
 
 
 def reproduce(table: str, *, rows: list[str] | None = None,
@@ -139,7 +157,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             metrics["test_ppl"] = math.exp(loss)
             metrics["test_tokens"] = tokens
             if table in RANK_TABLES:
-                metrics["rank_tol_1"] = _rank(model, test, config.train.bptt, max_eval_tokens)
+                cap = RANK_TABLES[table] or max_eval_tokens
+                metrics.update(_rank(model, test, config.train.bptt, cap))
         paper = {k: v for k, v in paper_row(config).items() if isinstance(v, (int, float))}
         doc = {
             "format": RESULT_FORMAT, "table": table, "row": row.name,
@@ -151,6 +170,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             "epochs_done": status.epoch, "steps_done": trainer.step,
             "wall_seconds": round(trainer.elapsed, 1),
             "budget_minutes": budget_minutes,
+            "precision": _precision(config.train.amp, trainer.device),
             "metrics": metrics,
             "curve": [{"epoch": r["epoch"], "val_ppl": r["val_ppl"], "train_ppl": r["train_ppl"],
                        "elapsed_seconds": r["elapsed_seconds"]} for r in log],
@@ -194,6 +214,7 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minu
             "done" if epochs_done >= config.train.epochs else "epochs"),
         "epochs_done": epochs_done, "steps_done": trainer.step,
         "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
+        "precision": "fp32",  # the translation trainer has no autocast
         "metrics": metrics,
         "curve": [{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
                    "elapsed_seconds": r["elapsed_seconds"]} for r in log],
@@ -202,17 +223,36 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minu
     return write_result(Path(out) / table / f"{row.name}.json", doc)
 
 
+def _precision(amp: bool, device: torch.device) -> str:
+    """What the training step ran in (bf16 autocast only ever runs on CUDA)."""
+    return "bf16-autocast" if amp and device.type == "cuda" else "fp32"
+
+
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def _rank(model, data, bptt: int, max_tokens: int | None) -> int:
+def _rank(model, data, bptt: int, max_tokens: int | None) -> dict[str, int]:
+    """Rank of the test log-probability matrix: DRILL's ``tol = 1`` and, where the matrix is
+    small enough for a plain SVD (a capped table), numpy's relative tolerance too."""
     from ..analysis import DRILL_TOL, log_prob_chunks, singular_values
 
-    return singular_values(log_prob_chunks(model, data, bptt, max_tokens), method="gram",
-                           device=next(model.parameters()).device).rank(DRILL_TOL)
+    device = next(model.parameters()).device
+    if max_tokens is not None and max_tokens * model.head.vocab_size <= 40_000_000:
+        # small enough to compute in float64, where numpy's tolerance means something
+        # (float32 rounding noise alone has full rank under it)
+        import copy
+
+        chunks = log_prob_chunks(copy.deepcopy(model).double(), data, bptt, max_tokens)
+        spectrum = singular_values(torch.cat(list(chunks)).double(), method="svd",
+                                   device=device)
+        return {"rank_tol_1": spectrum.rank(DRILL_TOL), "rank_numpy_tol": spectrum.rank(),
+                "rank_positions": spectrum.n_rows}
+    spectrum = singular_values(log_prob_chunks(model, data, bptt, max_tokens), method="gram",
+                               device=device)
+    return {"rank_tol_1": spectrum.rank(DRILL_TOL), "rank_positions": spectrum.n_rows}
 
 
 def _fmt(value, digits: int = 2) -> str:
