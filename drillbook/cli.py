@@ -10,7 +10,8 @@
     drillbook rank RUN_DIR [--split test]  rank of the log-probability matrix
     drillbook reproduce TABLE [--budget-minutes M]   paper tables, row by row, resumable
     drillbook report                       Markdown tables from results/
-    drillbook bench [--heads ...] [--sizes ptb wt2 50k]   cost of each head vs tied
+    drillbook bench [--heads ...] [--sizes ptb wt2 50k] [--encoder CONFIG]
+                    [--sweep] [--targets]                 cost of each head vs tied
     drillbook data verify|download|where   the corpora
     drillbook heads                        the output heads and their equations
     drillbook synthetic-rank ...           the softmax bottleneck on a synthetic language
@@ -296,31 +297,102 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     else:
         print(text)
+    if args.figures:
+        for path in _curve_figures(args.results, Path(args.figures)):
+            print(f"wrote {path}")
     return 0
 
 
-# ------------------------------------------------------------------ bench
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from .experiments import BENCH_HEADS, run_bench
+def _curve_figures(results: str, folder: Path) -> list[Path]:
+    """One PNG of validation curves per table that has result files."""
+    import matplotlib
 
-    names = args.heads or list(BENCH_HEADS)
-    if "tied" not in names:
-        names = ["tied", *names]
-    report = run_bench(names, args.sizes, d=args.d, tokens=args.tokens,
-                       device=args.device or "cpu", repeats=args.repeats, warmup=args.warmup)
-    print(f"{'head':>12} {'size':>5} {'train ms':>9} {'eval us/tok':>12} {'train x':>8} "
-          f"{'eval x':>7}")
-    for r in report["rows"]:
-        print(f"{r['name']:>12} {r['size']:>5} {1e3 * r['train_step_s']:>9.2f} "
-              f"{1e6 * r['eval_token_s']:>12.2f} {r['train_ratio']:>8.2f} "
-              f"{r['eval_ratio']:>7.2f}")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .experiments import TABLES, load_results, plot_curves, table_rows
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table in sorted({d["table"] for d in load_results(results)} & set(TABLES)):
+        rows = table_rows(table, results)
+        bleu = any(p.get("val_bleu") is not None for r in rows for p in r["curve"])
+        ax = plot_curves(rows, metric="val_bleu" if bleu else "val_ppl", title=table)
+        path = folder / f"{table}.png"
+        ax.figure.tight_layout()
+        ax.figure.savefig(path, dpi=120)
+        plt.close(ax.figure)
+        written.append(path)
+    return written
+
+
+# ------------------------------------------------------------------ bench
+def _bench_conflicts(args: argparse.Namespace) -> None:
+    """Flags that belong to another kind of benchmark: a CommandError naming them."""
+    encoder = args.encoder != "none"
+    modes = [flag for flag, on in (("--encoder", encoder), ("--sweep", args.sweep),
+                                   ("--targets", args.targets)) if on]
+    if len(modes) > 1:
+        raise CommandError(f"{' and '.join(modes)} are separate benchmarks: choose one")
+    given = [flag for flag, value in (("--set", args.set), ("--batch-size", args.batch_size),
+                                      ("--bptt", args.bptt)) if value]
+    if given and not (encoder or args.targets):
+        raise CommandError(f"{', '.join(given)} configure an encoder: add --encoder CONFIG "
+                           f"(e.g. --encoder ptb/awd-lstm) or --targets")
+    given = [flag for flag, value in (("--d", args.d), ("--tokens", args.tokens))
+             if value is not None]
+    if given and encoder:
+        raise CommandError(f"{', '.join(given)} size the head-alone benchmark; with --encoder "
+                           f"the config decides: use --set model.emsize=N, --batch-size, --bptt")
+    given = [flag for flag, value in (("--heads", args.heads), ("--sizes", args.sizes)) if value]
+    if given and (args.sweep or args.targets):
+        raise CommandError(f"{', '.join(given)} choose what the head-alone or --encoder "
+                           f"benchmark measures; --sweep and --targets measure fixed heads")
+    given = [flag for flag, value in (("--vocab-sizes", args.vocab_sizes),
+                                      ("--decode-positions", args.decode_positions),
+                                      ("--max-seconds", args.max_seconds)) if value]
+    if given and not (args.sweep or args.targets):
+        raise CommandError(f"{', '.join(given)} belong to --sweep (or --targets)")
+    if args.vocab_sizes and args.targets:
+        raise CommandError("--targets measures the sweep at V=50,000 only; drop --vocab-sizes")
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .experiments import (
+        BENCH_HEADS,
+        SWEEP_SIZES,
+        format_report,
+        run_bench,
+        run_model_bench,
+        run_targets,
+        vocab_sweep,
+        write_report,
+    )
+
+    _bench_conflicts(args)
+    common = {"device": args.device or "cpu", "repeats": args.repeats, "warmup": args.warmup,
+              "precision": args.precision}
+    encoder = {"overrides": args.set or [], "batch_size": args.batch_size, "bptt": args.bptt}
+    sweep = {"d": args.d or 1024, "tokens": args.tokens or 1400,
+             "decode_positions": args.decode_positions, "max_seconds": args.max_seconds}
+    if args.sweep:
+        report = vocab_sweep(args.vocab_sizes or SWEEP_SIZES, **sweep, **common)
+    elif args.targets:
+        report = run_targets(**encoder, **sweep, **common)
+    else:
+        names = args.heads or list(BENCH_HEADS)
+        if "tied" not in names:
+            names = ["tied", *names]
+        sizes = args.sizes or ["ptb"]
+        if args.encoder != "none":
+            report = run_model_bench(names, sizes, encoder_config=args.encoder, **encoder,
+                                     **common)
+        else:
+            report = run_bench(names, sizes, d=args.d or 400, tokens=args.tokens or 1400,
+                               **common)
+    print(format_report(report))
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(json.dumps(report, indent=1) + "\n")
-        tmp.replace(out)
-        print(f"wrote {out}")
+        print(f"wrote {write_report(report, args.out)}")
     return 0
 
 
@@ -502,19 +574,43 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="Markdown tables from the result files")
     p.add_argument("--results", default="results")
     p.add_argument("--out", help="write here instead of printing (e.g. results/REPORT.md)")
+    p.add_argument("--figures", help="also write one learning-curve PNG per table here")
     p.set_defaults(func=_cmd_report)
 
-    p = sub.add_parser("bench", help="time output heads against a tied head",
-                       description="Median forward+backward step time and evaluation time "
-                                   "per token of each output head alone, at PTB / "
-                                   "WikiText-2 / 50k vocabulary sizes, as ratios to a tied "
-                                   "head measured in the same process.")
+    p = sub.add_parser(
+        "bench", help="time output heads against a tied head",
+        description="Median forward+backward step time and evaluation time per token of each "
+                    "output head, alone (default) or behind an encoder (--encoder CONFIG), at "
+                    "PTB / WikiText-2 / 50k vocabulary sizes, as ratios to a tied head "
+                    "measured in the same process; memory autograd saves for backward (every "
+                    "device) and peak CUDA memory. --sweep: vMF vs softmax as the vocabulary "
+                    "grows. --targets: measure and check the cost targets.")
     p.add_argument("--heads", nargs="+", help="names (default: all); see the code's "
-                                                  "BENCH_HEADS")
-    p.add_argument("--sizes", nargs="+", default=["ptb"], help="ptb, wt2, 50k")
-    p.add_argument("--d", type=_positive_int, default=400, help="embedding/hidden size")
-    p.add_argument("--tokens", type=_positive_int, default=1400,
-                   help="positions per step (default 20 x 70)")
+                                              "BENCH_HEADS")
+    p.add_argument("--sizes", nargs="+", help="ptb (default), wt2, 50k")
+    p.add_argument("--encoder", default="none", metavar="none|CONFIG",
+                   help="none (default): the head alone on random features; a config name "
+                        "(ptb/awd-lstm, tutorial/ptb-tied, ...): behind its encoder")
+    p.add_argument("--set", nargs="+", metavar="KEY=VALUE",
+                   help="overrides of the encoder config (e.g. model.nhid=16)")
+    p.add_argument("--batch-size", type=_positive_int, help="encoder mode (default: config)")
+    p.add_argument("--bptt", type=_positive_int, help="encoder mode (default: config)")
+    p.add_argument("--d", type=_positive_int,
+                   help="feature size: head alone (default 400) or sweep (default 1024)")
+    p.add_argument("--tokens", type=_positive_int,
+                   help="positions per step, head alone or sweep (default 1400 = 20 x 70)")
+    p.add_argument("--sweep", action="store_true",
+                   help="vMF vs softmax at --vocab-sizes: train step, decoding, memory")
+    p.add_argument("--vocab-sizes", type=_positive_int, nargs="+",
+                   help="sweep sizes (default 10000 25000 50000 ... 800000)")
+    p.add_argument("--decode-positions", type=_positive_int,
+                   help="sweep: positions per decoding call (default --tokens)")
+    p.add_argument("--max-seconds", type=_positive_float,
+                   help="sweep: skip a head from the size where one step takes longer")
+    p.add_argument("--targets", action="store_true",
+                   help="measure what the cost targets need and print whether each is met")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: autocast around forward and loss (default fp32)")
     p.add_argument("--repeats", type=_positive_int, default=5)
     p.add_argument("--warmup", type=_positive_int, default=2)
     p.add_argument("--device", help="cpu (default) or cuda")

@@ -337,4 +337,5 @@ pd.DataFrame(neighbours, index=queries)
 # * A label encoder runs over the vocabulary, not over the tokens of a batch, so its cost
 #   does not grow with the batch, and at evaluation it is computed once.
 # * Whether sharing across words pays off shows up first on rare words; small budgets
-#   cannot tell the heads apart, which is why chapter 6 records long GPU runs.
+#   cannot tell the heads apart, which is why chapter 6 keeps full-length runs and
+#   budgeted ones strictly apart.

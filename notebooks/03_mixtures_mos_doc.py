@@ -342,7 +342,8 @@ cost.set_index("label")[["train_ratio", "eval_ratio", "score_bytes"]].round(2)
 # (the DRILL paper measured 2.97x per *epoch* of a whole AWD-LSTM on PTB on a GPU, where
 # the LSTM's share is larger and the V-sized matrix products are cheap). Chunking the
 # positions caps the score memory (`score_bytes`) at the price of recomputing each chunk
-# in the backward pass. Chapter 7 measures all heads, at paper sizes, on a GPU.
+# in the backward pass. Chapter 7 measures every head at the papers' sizes, alone and
+# inside the AWD-LSTM.
 
 # %% [markdown]
 # ## A question to test: is full rank what we need?
@@ -356,8 +357,8 @@ cost.set_index("label")[["train_ratio", "eval_ratio", "score_bytes"]].round(2)
 #
 # Everything needed to test this is in the package. Train `ptb/awd-lstm-drill` and
 # `ptb/awd-lstm-mos` (or their `tutorial/` versions for a quick look), then compare
-# `drillbook eval RUN --split test` and `drillbook rank RUN --split test`. Chapter 6
-# records what we found at a stated GPU budget.
+# `drillbook eval RUN --split test` and `drillbook rank RUN --split test`. Chapter 6's
+# `rank` and `cpu-scale` tables record it, each run with its budget.
 #
 # ## Takeaways
 #

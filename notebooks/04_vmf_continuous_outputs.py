@@ -278,8 +278,8 @@ for label, trainer in trainers.items():
 # nonlinearity does not leave. The cosine loss and reg2 (whose weaker pull, $\lambda_2 =
 # 0.1$, keeps the length moderate) learn. The authors' public code trains with yet another
 # objective, $-\log C_m(\kappa) + \log(1 + \kappa)(0.2 - \cos(\hat e, e(w)))$, which
-# suggests they met the same problem. Chapter 6 records whether the collapse survives a
-# full-size run.
+# suggests they met the same problem. Chapter 6's `multi30k-vmf` table is where a
+# full-size run records whether the collapse survives.
 #
 # The parameter column is where continuous outputs win outright: the softmax layer has
 # one row per target word ($|V| \times H + |V|$), the continuous layer one projection

@@ -60,19 +60,3 @@ def test_head_cost_and_ratios_run_end_to_end():
                          **size)
     assert [r["kind"] for r in rows] == ["tied", "drill", "doc"]
     assert rows[0]["train_ratio"] == 1.0 and all(r["train_ratio"] > 0 for r in rows)
-
-
-def test_bench_cli_writes_a_report(tmp_path, capsys):
-    import json
-
-    from drillbook.cli import main
-
-    out = tmp_path / "bench" / "cpu.json"
-    assert main(["bench", "--heads", "drill-1", "vmf-300", "--d", "8", "--tokens", "16",
-                 "--repeats", "1", "--warmup", "1", "--out", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert report["format"] == "drillbook-bench/1" and report["settings"]["baseline"] == "tied"
-    assert [r["name"] for r in report["rows"]] == ["tied", "drill-1", "vmf-300"]
-    assert report["environment"]["torch"] and "train x" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        main(["bench", "--heads", "nope"])

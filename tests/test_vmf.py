@@ -365,6 +365,18 @@ def test_vmf_ranking_equals_cosine_ranking():
     torch.testing.assert_close(vmf_ids, cos_ids)
 
 
+@pytest.mark.parametrize("metric", ["cosine", "vmf"])
+def test_the_unit_rows_fast_path_equals_normalising_every_call(metric):
+    table = torch.randn(300, 24, dtype=torch.float64)
+    table[7] = 0.0  # a zero row stays zero either way
+    pred = torch.randn(40, 24, dtype=torch.float64) * 3
+    unit = torch.nn.functional.normalize(table, dim=-1)
+    plain = nearest_neighbour(pred, table, metric=metric, k=4)
+    fast = nearest_neighbour(pred, unit, metric=metric, k=4, unit_rows=True, chunk_size=50)
+    torch.testing.assert_close(fast[0], plain[0])
+    torch.testing.assert_close(fast[1], plain[1], rtol=1e-12, atol=1e-12)
+
+
 def test_nearest_neighbour_rejects_bad_arguments():
     table, pred = torch.randn(10, 4), torch.randn(3, 4)
     with pytest.raises(ValueError, match=r"unknown metric 'dot'.*'cosine'"):

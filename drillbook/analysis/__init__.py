@@ -1,5 +1,6 @@
 """Analysis tools: rank and spectra, synthetic languages, frequency bands, neighbours."""
 
+from .cost import HeadFlops, awd_lstm_flops, head_flops
 from .frequency import (
     DEFAULT_BANDS,
     FrequencyBand,
@@ -17,12 +18,15 @@ __all__ = [
     "DRILL_TOL",
     "FitResult",
     "FrequencyBand",
+    "HeadFlops",
     "MixtureDiagnostics",
     "Spectrum",
     "SyntheticLanguage",
+    "awd_lstm_flops",
     "band_of",
     "compare_by_frequency",
     "fit_head",
+    "head_flops",
     "log_prob_chunks",
     "matrix_rank",
     "mixture_diagnostics",

@@ -3,25 +3,50 @@
 Timings are medians over repeated runs after warm-up, with CUDA synchronised around every
 measurement, and every head is compared with a tied head measured **in the same process
 on the same inputs**, so the ratios hold on a noisy machine even when the absolute numbers
-do not. Peak memory is measured on CUDA; on a CPU we report the size of the largest
-score tensor the head materialises (``J x n x V`` values for a ``J``-component mixture),
-labelled as an estimate.
+do not.
+
+Memory, three ways:
+
+* ``saved_bytes`` (every device): the bytes autograd keeps for the backward pass of one
+  training step (:func:`saved_bytes`), the model's parameters and buffers excluded;
+* ``peak_bytes`` (CUDA only, else None): ``torch.cuda.max_memory_allocated`` over the
+  training steps, parameters included;
+* ``score_bytes``: the size of the largest score tensor the head materialises
+  (``J x n x V`` values for a ``J``-component mixture), an estimate.
+
+This module measures a head alone on random features; :mod:`.bench_model` puts the
+AWD-LSTM encoder in front of it, :mod:`.bench_sweep` grows the vocabulary for vMF vs
+softmax, :mod:`.bench_report` checks the issue's targets and prints the tables.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import json
+import os
 import statistics
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from ..heads import Features, MixtureHead, build_head
+from ..heads import HEADS, Features, MixtureHead, OutputHead, build_head
+from ..heads.softmax import EmbeddingHead
 
-__all__ = ["BENCH_HEADS", "SIZES", "HeadCost", "compare_heads", "environment", "head_cost",
-           "run_bench", "time_call"]
+__all__ = ["BENCH_FORMAT", "BENCH_HEADS", "PRECISIONS", "SIZES", "HeadCost", "autocast",
+           "compare_heads", "environment", "head_bytes", "head_cost", "is_out_of_memory",
+           "run_bench", "saved_bytes", "step_costs", "time_call", "write_report"]
+
+#: the ``format`` of every report this package writes
+BENCH_FORMAT = "drillbook-bench/2"
+
+#: ``precision`` values: plain float32, or bf16 autocast around forward and loss
+PRECISIONS = ("fp32", "bf16")
 
 
 def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 5,
@@ -40,6 +65,116 @@ def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 
     return times
 
 
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` to bfloat16 for ``"bf16"``, a no-op for ``"fp32"``.
+
+    Raises:
+        ValueError: any other precision.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose one of {list(PRECISIONS)}")
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def _storage_key(t: Tensor) -> tuple[object, int, int]:
+    """``(device, data pointer, bytes)`` of a tensor's whole storage."""
+    try:
+        s = t.untyped_storage()
+        return (t.device, s.data_ptr(), s.nbytes())
+    except (RuntimeError, NotImplementedError):  # no plain storage (e.g. a wrapper subclass)
+        return (t.device, id(t), t.numel() * t.element_size())
+
+
+def saved_bytes(fn: Callable[[], object], *, exclude: Iterable[Tensor] = ()) -> int:
+    """Bytes of the tensors autograd saves for backward while ``fn()`` runs.
+
+    Every tensor an operation saves passes through a
+    :func:`torch.autograd.graph.saved_tensors_hooks` pack hook; each distinct storage is
+    counted once, at its full size (a view counts its base), and the storages of
+    ``exclude`` (pass the model's parameters and buffers: they exist with or without
+    backward) are not counted. Inputs that an operation saves are counted.
+
+    Inside a :func:`torch.utils.checkpoint.checkpoint` region (non-reentrant, as the
+    chunked mixture heads use) the checkpoint's own hook takes over: what is counted is
+    what the checkpoint keeps, its inputs; the region's intermediates are recomputed in
+    the backward pass and never saved. The result of ``fn()`` is dropped, which frees the
+    graph; call ``backward`` elsewhere.
+    """
+    excluded = {_storage_key(t)[:2] for t in exclude}
+    seen: dict[tuple[object, int], int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        device, ptr, nbytes = _storage_key(t)
+        if (device, ptr) not in excluded:
+            seen[(device, ptr)] = max(nbytes, seen.get((device, ptr), 0))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(seen.values())
+
+
+def head_bytes(head: OutputHead) -> tuple[int, int]:
+    """``(param_bytes, buffer_bytes)``: the head's own parameters (shared ones, the tied
+    input embedding, excluded) and its buffers (vMF's frozen table)."""
+    shared = {id(p) for p in head.shared_parameters()}
+    params = sum(p.numel() * p.element_size() for p in head.parameters() if id(p) not in shared)
+    buffers = sum(b.numel() * b.element_size() for b in head.buffers())
+    return params, buffers
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is an allocation failure (CUDA or CPU) rather than a bug."""
+    if isinstance(err, torch.cuda.OutOfMemoryError):
+        return True
+    text = str(err)
+    return isinstance(err, RuntimeError) and ("out of memory" in text
+                                               or "can't allocate memory" in text)
+
+
+def free_memory(device: torch.device) -> None:
+    """Release what a failed or finished measurement left behind."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def step_costs(module: nn.Module, loss_fn: Callable[[], Tensor], eval_fn: Callable[[], object],
+               device: torch.device, *, repeats: int, warmup: int) -> dict:
+    """Time a training step and an evaluation call of ``module``; measure its memory.
+
+    Args:
+        module: what trains (a head, or a whole language model).
+        loss_fn: forward pass and training loss (autocast inside, if any); the training
+            step is ``module.train(); zero_grad; loss_fn().backward()``.
+        eval_fn: the evaluation call, run in eval mode under ``torch.no_grad()``.
+
+    Returns:
+        ``train_step_s`` and ``eval_s`` (medians), ``saved_bytes`` (:func:`saved_bytes`
+        of one training forward pass) and ``peak_bytes`` (CUDA, else None).
+    """
+    def train_step() -> None:
+        module.train()
+        module.zero_grad(set_to_none=True)
+        loss_fn().backward()
+
+    def eval_step() -> None:
+        module.eval()
+        with torch.no_grad():
+            eval_fn()
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    train = time_call(train_step, device, repeats=repeats, warmup=warmup)
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    module.train()
+    saved = saved_bytes(loss_fn, exclude=[*module.parameters(), *module.buffers()])
+    module.zero_grad(set_to_none=True)
+    evals = time_call(eval_step, device, repeats=repeats, warmup=warmup)
+    return {"train_step_s": statistics.median(train), "eval_s": statistics.median(evals),
+            "saved_bytes": saved, "peak_bytes": peak}
+
+
 @dataclass(frozen=True)
 class HeadCost:
     """One head's measured cost.
@@ -53,6 +188,10 @@ class HeadCost:
         score_bytes: size of the largest score tensor (an estimate of the memory the
             output layer needs beyond its parameters).
         device: where it ran.
+        saved_bytes: what autograd keeps for backward (:func:`saved_bytes`).
+        param_bytes, buffer_bytes: the head's own parameters and buffers
+            (:func:`head_bytes`).
+        precision: ``"fp32"`` or ``"bf16"`` (autocast).
     """
 
     kind: str
@@ -65,6 +204,10 @@ class HeadCost:
     peak_bytes: int | None
     score_bytes: int
     device: str
+    saved_bytes: int
+    param_bytes: int
+    buffer_bytes: int
+    precision: str = "fp32"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,9 +226,16 @@ def _features(head, tokens: int, d: int, layer_sizes: Sequence[int] | None,
     return Features(layers[-1], tuple(layers))
 
 
+def score_bytes(head: OutputHead, positions: int, element_size: int) -> int:
+    """Bytes of the largest score tensor ``head`` materialises for ``positions`` contexts."""
+    components = head.n_vectors if isinstance(head, MixtureHead) else 1
+    chunk = getattr(head, "chunk_size", None) or positions
+    return components * min(chunk, positions) * head.vocab_size * element_size
+
+
 def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,
               device: str | torch.device = "cpu", repeats: int = 5, warmup: int = 2,
-              seed: int = 0, **options) -> HeadCost:
+              seed: int = 0, precision: str = "fp32", **options) -> HeadCost:
     """Measure one head at one size (inputs are random; only the cost matters).
 
     Args:
@@ -93,42 +243,38 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
         vocab_size, d: ``V`` and the embedding size.
         tokens: positions per step (batch x BPTT length).
         d_hidden: the feature size the head reads (default ``d``).
+        precision: ``"fp32"``, or ``"bf16"`` for autocast around forward and loss.
         options: the head's own options (``depth``, ``n_experts``, ...).
     """
     device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
     d_hidden = d if d_hidden is None else d_hidden
-    embedding = nn.Embedding(vocab_size, d).to(device)
+    shares = isinstance(HEADS.get(kind), type) and issubclass(HEADS[kind], EmbeddingHead)
+    embedding = nn.Embedding(vocab_size, d).to(device) if shares else None
     head = build_head(kind, vocab_size=vocab_size, d_hidden=d_hidden, embedding=embedding,
                       **options).to(device)
     feats = _features(head, tokens, d, getattr(head, "layer_sizes", None), device, gen)
     n = feats.last.shape[0] * feats.last.shape[1]
     target = torch.randint(0, vocab_size, feats.last.shape[:-1], generator=gen).to(device)
 
-    def train_step() -> None:
-        head.train()
-        head.zero_grad(set_to_none=True)
-        loss = head.loss(feats, target)
-        extra = head.regularizer(feats)
-        (loss if extra is None else loss + extra).backward()
+    def loss_fn() -> Tensor:
+        with autocast(device, precision):
+            loss = head.loss(feats, target)
+            extra = head.regularizer(feats)
+        return loss if extra is None else loss + extra
 
-    def eval_step() -> None:
-        head.eval()
-        with torch.no_grad():
+    def eval_fn() -> None:
+        with autocast(device, precision):
             head.loss(feats, target)
 
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    train = time_call(train_step, device, repeats=repeats, warmup=warmup)
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-    evals = time_call(eval_step, device, repeats=repeats, warmup=warmup)
-    components = head.n_vectors if isinstance(head, MixtureHead) else 1
-    chunk = getattr(head, "chunk_size", None) or n
-    score_bytes = components * min(chunk, n) * vocab_size * embedding.weight.element_size()
+    cost = step_costs(head, loss_fn, eval_fn, device, repeats=repeats, warmup=warmup)
+    params, buffers = head_bytes(head)
+    element = next(head.parameters()).element_size()
     return HeadCost(kind=kind, options=dict(options), vocab_size=vocab_size, d=d, tokens=n,
-                    train_step_s=statistics.median(train),
-                    eval_token_s=statistics.median(evals) / n, peak_bytes=peak,
-                    score_bytes=score_bytes, device=str(device))
+                    train_step_s=cost["train_step_s"], eval_token_s=cost["eval_s"] / n,
+                    peak_bytes=cost["peak_bytes"], score_bytes=score_bytes(head, n, element),
+                    device=str(device), saved_bytes=cost["saved_bytes"], param_bytes=params,
+                    buffer_bytes=buffers, precision=precision)
 
 
 def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
@@ -159,63 +305,113 @@ def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
 #: vocabulary sizes the benchmark knows by name
 SIZES = {"ptb": 10_000, "wt2": 33_278, "50k": 50_000}
 
-#: the heads of the cost chapter, with the papers' settings
+#: the heads of the cost chapter, with the papers' settings (dropouts included: they are
+#: part of the training step being timed)
 BENCH_HEADS: dict[str, tuple[str, dict]] = {
     "softmax": ("softmax", {}),
     "tied": ("tied", {}),
     "bilinear": ("bilinear", {}),
     "dual": ("dual", {}),
-    **{f"drill-{k}": ("drill", {"depth": k}) for k in (1, 2, 3, 4)},
-    "mos-15": ("mos", {"n_experts": 15}),
-    "doc-15+5": ("doc", {"vectors_per_layer": [0, 5, 15]}),
+    **{f"drill-{k}": ("drill", {"depth": k, "dropout": 0.6}) for k in (1, 2, 3, 4)},
+    "mos-15": ("mos", {"n_experts": 15, "latent_dropout": 0.29}),
+    "mos-15-chunk256": ("mos", {"n_experts": 15, "latent_dropout": 0.29, "chunk_size": 256}),
+    "doc-15+5": ("doc", {"vectors_per_layer": [0, 5, 15], "latent_dropout": 0.6}),
     "sigsoftmax": ("sigsoftmax", {}),
     "vmf-300": ("vmf", {"dim": 300}),
 }
 
 
-def environment() -> dict:
-    """Versions and device, recorded next to every measurement."""
-    import platform
-    import subprocess
-
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
-    device = (torch.cuda.get_device_name() if torch.cuda.is_available()
-              else platform.processor() or platform.machine())
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": device,
-            "threads": torch.get_num_threads(), "python": platform.python_version(),
-            "commit": commit}
-
-
-def run_bench(names: Sequence[str], sizes: Sequence[str], *, d: int = 400, tokens: int = 1400,
-              device: str = "cpu", repeats: int = 5, warmup: int = 2) -> dict:
-    """The head-alone benchmark: every named head at every size, ratios to ``tied``.
-
-    Returns a JSON-ready dict: ``environment``, ``settings`` and ``rows``.
-    """
+def check_names(names: Sequence[str], sizes: Sequence[str] = ()) -> None:
+    """Raise a ValueError naming unknown head or size names and the valid ones."""
     unknown = sorted(set(names) - set(BENCH_HEADS))
     if unknown:
         raise ValueError(f"unknown head(s) {unknown}; choose from {sorted(BENCH_HEADS)}")
     bad = sorted(set(sizes) - set(SIZES))
     if bad:
         raise ValueError(f"unknown size(s) {bad}; choose from {sorted(SIZES)}")
+
+
+def fit_layers(options: dict, n_layers: int) -> dict:
+    """DOC's ``vectors_per_layer`` left-padded (or left-trimmed of zeros) to ``n_layers``
+    entries, the embedding included; other heads' options unchanged.
+
+    Raises:
+        ValueError: the non-zero counts need more layers than the encoder has.
+    """
+    if "vectors_per_layer" not in options:
+        return options
+    counts = list(options["vectors_per_layer"])
+    while len(counts) > n_layers and counts[0] == 0:
+        counts.pop(0)
+    if len(counts) > n_layers:
+        raise ValueError(f"vectors_per_layer={options['vectors_per_layer']} reads more layers "
+                         f"than the encoder's {n_layers} (embedding included); use an "
+                         f"encoder with more layers (model.nlayers)")
+    return {**options, "vectors_per_layer": [0] * (n_layers - len(counts)) + counts}
+
+
+def environment(device: str | torch.device | None = None) -> dict:
+    """Versions and device, recorded next to every measurement.
+
+    ``device_name`` names ``device`` (the GPU's name for CUDA, else the CPU); without
+    ``device``, the GPU when there is one.
+    """
+    import platform
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    cuda = torch.device(device).type == "cuda" if device is not None else \
+        torch.cuda.is_available()
+    name = (torch.cuda.get_device_name(torch.device(device) if device is not None else None)
+            if cuda else platform.processor() or platform.machine())
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": name,
+            "threads": torch.get_num_threads(), "python": platform.python_version(),
+            "commit": commit}
+
+
+def run_bench(names: Sequence[str], sizes: Sequence[str], *, d: int = 400, tokens: int = 1400,
+              device: str = "cpu", repeats: int = 5, warmup: int = 2,
+              precision: str = "fp32") -> dict:
+    """The head-alone benchmark: every named head at every size, ratios to ``tied``.
+
+    Returns a JSON-ready dict: ``format``, ``mode`` (``"heads"``), ``environment``,
+    ``settings`` and ``rows`` (:class:`HeadCost` fields, ``name``, ``size`` and the
+    ratios).
+    """
+    check_names(names, sizes)
+    autocast(torch.device(device), precision)  # checks the precision before any work
     rows = []
     for size in sizes:
-        kinds = []
-        for name in names:
-            kind, options = BENCH_HEADS[name]
-            if kind == "doc":
-                options = {**options, "layer_sizes": [d, d, d]}
-            kinds.append((name, kind, options))
+        kinds = [(name, BENCH_HEADS[name][0], fit_layers(BENCH_HEADS[name][1], 3))
+                 for name in names]
+        kinds = [(n, k, {**o, "layer_sizes": [d, d, d]} if k == "doc" else o)
+                 for n, k, o in kinds]
         measured = compare_heads([(k, o) for _, k, o in kinds], vocab_size=SIZES[size], d=d,
                                  tokens=tokens, device=device, repeats=repeats,
-                                 warmup=warmup)
+                                 warmup=warmup, precision=precision)
         for (name, _, _), row in zip(kinds, measured, strict=True):
             rows.append({"name": name, "size": size, **row})
-    return {"format": "drillbook-bench/1", "environment": environment(),
+    return {"format": BENCH_FORMAT, "mode": "heads", "environment": environment(device),
             "settings": {"d": d, "tokens": tokens, "device": str(device), "repeats": repeats,
-                         "warmup": warmup, "baseline": "tied"},
+                         "warmup": warmup, "baseline": "tied", "precision": precision},
             "rows": rows}
+
+
+def write_report(report: dict, path: str | Path) -> Path:
+    """Write ``report`` as JSON to ``path`` atomically (a temporary file, then
+    ``os.replace``), creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(report, indent=1) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

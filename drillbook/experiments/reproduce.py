@@ -25,7 +25,7 @@ from ..configs import apply_overrides, get_config, paper_row
 from .bench import environment
 from .results import RESULT_FORMAT, load_results, write_result
 
-__all__ = ["TABLES", "Row", "render_report", "reproduce"]
+__all__ = ["TABLES", "Row", "baseline_row", "render_report", "reproduce"]
 
 
 @dataclass(frozen=True)
@@ -263,11 +263,24 @@ def _fmt(value, digits: int = 2) -> str:
     return str(value)
 
 
+def baseline_row(row: str) -> str:
+    """The row a speed ratio divides by: ``tied``, or ``<corpus>-awd-lstm`` in the tables
+    whose rows are named ``<corpus>-<head>``."""
+    for prefix in ("ptb-", "wt2-"):
+        if row.startswith(prefix):
+            return f"{prefix}awd-lstm"
+    return "tied"
+
+
 def render_report(folder: str | Path) -> str:
     """Markdown tables of every result under ``folder``, ours next to the papers'.
 
-    Deterministic: the same files give the same bytes (tests check it).
+    Speed ratios divide each row's seconds per epoch by its :func:`baseline_row` in the same
+    table; rank columns appear for tables that measured a rank. Deterministic: the same
+    files give the same bytes (tests check it).
     """
+    from .compare import PAPER_EXTRAS
+
     docs = load_results(folder)
     by_table: dict[str, list[dict]] = {}
     for doc in docs:
@@ -281,19 +294,31 @@ def render_report(folder: str | Path) -> str:
                                                      if d["row"] in order else len(order),
                                                      d["row"]))
         unit = "BLEU" if any("val_bleu" in d["metrics"] for d in rows) else "perplexity"
-        lines += [f"## {table}", "", f"Metric: {unit}.", "",
-                  "| row | config | budget (min) | status | epochs | valid | test "
-                  "| paper valid | paper test | s/epoch | device |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        seconds = {d["row"]: d["metrics"].get("seconds_per_epoch") for d in rows}
+        ranked = any("rank_tol_1" in d["metrics"] for d in rows)
+        extras = PAPER_EXTRAS.get(table, {})
+        header = ["row", "config", "budget (min)", "status", "epochs", "valid", "test",
+                  "paper valid", "paper test", "s/epoch", "x baseline"]
+        if ranked:
+            header += ["rank (tol 1)", "rank (numpy tol)", "positions", "paper rank"]
+        lines += [f"## {table}", "", f"Metric: {unit}. The speed ratio divides by the "
+                  "`tied` (or `<corpus>-awd-lstm`) row of the same table.", "",
+                  "| " + " | ".join([*header, "device"]) + " |",
+                  "|" + "---|" * (len(header) + 1)]
         for d in rows:
             m, p = d["metrics"], d["paper"]
             bleu = "val_bleu" in m  # translation rows report BLEU, LM rows perplexity
             valid, test = (("val_bleu", "test_bleu") if bleu else ("val_ppl", "test_ppl"))
-            lines.append(
-                f"| {d['row']} | `{d['config_name']}` | {_fmt(d['budget_minutes'], 0)} | "
-                f"{d['status']} | {d['epochs_done']} | {_fmt(m.get(valid))} | "
-                f"{_fmt(m.get(test))} | {_fmt(p.get('valid_ppl'))} | "
-                f"{_fmt(p.get('test_ppl'))} | {_fmt(m.get('seconds_per_epoch'), 1)} | "
-                f"{d['device']} |")
+            base = seconds.get(baseline_row(d["row"]))
+            own = m.get("seconds_per_epoch")
+            cells = [d["row"], f"`{d['config_name']}`", _fmt(d["budget_minutes"], 0),
+                     d["status"], str(d["epochs_done"]), _fmt(m.get(valid)),
+                     _fmt(m.get(test)), _fmt(p.get("valid_ppl")), _fmt(p.get("test_ppl")),
+                     _fmt(own, 1), _fmt(own / base if own and base else None)]
+            if ranked:
+                cells += [_fmt(m.get("rank_tol_1")), _fmt(m.get("rank_numpy_tol")),
+                          _fmt(m.get("rank_positions")),
+                          _fmt(extras.get(d["row"], {}).get("rank"), 0)]
+            lines.append("| " + " | ".join([*cells, d["device"]]) + " |")
         lines.append("")
     return "\n".join(lines)

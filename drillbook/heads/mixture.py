@@ -51,15 +51,24 @@ def mixture_log_prob(vectors: Tensor, log_prior: Tensor, weight: Tensor,
     """``log sum_j pi_j softmax(E k_j + b)``, computed in log space.
 
     Shapes: vectors ``(n, J, d)``, log_prior ``(n, J)``, weight ``(V, d)`` -> ``(n, V)``.
+    Under bf16 autocast the product runs in bf16 and the normalisers in float32.
     """
-    scores = F.linear(vectors, weight, bias)  # (n, J, V)
+    scores = _at_least_float32(F.linear(vectors, weight, bias))  # (n, J, V)
+    log_prior = _at_least_float32(log_prior)
     return torch.logsumexp(scores.log_softmax(-1) + log_prior.unsqueeze(-1), dim=1)
+
+
+def _at_least_float32(x: Tensor) -> Tensor:
+    """Upcast bf16/fp16 (autocast outputs) to float32; float64 stays float64. CUDA autocast
+    keeps ``logsumexp`` in the low precision, which would cost the mixture its exactness."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def _mixture_nll(vectors: Tensor, log_prior: Tensor, weight: Tensor, bias: Tensor | None,
                  target: Tensor) -> Tensor:
     """Per-position ``-log p(target)`` without forming the ``(n, V)`` mixture."""
-    scores = F.linear(vectors, weight, bias)  # (n, J, V)
+    scores = _at_least_float32(F.linear(vectors, weight, bias))  # (n, J, V)
+    log_prior = _at_least_float32(log_prior)
     picked = scores.gather(-1, target[:, None, None].expand(-1, scores.shape[1], 1))
     log_comp = picked.squeeze(-1) - torch.logsumexp(scores, dim=-1)  # (n, J)
     return -torch.logsumexp(log_comp + log_prior, dim=1)

@@ -172,9 +172,10 @@ class VMFHead(OutputHead):
                chunk_size: int | None = None) -> Tensor:
         """Nearest-neighbour word ids ``(...)`` (greedy decoding); see
         :func:`drillbook.losses.nearest_neighbour` for the metrics (``"cosine"``, ``"vmf"``:
-        the same ranking, ``"l2"``)."""
+        the same ranking, ``"l2"``). The table is stored unit-normalised, so it is not
+        normalised again per call."""
         ids, _ = nearest_neighbour(self.predict_vectors(features), self.target_embeddings,
-                                   metric=metric, k=1, chunk_size=chunk_size)
+                                   metric=metric, k=1, chunk_size=chunk_size, unit_rows=True)
         return ids.squeeze(-1)
 
     def output_embeddings(self) -> Tensor:

@@ -687,7 +687,8 @@ _METRICS = ("cosine", "vmf", "l2")
 
 
 def nearest_neighbour(pred: Tensor, table: Tensor, *, metric: str = "cosine", k: int = 1,
-                      chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
+                      chunk_size: int | None = None,
+                      unit_rows: bool = False) -> tuple[Tensor, Tensor]:
     """The ``k`` words whose embeddings best match each predicted vector (greedy decoding).
 
     Scores (higher is better):
@@ -711,6 +712,10 @@ def nearest_neighbour(pred: Tensor, table: Tensor, *, metric: str = "cosine", k:
         metric: ``"cosine"``, ``"vmf"`` or ``"l2"``.
         k: how many words per position, ``1 <= k <= V``.
         chunk_size: vocabulary block size (``None``: the whole table at once).
+        unit_rows: the table's rows already have unit length (or are zero), so the cosine
+            and vMF metrics skip normalising them: a ``V x m`` pass saved on every call,
+            which is most of the work when few positions are decoded at a time (one
+            decoder step). The :class:`~drillbook.heads.VMFHead` table is stored unit.
 
     Returns:
         ``(ids, scores)``, shapes ``(..., k)``, best first; ids are ``int64``.
@@ -745,7 +750,7 @@ def nearest_neighbour(pred: Tensor, table: Tensor, *, metric: str = "cosine", k:
             if metric == "l2":
                 s = -(offset - 2.0 * query @ block.T + block.square().sum(-1)).clamp_min(0)
             else:
-                s = query @ F.normalize(block, dim=-1).T
+                s = query @ (block if unit_rows else F.normalize(block, dim=-1)).T
                 if offset is not None:
                     s = s + offset
             s, i = s.topk(min(k, s.shape[1]), dim=-1)

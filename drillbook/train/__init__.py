@@ -9,6 +9,7 @@ from .lm import (
     finetune,
     load_run,
     read_log,
+    training_loss,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "load_run",
     "read_log",
     "save_atomic",
+    "training_loss",
 ]

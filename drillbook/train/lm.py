@@ -37,7 +37,7 @@ from .checkpoint import load_checkpoint, save_atomic
 from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
 
 __all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune", "load_run",
-           "read_log"]
+           "read_log", "training_loss"]
 
 
 
@@ -64,6 +64,35 @@ class RunStatus:
     @property
     def best_val_ppl(self) -> float:
         return math.exp(self.best_val_loss)
+
+
+def training_loss(model: LanguageModel, x: Tensor, y: Tensor, hidden, *, alpha: float,
+                  beta: float) -> tuple[Tensor, Tensor, Any]:
+    """The AWD-LSTM training objective of one batch (Merity et al. 2018, Sec. 4.6).
+
+    ``loss = head.loss + head.regularizer (DOC's λ_β β) + α mean(h_last²) (AR)
+    + β mean((r_t − r_{t−1})²) (TAR, on the last layer's output before dropout)``.
+
+    Args:
+        model: the language model; x, y: ``(T, B)`` inputs and targets; hidden: the
+            carried state. alpha, beta: the AR and TAR weights (0 switches them off).
+
+    Returns:
+        ``(loss, raw_loss, out)``: the objective, the head's loss alone (what perplexity
+        reports), and the model's output (for the hidden state).
+    """
+    out = model(x, hidden)
+    raw_loss = model.head.loss(out.features, y)
+    loss = raw_loss
+    extra = model.head.regularizer(out.features)
+    if extra is not None:
+        loss = loss + extra
+    if alpha:
+        loss = loss + alpha * out.features.last.float().pow(2).mean()
+    if beta and out.raw_last.shape[0] > 1:
+        diff = out.raw_last[1:] - out.raw_last[:-1]
+        loss = loss + beta * diff.float().pow(2).mean()
+    return loss, raw_loss, out
 
 
 @torch.no_grad()
@@ -207,17 +236,8 @@ class Trainer:
             hidden = self.model.init_hidden(batch.x.shape[1])
         with torch.autocast(self.device.type, dtype=torch.bfloat16,
                             enabled=t.amp and self.device.type == "cuda"):
-            out = self.model(batch.x, hidden)
-            raw_loss = self.model.head.loss(out.features, batch.y)
-            loss = raw_loss
-            extra = self.model.head.regularizer(out.features)
-            if extra is not None:  # DOC's coefficient-of-variation term
-                loss = loss + extra
-            if t.alpha:
-                loss = loss + t.alpha * out.features.last.float().pow(2).mean()
-            if t.beta and out.raw_last.shape[0] > 1:
-                diff = out.raw_last[1:] - out.raw_last[:-1]
-                loss = loss + t.beta * diff.float().pow(2).mean()
+            loss, raw_loss, out = training_loss(self.model, batch.x, batch.y, hidden,
+                                                alpha=t.alpha, beta=t.beta)
         if not torch.isfinite(loss):
             where = self.run_dir / LAST
             kept = (f"the last good checkpoint is {where}" if where.exists()

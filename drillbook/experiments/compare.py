@@ -1,0 +1,196 @@
+"""The papers' numbers next to ours, table by table, and the learning curves behind ours.
+
+:func:`table_rows` lists *every* row of a reproduction table, run or not: the paper's
+numbers come from the row's config (its ``paper`` record, see
+:func:`drillbook.configs.paper_row`) or, for the speed and rank tables, from
+:data:`PAPER_EXTRAS`; ours come from the committed result files. A row nobody has run yet
+shows ``None`` for our numbers, never a made-up one. :func:`plot_curves` draws what the
+result files recorded epoch by epoch, and :func:`full_command` prints the command that runs
+a table to the end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .results import load_results
+
+__all__ = ["PAPER_EXTRAS", "find_results", "full_command", "plot_curves", "ratios_to",
+           "table_rows"]
+
+#: the papers' numbers that are not a config's perplexity: seconds per epoch (DRILL Table 3
+#: and Sec. 4.1.1; the caption's "|V| = 20K" for PTB is a slip, its vocabulary is 10k) and
+#: the rank of the PTB log-probability matrix (DOC Table 5; DRILL Sec. 4.1.1 gives 400 for
+#: AWD-LSTM and DRILL and 9,981 for MoS under its tol = 1 rule).
+PAPER_EXTRAS: dict[str, dict[str, dict[str, float]]] = {
+    "speed": {
+        "ptb-awd-lstm": {"seconds_per_epoch": 46.0},
+        "ptb-drill": {"ratio_to_tied": 1.2},
+        "ptb-mos": {"seconds_per_epoch": 138.0, "ratio_to_tied": 3.0},
+        "wt2-awd-lstm": {"seconds_per_epoch": 89.0},
+        "wt2-drill": {"ratio_to_tied": 1.2},
+        "wt2-mos": {"seconds_per_epoch": 865.0, "ratio_to_tied": 9.7},
+    },
+    "rank": {"tied": {"rank": 401.0}, "drill": {"rank": 400.0}, "mos": {"rank": 10000.0},
+             "doc": {"rank": 10000.0}},
+}
+
+
+def find_results(start: str | Path = ".", *, clone: str | None = None) -> Path:
+    """The repository's ``results/`` folder: ``start`` or the nearest parent that has one
+    with ``REPORT.md`` in it (a notebook runs from ``notebooks/``).
+
+    Args:
+        start: where to begin looking.
+        clone: a pip-style ``git+URL@BRANCH`` (a notebook's install line) to shallow-clone
+            into ``./drillbook-src`` when no folder is found: a Colab session has the
+            package but not the repository.
+
+    Raises:
+        FileNotFoundError: no folder found and nothing to clone.
+    """
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "results" / "REPORT.md").is_file():
+            return folder / "results"
+    if clone is None:
+        raise FileNotFoundError(
+            f"no results/ folder with a REPORT.md in {here} or above: run from a checkout of "
+            f"the drillbook repository, or pass clone='git+URL@BRANCH' to fetch one")
+    import subprocess
+
+    url, _, branch = clone.removeprefix("git+").rpartition("@")
+    if not url.startswith(("https://", "git@", "file://", "/")):
+        url, branch = clone.removeprefix("git+"), ""  # no @BRANCH part
+    target = Path("drillbook-src")
+    if not target.exists():
+        subprocess.run(["git", "clone", "--quiet", "--depth", "1",
+                        *(["--branch", branch] if branch else []), url, str(target)],
+                       check=True)
+    return find_results(target)
+
+
+def _config_of(row) -> Any:
+    from ..configs import apply_overrides, get_config
+
+    if row.config.startswith("multi30k/"):
+        from ..nmt.config import get_nmt_config
+
+        return apply_overrides(get_nmt_config(row.config), list(row.overrides))
+    return apply_overrides(get_config(row.config), list(row.overrides))
+
+
+def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any]]:
+    """Every row of ``table`` with the paper's numbers and ours (``None`` where not run).
+
+    Returns:
+        one dict per row, in the table's order: ``row``, ``config``, ``paper_valid``,
+        ``paper_test``, ``paper_source`` and the :data:`PAPER_EXTRAS` entries (prefixed
+        ``paper_``), then ours: ``valid``, ``test`` (perplexity, or BLEU for translation
+        rows), ``status``, ``epochs_done``, ``budget_minutes``, ``wall_seconds``,
+        ``device``, ``precision``, every other metric under its own name, and ``curve``.
+
+    Raises:
+        ValueError: unknown table, or an invalid result file.
+    """
+    from ..configs import paper_row
+    from .reproduce import TABLES
+
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    ours = {d["row"]: d for d in load_results(folder) if d["table"] == table}
+    out = []
+    for row in TABLES[table]:
+        config = _config_of(row)
+        bleu = row.config.startswith("multi30k/")
+        paper = dict(config.paper) if bleu else paper_row(config)
+        entry: dict[str, Any] = {
+            "row": row.name, "config": row.config,
+            "paper_valid": paper.get("valid_bleu" if bleu else "valid_ppl"),
+            "paper_test": paper.get("test_bleu" if bleu else "test_ppl"),
+            "paper_source": paper.get("source"),
+            **{f"paper_{k}": v for k, v in PAPER_EXTRAS.get(table, {}).get(row.name, {}).items()},
+        }
+        doc = ours.get(row.name)
+        metrics = doc["metrics"] if doc else {}
+        valid, test = ("val_bleu", "test_bleu") if bleu else ("val_ppl", "test_ppl")
+        entry.update({
+            "valid": metrics.get(valid), "test": metrics.get(test),
+            "status": doc["status"] if doc else None,
+            "epochs_done": doc["epochs_done"] if doc else None,
+            "budget_minutes": doc["budget_minutes"] if doc else None,
+            "wall_seconds": doc["wall_seconds"] if doc else None,
+            "device": doc["device"] if doc else None,
+            "precision": doc.get("precision") if doc else None,
+            **{k: v for k, v in metrics.items() if k not in (valid, test)},
+            "curve": doc["curve"] if doc else [],
+        })
+        out.append(entry)
+    return out
+
+
+def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
+              key: str = "seconds_per_epoch") -> dict[str, float | None]:
+    """``row[key] / baseline_row[key]`` for every row (None where either is missing)."""
+    base = next((r.get(key) for r in rows if r["row"] == baseline), None)
+    return {r["row"]: (r[key] / base if base and r.get(key) is not None else None)
+            for r in rows}
+
+
+def full_command(table: str, *, colab: bool = False) -> str:
+    """The command that runs ``table`` to the end (no budget), resuming interrupted rows.
+
+    With ``colab=True`` the run folders go to Google Drive, so a disconnected session
+    loses at most one checkpoint interval: run the same cell again after reconnecting.
+    """
+    from .reproduce import TABLES
+
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    command = f"drillbook reproduce {table}"
+    if colab:
+        command += " --runs /content/drive/MyDrive/drillbook/runs" \
+                   " --out /content/drive/MyDrive/drillbook/results"
+    return command
+
+
+def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=None,
+                x: str = "epoch", log_y: bool | None = None, title: str | None = None):
+    """Learning curves of the rows that have one (the output of :func:`table_rows`).
+
+    Args:
+        rows: dicts with ``row`` and ``curve`` (a list of per-epoch points).
+        metric: the curve field on the y axis (``val_ppl``, ``train_ppl``, ``val_bleu``).
+        x: ``epoch`` or ``elapsed_seconds``.
+        log_y: log scale (default: on for perplexities).
+
+    Returns:
+        the matplotlib axes.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    drawn = 0
+    for r in rows:
+        points = [p for p in r.get("curve", []) if p.get(metric) is not None
+                  and math.isfinite(p[metric])]
+        if points:
+            ax.plot([p[x] for p in points], [p[metric] for p in points], marker="o",
+                    markersize=3, label=r["row"])
+            drawn += 1
+    ax.set_xlabel({"epoch": "epoch", "elapsed_seconds": "wall-clock seconds"}.get(x, x))
+    ax.set_ylabel(metric.replace("_", " "))
+    if log_y if log_y is not None else metric.endswith("ppl"):
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title)
+    if drawn:
+        ax.legend(fontsize="small", ncol=2)
+    else:
+        ax.text(0.5, 0.5, "no result files yet", ha="center", va="center",
+                transform=ax.transAxes)
+    return ax

@@ -1,0 +1,315 @@
+"""The cost benchmark: head alone, behind an encoder, the vMF sweep, the targets, memory,
+and the optimised paths it times agreeing with the plain ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from drillbook.cli import main
+from drillbook.experiments import (
+    BENCH_FORMAT,
+    bench_report,
+    bench_sweep,
+    evaluate_targets,
+    format_report,
+    greedy_decode,
+    head_cost,
+    run_targets,
+    saved_bytes,
+    vocab_sweep,
+    write_report,
+)
+from drillbook.heads import DrillHead, Features, build_head
+from drillbook.losses import nearest_neighbour
+
+TINY = ["--repeats", "1", "--warmup", "1"]
+#: a CPU-sized AWD-LSTM (the tutorial config, shrunk further)
+TINY_ENCODER = ["--encoder", "tutorial/ptb-tied", "--set", "model.emsize=8", "model.nhid=16",
+                "--batch-size", "2", "--bptt", "4"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny sizes gain nothing from threads, and lose much when the CPU is shared."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------ end to end
+def test_bench_cli_writes_a_report(tmp_path, capsys):
+    out = tmp_path / "bench" / "cpu.json"
+    assert main(["bench", "--heads", "drill-1", "vmf-300", "--d", "8", "--tokens", "16",
+                 "--precision", "bf16", *TINY, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["format"] == BENCH_FORMAT and report["mode"] == "heads"
+    assert report["settings"]["baseline"] == "tied" and report["settings"]["precision"] == "bf16"
+    assert [r["name"] for r in report["rows"]] == ["tied", "drill-1", "vmf-300"]
+    assert all(r["saved_bytes"] > 0 and r["param_bytes"] >= 0 for r in report["rows"])
+    assert report["rows"][2]["buffer_bytes"] == 10_000 * 300 * 4  # vMF's frozen table
+    assert report["environment"]["torch"] and "train x" in capsys.readouterr().out
+    assert [p.name for p in out.parent.iterdir()] == ["cpu.json"]  # no temporary left
+    with pytest.raises(SystemExit):
+        main(["bench", "--heads", "nope"])
+
+
+def test_encoder_mode_runs_end_to_end_and_writes_a_valid_file(tmp_path, capsys):
+    out = tmp_path / "model.json"
+    assert main(["bench", *TINY_ENCODER, "--heads", "drill-4", "mos-15", "doc-15+5", *TINY,
+                 "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["format"] == BENCH_FORMAT and report["mode"] == "model"
+    s = report["settings"]
+    assert (s["encoder"], s["overrides"]) == ("tutorial/ptb-tied",
+                                              ["model.emsize=8", "model.nhid=16"])
+    assert (s["batch_size"], s["bptt"], s["precision"]) == (2, 4, "fp32")
+    rows = report["rows"]
+    assert [r["name"] for r in rows] == ["tied", "drill-4", "mos-15", "doc-15+5"]
+    assert rows[0]["train_ratio"] == rows[0]["eval_ratio"] == 1.0
+    for r in rows:
+        assert r["train_step_s"] > 0 and r["eval_token_s"] > 0 and r["saved_bytes"] > 0
+        assert r["tokens_per_s"] == pytest.approx(2 * 4 / r["train_step_s"])
+        assert r["vocab_size"] == 10_000 and r["peak_bytes"] is None
+    assert rows[3]["options"]["vectors_per_layer"] == [0, 5, 15]  # fitted to 2 LSTM layers
+    printed = capsys.readouterr().out
+    assert "tutorial/ptb-tied" in printed and "tok/s" in printed and "train x" in printed
+
+
+@pytest.mark.parametrize("argv", [
+    ["--sweep", "--encoder", "ptb/awd-lstm"],
+    ["--set", "model.nhid=16"],
+    ["--encoder", "ptb/awd-lstm", "--d", "8"],
+    ["--sweep", "--heads", "tied"],
+    ["--vocab-sizes", "100"],
+    ["--targets", "--vocab-sizes", "100"],
+])
+def test_flags_of_another_benchmark_are_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", *argv])
+    assert exc.value.code == 2 and "drillbook: error:" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ vMF sweep
+def test_sweep_runs_end_to_end_with_decode_columns(tmp_path, capsys):
+    out = tmp_path / "sweep.json"
+    assert main(["bench", "--sweep", "--vocab-sizes", "100", "50", "--d", "8", "--tokens", "16",
+                 "--decode-positions", "4", *TINY, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["format"] == BENCH_FORMAT and report["mode"] == "sweep"
+    assert report["settings"]["vocab_sizes"] == [50, 100]
+    assert report["settings"]["decode_positions"] == 4
+    rows = report["rows"]
+    assert [(r["vocab_size"], r["name"]) for r in rows] == [
+        (50, "softmax"), (50, "vmf-300"), (100, "softmax"), (100, "vmf-300")]
+    for r in rows:
+        assert r["train_step_s"] > 0 and r["decode_token_s"] > 0 and r["saved_bytes"] > 0
+        base = next(b for b in rows if b["vocab_size"] == r["vocab_size"]
+                    and b["name"] == "softmax")
+        assert r["decode_speedup"] == pytest.approx(base["decode_token_s"] / r["decode_token_s"])
+        assert r["train_speedup"] == pytest.approx(base["train_step_s"] / r["train_step_s"])
+    assert rows[1]["param_bytes"] == (8 * 300 + 300) * 4  # W and b_w
+    assert rows[1]["buffer_bytes"] == 50 * 300 * 4  # the frozen table
+    assert rows[0]["param_bytes"] == (50 * 8 + 50) * 4
+    assert "decode speedup" in capsys.readouterr().out
+
+
+def test_sweep_skips_sizes_that_do_not_fit_and_goes_on(monkeypatch):
+    measure = bench_sweep._measure
+
+    def failing(head, *args, **kwargs):
+        if head.kind == "softmax" and head.vocab_size >= 60:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
+        return measure(head, *args, **kwargs)
+
+    monkeypatch.setattr(bench_sweep, "_measure", failing)
+    rows = vocab_sweep((50, 60, 70), d=8, dim=6, tokens=8, repeats=1, warmup=1)["rows"]
+    by = {(r["vocab_size"], r["name"]): r for r in rows}
+    assert "skipped" not in by[50, "softmax"] and by[50, "vmf-6"]["train_speedup"] > 0
+    assert by[60, "softmax"]["skipped"].startswith("out of memory: CUDA out of memory")
+    assert by[70, "softmax"]["skipped"] == "V=60 ran out of memory"
+    assert by[70, "vmf-6"]["train_step_s"] > 0 and by[70, "vmf-6"]["train_speedup"] is None
+    # a step slower than max_seconds stops that head from that size on
+    rows = vocab_sweep((50, 60), d=8, dim=6, tokens=8, repeats=1, warmup=1,
+                       max_seconds=1e-9)["rows"]
+    assert "max_seconds" in rows[0]["skipped"] and all("skipped" in r for r in rows)
+
+
+def test_vmf_decode_in_the_sweep_is_nearest_neighbour(monkeypatch):
+    calls = []
+
+    def recording(head, hidden):
+        ids = greedy_decode(head, hidden)
+        calls.append((head, hidden, ids))
+        return ids
+
+    monkeypatch.setattr(bench_sweep, "greedy_decode", recording)
+    vocab_sweep((40,), d=8, dim=6, tokens=8, decode_positions=5, repeats=1, warmup=1)
+    vmf = [c for c in calls if c[0].kind == "vmf"]
+    assert vmf and any(c[0].kind == "softmax" for c in calls)
+    head, hidden, ids = vmf[-1]
+    assert hidden.shape == (5, 8)
+    expected, _ = nearest_neighbour(head.proj(hidden), head.target_embeddings)
+    torch.testing.assert_close(ids, expected.squeeze(-1))
+    softmax = next(c for c in calls if c[0].kind == "softmax")
+    torch.testing.assert_close(softmax[2], softmax[0].logits(softmax[1]).argmax(-1))
+
+
+# ------------------------------------------------------------------ targets
+def model_report(rows, encoder="ptb/awd-lstm", overrides=()):
+    return {"format": BENCH_FORMAT, "mode": "model",
+            "settings": {"encoder": encoder, "overrides": list(overrides), "batch_size": 20,
+                         "bptt": 70, "precision": "fp32", "device": "cuda"}, "rows": rows}
+
+
+def model_row(name, size="ptb", device="cuda:0", **fields):
+    return {"name": name, "size": size, "device": device, "encoder": "ptb/awd-lstm",
+            "batch_size": 20, "bptt": 70, "precision": "fp32", "train_step_s": 0.1, **fields}
+
+
+def sweep_row(name, **fields):
+    return {"name": name, "vocab_size": 50_000, "device": "cuda:0", "d": 1024, "tokens": 1400,
+            "decode_positions": 1400, "precision": "fp32", "train_step_s": 0.01,
+            "decode_token_s": 1e-6, **fields}
+
+
+def test_targets_compare_thresholds_and_leave_the_unmeasured_as_none():
+    ptb = model_report([
+        model_row("tied", train_ratio=1.0, eval_ratio=1.0, tokens_per_s=14_000.0),
+        model_row("drill-4", train_ratio=1.10, eval_ratio=1.03),  # == bound: met
+        {"name": "mos-15", "size": "ptb", "device": "cuda:0", "skipped": "out of memory: x"},
+    ])
+    overridden = model_report([model_row("mos-15", size="wt2", train_ratio=1.2)],
+                              encoder="wt2/awd-lstm", overrides=["model.nhid=16"])
+    sweep = {"format": BENCH_FORMAT, "mode": "sweep", "settings": {"d": 1024, "dim": 300},
+             "rows": [sweep_row("softmax", train_speedup=1.0, decode_speedup=1.0),
+                      sweep_row("vmf-300", train_speedup=2.5, decode_speedup=1.0)]}
+    rows = {r["target"]: r for r in evaluate_targets([ptb, overridden, sweep])}
+    assert len(rows) == len(bench_report.TARGETS)
+
+    def get(prefix):
+        return next(r for t, r in rows.items() if t.startswith(prefix))
+
+    assert get("DRILL-4 train")["met"] is True and get("DRILL-4 train")["measured"] == 1.10
+    assert get("DRILL-4 eval")["met"] is False and get("DRILL-4 eval")["threshold"] == 1.02
+    mos_ptb = get("MoS-15 train step / tied (AWD-LSTM, PTB)")
+    mos_wt2 = get("MoS-15 train step / tied (AWD-LSTM, WikiText-2)")
+    assert mos_ptb["met"] is None and mos_ptb["measured"] is None
+    assert "out of memory" in mos_ptb["note"]
+    assert mos_wt2["met"] is None and "overrides" in mos_wt2["note"]
+    assert get("vMF-300 train")["met"] is False and get("vMF-300 train")["measured"] == 2.5
+    assert get("vMF-300 decoding")["met"] is True  # == 1: no slower than softmax
+    assert get("ptb/awd-lstm")["measured"] == 14_000.0 and get("ptb/awd-lstm")["met"] is True
+    # nothing measured: every target is None, never a guess
+    assert all(r["met"] is None and r["measured"] is None for r in evaluate_targets([]))
+    # a later report wins; a CPU measurement of a GPU target says so
+    cpu = model_report([model_row("drill-4", device="cpu", train_ratio=1.5, eval_ratio=1.0)])
+    drill = evaluate_targets([ptb, cpu])[0]
+    assert drill["met"] is False and "GPU" in drill["note"]
+    # a sweep at another width is not the target's setting
+    small = {**sweep, "settings": {"d": 8, "dim": 300}}
+    assert evaluate_targets([small])[4]["met"] is None
+
+
+def test_run_targets_measures_what_the_targets_need(monkeypatch):
+    calls = []
+
+    def fake_model(names, sizes, *, encoder_config, **kw):
+        calls.append((encoder_config, tuple(names), tuple(sizes), kw["overrides"]))
+        return model_report([model_row(n, size=sizes[0], train_ratio=1.0, eval_ratio=1.0,
+                                       tokens_per_s=1.0) for n in names], encoder_config)
+
+    def fake_sweep(vocab_sizes, **kw):
+        calls.append(("sweep", tuple(vocab_sizes), kw["d"]))
+        return {"format": BENCH_FORMAT, "mode": "sweep", "settings": {"d": kw["d"], "dim": 300},
+                "rows": [sweep_row("vmf-300", train_speedup=4.0, decode_speedup=2.0)]}
+
+    monkeypatch.setattr(bench_report, "run_model_bench", fake_model)
+    monkeypatch.setattr(bench_report, "vocab_sweep", fake_sweep)
+    report = run_targets()
+    assert calls == [("ptb/awd-lstm", ("tied", "drill-4", "mos-15"), ("ptb",), []),
+                     ("wt2/awd-lstm", ("tied", "mos-15"), ("wt2",), []),
+                     ("sweep", (50_000,), 1024)]
+    assert report["mode"] == "targets" and len(report["reports"]) == 3
+    assert all(t["met"] is True for t in report["targets"])
+    assert "met" in format_report(report) and "yes" in format_report(report)
+
+
+def test_format_report_and_write_report_refuse_what_they_cannot_handle(tmp_path):
+    with pytest.raises(ValueError, match="drillbook bench"):
+        format_report({"format": "drillbook-bench/1", "rows": []})
+    path = tmp_path / "r.json"
+    write_report({"a": 1}, path)
+    with pytest.raises(TypeError):
+        write_report({"a": object()}, path)
+    assert json.loads(path.read_text()) == {"a": 1}  # the old file survives a failed write
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+# ------------------------------------------------------------------ memory
+def test_saved_bytes_of_a_softmax_head_hold_its_logits():
+    head = build_head("softmax", vocab_size=50, d_hidden=8)
+    h = torch.randn(16, 8, requires_grad=True)
+    y = torch.randint(0, 50, (16,))
+    logits = 16 * 50 * 4
+    saved = saved_bytes(lambda: head.loss(h, y), exclude=head.parameters())
+    # the log-softmax of the logits, the features and the targets; not the weights
+    assert logits <= saved <= logits + h.nbytes + y.nbytes + 64
+    assert saved_bytes(lambda: head.loss(h, y)) >= saved + head.weight.nbytes  # params count
+    assert head_cost("softmax", vocab_size=50, d=8, tokens=16, repeats=1,
+                     warmup=1).saved_bytes >= logits
+
+
+def test_chunked_mos_saves_fewer_bytes_than_unchunked():
+    size = {"vocab_size": 50, "d": 8, "tokens": 16, "repeats": 1, "warmup": 1}
+    whole = head_cost("mos", n_experts=3, **size)
+    chunked = head_cost("mos", n_experts=3, chunk_size=4, **size)
+    scores = 3 * 16 * 50 * 4
+    assert whole.saved_bytes >= scores > chunked.saved_bytes
+    # what checkpointing keeps: the components (16 positions x 3 vectors x 8), not scores
+    assert chunked.saved_bytes >= 16 * 3 * 8 * 4
+
+
+# ------------------------------------------------------------------ optimised == plain
+def test_drill_eval_log_prob_from_the_label_cache_equals_recomputed_labels():
+    emb = nn.Embedding(30, 6).double()
+    head = DrillHead(30, 6, embedding=emb, depth=4, dropout=0.6).double().eval()
+    for layer in head.layers:
+        nn.init.normal_(layer.bias)
+    h = torch.randn(5, 2, 6, dtype=torch.float64)
+    y = torch.randint(0, 30, (5, 2))
+    with torch.no_grad():
+        cached = [head.log_prob(h), head.log_prob(h), head.loss(h, y)]
+    assert head._label_cache.misses == 1 and head._label_cache.hits == 2
+    plain = torch.log_softmax(h @ head._encode_labels().T + head.bias, -1)  # grad on: no cache
+    torch.testing.assert_close(cached[0], plain)
+    torch.testing.assert_close(cached[1], plain)
+    torch.testing.assert_close(cached[2], -plain.gather(-1, y[..., None]).mean())
+
+
+@pytest.mark.parametrize("chunk_size", [None, 4])
+@pytest.mark.parametrize("kind", ["mos", "doc"])
+def test_mixtures_under_bf16_autocast_agree_with_fp32_within_bf16_resolution(kind, chunk_size):
+    """Under bf16 autocast only the products run in bfloat16: the log-space mixing
+    (log_softmax, logsumexp) is upcast to float32, and the results agree with fp32 to
+    within two bf16 steps (2 * 2^-8 relative)."""
+    emb = nn.Embedding(50, 8)
+    opts = ({"n_experts": 4} if kind == "mos"
+            else {"vectors_per_layer": [1, 3], "layer_sizes": [8, 12]})
+    head = build_head(kind, vocab_size=50, d_hidden=12, embedding=emb, chunk_size=chunk_size,
+                      **opts).eval()
+    h = torch.randn(5, 3, 12)
+    feats = Features(h, (torch.randn(5, 3, 8), h))
+    y = torch.randint(0, 50, (5, 3))
+    with torch.no_grad():
+        logp, loss = head.log_prob(feats), head.loss(feats, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logp16, loss16 = head.log_prob(feats), head.loss(feats, y)
+    step = 2 * 2.0 ** -8
+    assert logp16.dtype == loss16.dtype == torch.float32 and logp16.isfinite().all()
+    torch.testing.assert_close(logp16.float(), logp, rtol=0, atol=step * float(logp.abs().max()))
+    torch.testing.assert_close(loss16.float(), loss, rtol=step, atol=0)
