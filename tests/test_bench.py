@@ -313,3 +313,18 @@ def test_mixtures_under_bf16_autocast_agree_with_fp32_within_bf16_resolution(kin
     assert logp16.dtype == loss16.dtype == torch.float32 and logp16.isfinite().all()
     torch.testing.assert_close(logp16.float(), logp, rtol=0, atol=step * float(logp.abs().max()))
     torch.testing.assert_close(loss16.float(), loss, rtol=step, atol=0)
+
+
+def test_ratios_divide_by_the_faster_of_the_baselines_two_measurements():
+    from drillbook.experiments.bench import add_ratios
+
+    base = {"name": "tied", "train_step_s": 2.0, "eval_token_s": 1.0}
+    again = {"name": "tied", "train_step_s": 1.0, "eval_token_s": 1.5}
+    rows = [base, {"name": "drill-4", "train_step_s": 1.2, "eval_token_s": 1.1},
+            {"name": "mos-15", "skipped": "out of memory"}]
+    add_ratios(rows, base, again)
+    assert (base["train_step_s"], base["first_train_step_s"], base["last_train_step_s"]) == (
+        1.0, 2.0, 1.0)
+    assert base["train_ratio"] == base["eval_ratio"] == 1.0
+    assert rows[1]["train_ratio"] == pytest.approx(1.2) and rows[1]["eval_ratio"] == 1.1
+    assert "train_ratio" not in rows[2]

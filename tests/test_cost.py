@@ -75,6 +75,10 @@ def test_a_training_step_is_three_forward_passes_for_a_tied_head():
 def test_unknown_kinds_and_mismatched_doc_layers_are_clear_errors():
     with pytest.raises(ValueError, match="no FLOP model for head kind 'nope'"):
         head_flops("nope", vocab_size=V, d=D, tokens=4)
+    with pytest.raises(ValueError, match=r"unknown head option\(s\) \['detph'\]"):
+        head_flops("drill", vocab_size=V, d=D, tokens=4, detph=2)
+    assert head_flops("mos", vocab_size=V, d=D, tokens=4, chunk_size=2, latent_dropout=0.3) \
+        == head_flops("mos", vocab_size=V, d=D, tokens=4)
     with pytest.raises(ValueError, match="vectors_per_layer has 2 entries"):
         head_flops("doc", vocab_size=V, d=D, tokens=4, vectors_per_layer=[1, 2],
                    layer_sizes=[D])

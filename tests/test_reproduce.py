@@ -75,6 +75,7 @@ def test_tiny_budgeted_reproduction_writes_valid_files_and_resumes(tmp_path, cap
     assert doc["steps_done"] == 8 and len(doc["curve"]) == 2
     assert {"val_ppl", "test_ppl"} <= set(doc["metrics"])
     assert doc["config"]["head"]["kind"] == "drill" and doc["torch"]
+    assert doc["precision"] == "fp32" and doc["git_dirty"] in (True, False, None)
     report = render_report(out)
     assert "| drill | `tutorial/ptb-drill` |" in report and render_report(out) == report
     assert main(["report", "--results", str(out), "--out", str(tmp_path / "R.md")]) == 0

@@ -28,6 +28,12 @@ from dataclasses import asdict, dataclass
 __all__ = ["HeadFlops", "awd_lstm_flops", "head_flops"]
 
 
+#: head options that change no matrix product of the forward pass
+_NO_PRODUCTS = frozenset({"activation", "bias", "chunk_size", "cv_weight", "dropout",
+                          "dropout_kind", "lambda1", "lambda2", "latent_dropout", "loss",
+                          "margin", "residual", "residual_previous", "target_embeddings"})
+
+
 @dataclass(frozen=True)
 class HeadFlops:
     """Matrix-product FLOPs of one forward pass of an output head over ``n`` positions.
@@ -66,7 +72,8 @@ class HeadFlops:
 def head_flops(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,
                depth: int = 4, d_joint: int | None = None, n_experts: int = 15,
                vectors_per_layer: Sequence[int] | None = None,
-               layer_sizes: Sequence[int] | None = None, dim: int = 300) -> HeadFlops:
+               layer_sizes: Sequence[int] | None = None, dim: int = 300,
+               **options) -> HeadFlops:
     """Matrix-product FLOPs of ``kind``'s forward pass (see the module docstring).
 
     Args:
@@ -81,10 +88,17 @@ def head_flops(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int
         vectors_per_layer, layer_sizes: DOC's ``i_n`` per layer and the layers' sizes
             (embedding first; default: every vector from the last layer).
         dim: vMF's output embedding size ``m``.
+        options: the head's other options, which change no product (dropouts,
+            activations, biases, residual wiring, ``chunk_size``: chunks recompute in the
+            backward pass, not the forward), so a head's options can be passed as they are.
 
     Raises:
-        ValueError: an unknown kind.
+        ValueError: an unknown kind, or an option that is no head option.
     """
+    unknown = sorted(set(options) - _NO_PRODUCTS)
+    if unknown:
+        raise ValueError(f"unknown head option(s) {unknown} for head_flops; the options that "
+                         f"change no product count are {sorted(_NO_PRODUCTS)}")
     v, n = int(vocab_size), int(tokens)
     dh = d if d_hidden is None else int(d_hidden)
 

@@ -102,15 +102,19 @@ def saved_bytes(fn: Callable[[], object], *, exclude: Iterable[Tensor] = ()) -> 
     """
     excluded = {_storage_key(t)[:2] for t in exclude}
     seen: dict[tuple[object, int], int] = {}
+    alive: list[Tensor] = []  # held until the end: a freed address is never reused and
+    # mistaken for a storage already counted (saves of discarded subgraphs count too)
 
     def pack(t: Tensor) -> Tensor:
         device, ptr, nbytes = _storage_key(t)
         if (device, ptr) not in excluded:
             seen[(device, ptr)] = max(nbytes, seen.get((device, ptr), 0))
+            alive.append(t)
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
+    alive.clear()
     return sum(seen.values())
 
 
@@ -289,16 +293,34 @@ def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
 
     Returns:
         one dict per head: the :class:`HeadCost` fields plus ``train_ratio`` and
-        ``eval_ratio`` (head / baseline).
+        ``eval_ratio`` (head / baseline, see :func:`add_ratios`: the baseline is measured
+        first and last).
     """
-    base = head_cost(baseline, **size)
-    rows = []
-    for kind, options in heads:
-        cost = base if (kind, options) == (baseline, {}) else head_cost(kind, **size, **options)
-        row = cost.to_dict()
-        row["train_ratio"] = cost.train_step_s / base.train_step_s
-        row["eval_ratio"] = cost.eval_token_s / base.eval_token_s
-        rows.append(row)
+    base = head_cost(baseline, **size).to_dict()
+    rows = [base if (kind, options) == (baseline, {})
+            else head_cost(kind, **size, **options).to_dict() for kind, options in heads]
+    again = head_cost(baseline, **size).to_dict() if len(heads) > 1 else None
+    return add_ratios(rows, base, again)
+
+
+def add_ratios(rows: list[dict], base: dict, again: dict | None) -> list[dict]:
+    """Add ``train_ratio`` and ``eval_ratio`` (row / baseline) to every timed row.
+
+    The baseline is measured before the other heads (``base``) and again after them
+    (``again``). Its times become the faster of the two, so a machine that warms up, or
+    slows down, during the run cannot flatter a head; ``base`` records both measurements
+    (``first_*``, ``last_*``) so the drift can be seen. Rows with ``skipped`` are left as
+    they are.
+    """
+    for key in ("train_step_s", "eval_token_s"):
+        first = base[key]
+        last = again[key] if again is not None else first
+        base[f"first_{key}"], base[f"last_{key}"] = first, last
+        base[key] = min(first, last)
+    for row in rows:
+        if "skipped" not in row:
+            row["train_ratio"] = row["train_step_s"] / base["train_step_s"]
+            row["eval_ratio"] = row["eval_token_s"] / base["eval_token_s"]
     return rows
 
 
@@ -350,6 +372,23 @@ def fit_layers(options: dict, n_layers: int) -> dict:
     return {**options, "vectors_per_layer": [0] * (n_layers - len(counts)) + counts}
 
 
+def git_state() -> dict:
+    """``commit`` (HEAD of the package's checkout, None outside git) and ``dirty`` (the
+    package's files differ from that commit, None outside git). A long run should read
+    this when it starts: the checkout may move on while it trains."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+
+    try:
+        return {"commit": git("rev-parse", "HEAD"),
+                "dirty": bool(git("status", "--porcelain", "--", str(Path(__file__).parents[1])))}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+
+
 def environment(device: str | torch.device | None = None) -> dict:
     """Versions and device, recorded next to every measurement.
 
@@ -357,13 +396,8 @@ def environment(device: str | torch.device | None = None) -> dict:
     ``device``, the GPU when there is one.
     """
     import platform
-    import subprocess
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
+    commit = git_state()["commit"]
     cuda = torch.device(device).type == "cuda" if device is not None else \
         torch.cuda.is_available()
     name = (torch.cuda.get_device_name(torch.device(device) if device is not None else None)

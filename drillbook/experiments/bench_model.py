@@ -17,6 +17,7 @@ from .bench import (
     BENCH_FORMAT,
     BENCH_HEADS,
     SIZES,
+    add_ratios,
     autocast,
     check_names,
     environment,
@@ -153,7 +154,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
 
 
 def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
-    """Measure ``tied`` first, then every other named head, behind the same encoder.
+    """Measure ``tied``, every other named head, and ``tied`` again, behind one encoder.
 
     Args:
         names: :data:`~.bench.BENCH_HEADS` names (``tied`` is added when missing).
@@ -162,14 +163,15 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
 
     Returns:
         one dict per head: the :class:`ModelCost` fields plus ``train_ratio`` and
-        ``eval_ratio`` (head / tied). A head that runs out of memory gives a row with
+        ``eval_ratio`` (head / tied; the faster of tied's two measurements divides, see
+        :func:`~.bench.add_ratios`). A head that runs out of memory gives a row with
         ``skipped`` (the reason) and no timings; the others are still measured.
     """
     check_names(names, [size])
     order = ["tied", *(n for n in names if n != "tied")]
     device = torch.device(settings.get("device", "cpu"))
-    rows, base = [], None
-    for name in order:
+
+    def measure(name: str) -> dict:
         try:
             row = model_cost(name, size, **settings).to_dict()
         except (RuntimeError, MemoryError) as err:
@@ -180,12 +182,18 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
                    "vocab_size": SIZES[size], "device": str(device),
                    "skipped": f"out of memory: {str(err).splitlines()[0][:200]}"}
         free_memory(device)
-        if name == "tied":
-            base = row if "skipped" not in row else None
-        if "skipped" not in row:
-            row["train_ratio"] = row["train_step_s"] / base["train_step_s"] if base else None
-            row["eval_ratio"] = row["eval_token_s"] / base["eval_token_s"] if base else None
-        rows.append(row)
+        return row
+
+    rows = [measure(name) for name in order]
+    base = rows[0]
+    if "skipped" in base:  # no baseline: no ratios
+        for row in rows[1:]:
+            if "skipped" not in row:
+                row["train_ratio"] = row["eval_ratio"] = None
+        return rows
+    again = measure("tied") if len(rows) > 1 else None
+    add_ratios(rows, base, again if again is not None and "skipped" not in again else None)
+    base["tokens_per_s"] = base["batch_size"] * base["bptt"] / base["train_step_s"]
     return rows
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from ..configs import apply_overrides, get_config, paper_row
-from .bench import environment
+from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
 
 __all__ = ["TABLES", "Row", "baseline_row", "render_report", "reproduce"]
@@ -123,6 +123,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
 
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    source = git_state()  # the code this call runs, read before training starts
     chosen = TABLES[table]
     if rows:
         names = {r.name for r in chosen}
@@ -136,7 +137,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         run_dir = Path(runs) / table / row.name
         if row.config.startswith("multi30k/"):
             written.append(_reproduce_nmt(table, row, config, run_dir, out, budget_minutes,
-                                          device, progress))
+                                          device, progress, source))
             continue
         resume = (run_dir / "last.pt").exists()
         trainer = Trainer(config, run_dir, device=device, corpus=corpus, resume=resume,
@@ -164,7 +165,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             "format": RESULT_FORMAT, "table": table, "row": row.name,
             "config_name": config.name, "config": config.to_dict(),
             "config_hash": config.hash(), "seed": config.train.seed,
-            "git_commit": environment()["commit"], "device": _device_name(trainer.device),
+            "git_commit": source["commit"], "git_dirty": source["dirty"],
+            "device": _device_name(trainer.device),
             "torch": torch.__version__, "cuda": torch.version.cuda,
             "status": "budget" if status.reason in ("budget", "steps") else status.reason,
             "epochs_done": status.epoch, "steps_done": trainer.step,
@@ -181,7 +183,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
 
 
 def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minutes,
-                   device, progress) -> Path:
+                   device, progress, source: dict) -> Path:
     """A translation row: BLEU on the validation and test sets (greedy)."""
     from ..nmt.bleu import corpus_bleu
     from ..nmt.train import NMTTrainer, load_nmt_run, translate_pairs
@@ -207,7 +209,8 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minu
     doc = {
         "format": RESULT_FORMAT, "table": table, "row": row.name,
         "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),
-        "seed": config.train.seed, "git_commit": environment()["commit"],
+        "seed": config.train.seed, "git_commit": source["commit"],
+        "git_dirty": source["dirty"],
         "device": _device_name(trainer.device), "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "status": "budget" if last.get("reason") == "budget" else (
@@ -302,7 +305,10 @@ def render_report(folder: str | Path) -> str:
         if ranked:
             header += ["rank (tol 1)", "rank (numpy tol)", "positions", "paper rank"]
         lines += [f"## {table}", "", f"Metric: {unit}. The speed ratio divides by the "
-                  "`tied` (or `<corpus>-awd-lstm`) row of the same table.", "",
+                  "`tied` (or `<corpus>-awd-lstm`) row of the same table. Seconds per "
+                  "epoch are each row's own wall-clock time: rows run at different times "
+                  "on a shared machine are not a speed comparison (`drillbook bench` "
+                  "measures ratios in one process).", "",
                   "| " + " | ".join([*header, "device"]) + " |",
                   "|" + "---|" * (len(header) + 1)]
         for d in rows:
