@@ -315,16 +315,16 @@ def test_mixtures_under_bf16_autocast_agree_with_fp32_within_bf16_resolution(kin
     torch.testing.assert_close(loss16.float(), loss, rtol=step, atol=0)
 
 
-def test_ratios_divide_by_the_faster_of_the_baselines_two_measurements():
+def test_ratios_divide_by_the_mean_of_the_baselines_two_measurements():
     from drillbook.experiments.bench import add_ratios
 
     base = {"name": "tied", "train_step_s": 2.0, "eval_token_s": 1.0}
     again = {"name": "tied", "train_step_s": 1.0, "eval_token_s": 1.5}
-    rows = [base, {"name": "drill-4", "train_step_s": 1.2, "eval_token_s": 1.1},
+    rows = [base, {"name": "drill-4", "train_step_s": 1.8, "eval_token_s": 1.0},
             {"name": "mos-15", "skipped": "out of memory"}]
     add_ratios(rows, base, again)
     assert (base["train_step_s"], base["first_train_step_s"], base["last_train_step_s"]) == (
-        1.0, 2.0, 1.0)
+        1.5, 2.0, 1.0)
     assert base["train_ratio"] == base["eval_ratio"] == 1.0
-    assert rows[1]["train_ratio"] == pytest.approx(1.2) and rows[1]["eval_ratio"] == 1.1
+    assert rows[1]["train_ratio"] == pytest.approx(1.2) and rows[1]["eval_ratio"] == 0.8
     assert "train_ratio" not in rows[2]

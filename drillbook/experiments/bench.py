@@ -307,16 +307,17 @@ def add_ratios(rows: list[dict], base: dict, again: dict | None) -> list[dict]:
     """Add ``train_ratio`` and ``eval_ratio`` (row / baseline) to every timed row.
 
     The baseline is measured before the other heads (``base``) and again after them
-    (``again``). Its times become the faster of the two, so a machine that warms up, or
-    slows down, during the run cannot flatter a head; ``base`` records both measurements
-    (``first_*``, ``last_*``) so the drift can be seen. Rows with ``skipped`` are left as
-    they are.
+    (``again``), and its times become the mean of the two: a machine that warms up or
+    slows down steadily during the run then favours no head. (Taking the faster of the
+    two would bias every ratio upwards on a noisy machine.) ``base`` keeps both
+    measurements (``first_*``, ``last_*``) so the drift can be seen. Rows with
+    ``skipped`` are left as they are.
     """
     for key in ("train_step_s", "eval_token_s"):
         first = base[key]
         last = again[key] if again is not None else first
         base[f"first_{key}"], base[f"last_{key}"] = first, last
-        base[key] = min(first, last)
+        base[key] = (first + last) / 2
     for row in rows:
         if "skipped" not in row:
             row["train_ratio"] = row["train_step_s"] / base["train_step_s"]
