@@ -254,7 +254,13 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
     gen = torch.Generator().manual_seed(seed)
     d_hidden = d if d_hidden is None else d_hidden
     shares = isinstance(HEADS.get(kind), type) and issubclass(HEADS[kind], EmbeddingHead)
-    embedding = nn.Embedding(vocab_size, d).to(device) if shares else None
+    embedding = None
+    if shares:  # initialised as the AWD-LSTM does: nn.Embedding's N(0, 1) would give
+        # logits of size ~sqrt(d), whose softmax underflows into subnormal floats that
+        # slow a CPU down many times over (a cost no trained model pays)
+        embedding = nn.Embedding(vocab_size, d)
+        nn.init.uniform_(embedding.weight, -0.1, 0.1)
+        embedding = embedding.to(device)
     head = build_head(kind, vocab_size=vocab_size, d_hidden=d_hidden, embedding=embedding,
                       **options).to(device)
     feats = _features(head, tokens, d, getattr(head, "layer_sizes", None), device, gen)
