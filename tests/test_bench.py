@@ -328,3 +328,13 @@ def test_ratios_divide_by_the_mean_of_the_baselines_two_measurements():
     assert base["train_ratio"] == base["eval_ratio"] == 1.0
     assert rows[1]["train_ratio"] == pytest.approx(1.2) and rows[1]["eval_ratio"] == 0.8
     assert "train_ratio" not in rows[2]
+
+
+def test_score_bytes_count_the_score_tensors_a_head_builds_in_training():
+    from drillbook.experiments import head_cost
+
+    size = {"vocab_size": 100, "d": 8, "tokens": 16, "repeats": 1, "warmup": 0}
+    assert head_cost("tied", **size).score_bytes == 16 * 100 * 4
+    assert head_cost("mos", n_experts=3, **size).score_bytes == 3 * 16 * 100 * 4
+    assert head_cost("mos", n_experts=3, chunk_size=4, **size).score_bytes == 3 * 4 * 100 * 4
+    assert head_cost("vmf", dim=10, **size).score_bytes == 0  # vMF scores no words

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..heads import HEADS, Features, MixtureHead, OutputHead, build_head
+from ..heads import HEADS, Features, MixtureHead, OutputHead, SoftmaxFamilyHead, build_head
 from ..heads.softmax import EmbeddingHead
 
 __all__ = ["BENCH_FORMAT", "BENCH_HEADS", "PRECISIONS", "SIZES", "HeadCost", "autocast",
@@ -231,7 +231,10 @@ def _features(head, tokens: int, d: int, layer_sizes: Sequence[int] | None,
 
 
 def score_bytes(head: OutputHead, positions: int, element_size: int) -> int:
-    """Bytes of the largest score tensor ``head`` materialises for ``positions`` contexts."""
+    """Bytes of the largest score tensor ``head`` materialises for ``positions`` contexts
+    in training (a vMF head scores no words then: 0)."""
+    if not isinstance(head, SoftmaxFamilyHead | MixtureHead):
+        return 0
     components = head.n_vectors if isinstance(head, MixtureHead) else 1
     chunk = getattr(head, "chunk_size", None) or positions
     return components * min(chunk, positions) * head.vocab_size * element_size
