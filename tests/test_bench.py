@@ -338,3 +338,18 @@ def test_score_bytes_count_the_score_tensors_a_head_builds_in_training():
     assert head_cost("mos", n_experts=3, **size).score_bytes == 3 * 16 * 100 * 4
     assert head_cost("mos", n_experts=3, chunk_size=4, **size).score_bytes == 3 * 4 * 100 * 4
     assert head_cost("vmf", dim=10, **size).score_bytes == 0  # vMF scores no words
+
+
+def test_committed_bench_reports_are_valid_and_name_their_machine():
+    import json
+    from pathlib import Path
+
+    from drillbook.experiments import evaluate_targets, format_report
+
+    folder = Path(__file__).resolve().parent.parent / "results" / "bench"
+    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    for report in reports:
+        assert format_report(report)  # raises on a wrong format or mode
+        env = report["environment"]
+        assert env["device_name"] and env["torch"] and "commit" in env and report["rows"]
+    assert len(evaluate_targets(reports)) == 7
