@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -37,9 +34,11 @@ from torch import Tensor, nn
 
 from ..heads import HEADS, Features, MixtureHead, OutputHead, SoftmaxFamilyHead, build_head
 from ..heads.softmax import EmbeddingHead
+from .results import write_json
 
 __all__ = ["BENCH_FORMAT", "BENCH_HEADS", "PRECISIONS", "SIZES", "HeadCost", "autocast",
            "compare_heads", "environment", "head_bytes", "head_cost", "is_out_of_memory",
+           "out_of_memory_note",
            "run_bench", "saved_bytes", "step_costs", "time_call", "write_report"]
 
 #: the ``format`` of every report this package writes
@@ -129,11 +128,17 @@ def head_bytes(head: OutputHead) -> tuple[int, int]:
 
 def is_out_of_memory(err: BaseException) -> bool:
     """Whether ``err`` is an allocation failure (CUDA or CPU) rather than a bug."""
-    if isinstance(err, torch.cuda.OutOfMemoryError):
+    if isinstance(err, torch.cuda.OutOfMemoryError | MemoryError):
         return True
     text = str(err)
     return isinstance(err, RuntimeError) and ("out of memory" in text
                                                or "can't allocate memory" in text)
+
+
+def out_of_memory_note(err: BaseException) -> str:
+    """The ``skipped`` note of a measurement that ran out of memory (first line of the
+    error, at most 200 characters)."""
+    return f"out of memory: {str(err).splitlines()[0][:200] if str(err) else type(err).__name__}"
 
 
 def free_memory(device: torch.device) -> None:
@@ -446,16 +451,5 @@ def run_bench(names: Sequence[str], sizes: Sequence[str], *, d: int = 400, token
 
 
 def write_report(report: dict, path: str | Path) -> Path:
-    """Write ``report`` as JSON to ``path`` atomically (a temporary file, then
-    ``os.replace``), creating the folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(report, indent=1) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``report`` as JSON to ``path`` atomically, creating the folder."""
+    return write_json(path, report)

@@ -25,6 +25,7 @@ from .bench import (
     free_memory,
     head_bytes,
     is_out_of_memory,
+    out_of_memory_note,
     step_costs,
 )
 
@@ -175,12 +176,12 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
         try:
             row = model_cost(name, size, **settings).to_dict()
         except (RuntimeError, MemoryError) as err:
-            if not (isinstance(err, MemoryError) or is_out_of_memory(err)):
+            if not is_out_of_memory(err):
                 raise
             kind, options = BENCH_HEADS[name]
             row = {"name": name, "kind": kind, "options": options, "size": size,
                    "vocab_size": SIZES[size], "device": str(device),
-                   "skipped": f"out of memory: {str(err).splitlines()[0][:200]}"}
+                   "skipped": out_of_memory_note(err)}
         free_memory(device)
         return row
 

@@ -20,6 +20,7 @@ from .bench import (
     free_memory,
     head_bytes,
     is_out_of_memory,
+    out_of_memory_note,
     step_costs,
     time_call,
 )
@@ -142,10 +143,10 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                 row.update(_measure(head, hidden, target, queries, device, repeats=repeats,
                                     warmup=max(warmup - 1, 0), precision=precision))
             except (RuntimeError, MemoryError) as err:
-                if not (isinstance(err, MemoryError) or is_out_of_memory(err)):
+                if not is_out_of_memory(err):
                     raise
                 stopped[name] = f"V={vocab_size} ran out of memory"
-                rows.append({**row, "skipped": f"out of memory: {str(err).splitlines()[0][:200]}"})
+                rows.append({**row, "skipped": out_of_memory_note(err)})
                 continue
             finally:
                 head = None

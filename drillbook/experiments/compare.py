@@ -73,16 +73,6 @@ def find_results(start: str | Path = ".", *, clone: str | None = None) -> Path:
     return find_results(target)
 
 
-def _config_of(row) -> Any:
-    from ..configs import apply_overrides, get_config
-
-    if row.config.startswith("multi30k/"):
-        from ..nmt.config import get_nmt_config
-
-        return apply_overrides(get_nmt_config(row.config), list(row.overrides))
-    return apply_overrides(get_config(row.config), list(row.overrides))
-
-
 def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any]]:
     """Every row of ``table`` with the paper's numbers and ours (``None`` where not run).
 
@@ -96,7 +86,6 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
     Raises:
         ValueError: unknown table, or an invalid result file.
     """
-    from ..configs import paper_row
     from .reproduce import TABLES
 
     if table not in TABLES:
@@ -104,9 +93,9 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
     ours = {d["row"]: d for d in load_results(folder) if d["table"] == table}
     out = []
     for row in TABLES[table]:
-        config = _config_of(row)
-        bleu = row.config.startswith("multi30k/")
-        paper = dict(config.paper) if bleu else paper_row(config)
+        config = row.resolve()
+        bleu = row.translation
+        paper = row.paper(config)
         entry: dict[str, Any] = {
             "row": row.name, "config": row.config,
             "paper_valid": paper.get("valid_bleu" if bleu else "valid_ppl"),

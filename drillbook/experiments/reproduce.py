@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,25 @@ class Row:
     name: str
     config: str
     overrides: tuple[str, ...] = ()
+
+    @property
+    def translation(self) -> bool:
+        """A Multi30k translation row (BLEU) rather than a language-model row."""
+        return self.config.startswith("multi30k/")
+
+    def resolve(self, extra: Sequence[str] = ()):
+        """The row's config: the named config, the row's overrides, then ``extra``."""
+        if self.translation:
+            from ..nmt.config import get_nmt_config
+
+            base = get_nmt_config(self.config)
+        else:
+            base = get_config(self.config)
+        return apply_overrides(base, [*self.overrides, *extra])
+
+    def paper(self, config) -> dict:
+        """What the papers report for this row (``config`` from :meth:`resolve`)."""
+        return dict(config.paper) if self.translation else paper_row(config)
 
 
 def _table4() -> list[Row]:
@@ -112,15 +132,6 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     """
     from ..train import Trainer, evaluate, load_run, read_log
 
-    def config_of(row: Row):
-        if row.config.startswith("multi30k/"):
-            from ..nmt.config import get_nmt_config
-
-            base = get_nmt_config(row.config)
-        else:
-            base = get_config(row.config)
-        return apply_overrides(base, [*row.overrides, *(overrides or [])])
-
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
     source = git_state()  # the code this call runs, read before training starts
@@ -133,9 +144,9 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         chosen = [r for r in chosen if r.name in rows]
     written = []
     for row in chosen:
-        config = config_of(row)
+        config = row.resolve(overrides or [])
         run_dir = Path(runs) / table / row.name
-        if row.config.startswith("multi30k/"):
+        if row.translation:
             written.append(_reproduce_nmt(table, row, config, run_dir, out, budget_minutes,
                                           device, progress, source))
             continue
@@ -160,26 +171,33 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             if table in RANK_TABLES:
                 cap = RANK_TABLES[table] or max_eval_tokens
                 metrics.update(_rank(model, test, config.train.bptt, cap))
-        paper = {k: v for k, v in paper_row(config).items() if isinstance(v, (int, float))}
-        doc = {
-            "format": RESULT_FORMAT, "table": table, "row": row.name,
-            "config_name": config.name, "config": config.to_dict(),
-            "config_hash": config.hash(), "seed": config.train.seed,
-            "git_commit": source["commit"], "git_dirty": source["dirty"],
-            "device": _device_name(trainer.device),
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "status": "budget" if status.reason in ("budget", "steps") else status.reason,
-            "epochs_done": status.epoch, "steps_done": trainer.step,
-            "wall_seconds": round(trainer.elapsed, 1),
-            "budget_minutes": budget_minutes,
-            "precision": _precision(config.train.amp, trainer.device),
-            "metrics": metrics,
-            "curve": [{"epoch": r["epoch"], "val_ppl": r["val_ppl"], "train_ppl": r["train_ppl"],
-                       "elapsed_seconds": r["elapsed_seconds"]} for r in log],
-            "paper": paper,
-        }
+        doc = _result_doc(
+            table, row, config, trainer, source,
+            status="budget" if status.reason in ("budget", "steps") else status.reason,
+            epochs_done=status.epoch, budget_minutes=budget_minutes,
+            precision=_precision(config.train.amp, trainer.device), metrics=metrics,
+            curve=[{"epoch": r["epoch"], "val_ppl": r["val_ppl"], "train_ppl": r["train_ppl"],
+                    "elapsed_seconds": r["elapsed_seconds"]} for r in log])
         written.append(write_result(Path(out) / table / f"{row.name}.json", doc))
     return written
+
+
+def _result_doc(table: str, row: Row, config, trainer, source: dict, *, status: str,
+                epochs_done: int, budget_minutes: float | None, precision: str,
+                metrics: dict, curve: list) -> dict:
+    """The result document of one row (:mod:`.results`): what was run, where, with which
+    code, how far it got, what it measured, and the paper's numbers for the row."""
+    return {
+        "format": RESULT_FORMAT, "table": table, "row": row.name,
+        "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),
+        "seed": config.train.seed, "git_commit": source["commit"],
+        "git_dirty": source["dirty"], "device": _device_name(trainer.device),
+        "torch": torch.__version__, "cuda": torch.version.cuda, "status": status,
+        "epochs_done": epochs_done, "steps_done": trainer.step,
+        "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
+        "precision": precision, "metrics": metrics, "curve": curve,
+        "paper": {k: v for k, v in row.paper(config).items() if isinstance(v, (int, float))},
+    }
 
 
 def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minutes,
@@ -206,23 +224,15 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minu
     if steps:
         metrics["seconds_per_step"] = sum(steps) / len(steps)
     epochs_done = trainer.epoch - 1
-    doc = {
-        "format": RESULT_FORMAT, "table": table, "row": row.name,
-        "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),
-        "seed": config.train.seed, "git_commit": source["commit"],
-        "git_dirty": source["dirty"],
-        "device": _device_name(trainer.device), "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "status": "budget" if last.get("reason") == "budget" else (
+    doc = _result_doc(
+        table, row, config, trainer, source,
+        status="budget" if last.get("reason") == "budget" else (
             "done" if epochs_done >= config.train.epochs else "epochs"),
-        "epochs_done": epochs_done, "steps_done": trainer.step,
-        "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
-        "precision": "fp32",  # the translation trainer has no autocast
-        "metrics": metrics,
-        "curve": [{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
-                   "elapsed_seconds": r["elapsed_seconds"]} for r in log],
-        "paper": {k: v for k, v in config.paper.items() if isinstance(v, (int, float))},
-    }
+        epochs_done=epochs_done, budget_minutes=budget_minutes,
+        precision="fp32",  # the translation trainer has no autocast
+        metrics=metrics,
+        curve=[{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
+                "elapsed_seconds": r["elapsed_seconds"]} for r in log])
     return write_result(Path(out) / table / f"{row.name}.json", doc)
 
 

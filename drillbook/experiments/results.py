@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REQUIRED", "RESULT_FORMAT", "load_results", "validate_result", "write_result"]
+__all__ = ["REQUIRED", "RESULT_FORMAT", "load_results", "validate_result", "write_json",
+           "write_result"]
 
 RESULT_FORMAT = "drillbook-result/1"
 
@@ -74,11 +76,22 @@ def write_result(path: str | Path, doc: dict[str, Any]) -> Path:
     problems = validate_result(doc)
     if problems:
         raise ValueError(f"not a valid result file ({path}): " + "; ".join(problems))
+    return write_json(path, doc, sort_keys=True)
+
+
+def write_json(path: str | Path, doc: Any, *, sort_keys: bool = False) -> Path:
+    """Write ``doc`` as indented JSON to ``path`` atomically (a temporary file beside it,
+    then ``os.replace``), creating the folder; nothing half-written is ever left there."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(doc, indent=1, sort_keys=sort_keys) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
