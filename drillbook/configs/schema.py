@@ -21,6 +21,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigError
+
 __all__ = [
     "Config",
     "ConfigError",
@@ -31,10 +33,6 @@ __all__ = [
     "TrainConfig",
     "apply_overrides",
 ]
-
-
-class ConfigError(ValueError):
-    """A config key or value that does not exist or does not fit."""
 
 
 @dataclass

@@ -37,6 +37,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO
 
+from ..errors import DataError
+
 __all__ = [
     "CORPORA",
     "DATA_ENV",
@@ -369,7 +371,7 @@ def corpus_file(
 
 
 # -------------------------------------------------------------------- verification
-class ChecksumError(ValueError):
+class ChecksumError(DataError):
     """A file's sha256 differs from the registry's.
 
     Attributes:
@@ -384,7 +386,7 @@ class ChecksumError(ValueError):
         self.actual = actual
 
 
-class DownloadError(ConnectionError):
+class DownloadError(DataError, ConnectionError):
     """A corpus file could not be fetched (network down, address gone, timeout)."""
 
 

@@ -32,6 +32,7 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
+from ..errors import TrainingDiverged
 from ..models import LanguageModel, build_model, eval_windows
 from .checkpoint import load_checkpoint, save_atomic
 from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
@@ -39,10 +40,6 @@ from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
 __all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune", "load_run",
            "read_log", "training_loss"]
 
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became nan or inf; the last good checkpoint is left untouched."""
 
 
 @dataclass
