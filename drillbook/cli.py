@@ -183,7 +183,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
     status, out = finetune(args.run_dir, out=args.out, device=args.device, resume=args.resume,
                            max_epochs=args.max_epochs, max_minutes=args.max_minutes,
-                           progress=not args.quiet)
+                           progress=not args.quiet, lr=args.lr)
     print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
           f"ppl {status.best_val_ppl:.2f}; run folder {out}")
     return 0
@@ -523,9 +523,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("finetune", help="AWD-LSTM's fine-tuning stage on a trained run",
                        description="Restart from a run's best weights with averaged SGD and "
-                                   "stop at the first non-monotone validation epoch.")
+                                   "stop at the first non-monotone validation epoch; the "
+                                   "loaded model is the best to beat (never saved worse).")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--out", type=Path, help="run folder (default RUN_DIR/finetune)")
+    p.add_argument("--lr", type=_positive_float,
+                   help="learning rate (default: the run's train.lr; MoS's README uses 25 "
+                        "on PTB, 20 on WikiText-2)")
     _add_run_limits(p)
     p.set_defaults(func=_cmd_finetune)
 

@@ -32,13 +32,13 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import TrainingDiverged
+from ..errors import ConfigError, TrainingDiverged
 from ..models import LanguageModel, build_model, eval_windows
 from .checkpoint import load_checkpoint, save_atomic
 from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
 
-__all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune", "load_run",
-           "read_log", "training_loss"]
+__all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
+           "finetune_trainer", "load_run", "read_log", "training_loss"]
 
 
 
@@ -122,7 +122,10 @@ class Trainer:
         progress: show a tqdm bar (default: only on a terminal).
         stage: ``"train"``, or ``"finetune"``: AWD-LSTM's second stage, which starts in
             averaged SGD from ``init_from`` and stops at the first non-monotone epoch.
-        init_from: a ``best.pt``/``last.pt`` whose weights a new run starts from.
+        init_from: a ``best.pt``/``last.pt`` whose weights a new run starts from. A new
+            fine-tuning run evaluates them once: their validation loss is the best so far
+            and they are its first ``best.pt``, so it never saves a worse model than the
+            one it loaded (as AWD-LSTM's ``finetune.py`` does).
     """
 
     def __init__(self, config: Config, run_dir: str | Path, *, device: str | None = None,
@@ -159,6 +162,10 @@ class Trainer:
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
         if resume_from is not None:
             self._load(resume_from)
+        elif stage == "finetune" and init_from is not None:
+            self.best_val_loss = evaluate(self.model, self.valid_data, t.bptt,
+                                          t.max_eval_tokens)[0]
+            self._save_best(self.model.state_dict(), epoch=0, val_loss=self.best_val_loss)
 
     # ------------------------------------------------------------ optimisers
     @property
@@ -279,6 +286,11 @@ class Trainer:
             state[name] = params.get(id(p), p).detach().clone()
         return state
 
+    def _save_best(self, state: dict[str, Any], *, epoch: int, val_loss: float) -> None:
+        save_atomic({"format": "drillbook-lm-weights/1", "model": state,
+                     "config": self.config.to_dict(), "epoch": epoch, "val_loss": val_loss},
+                    self.run_dir / BEST)
+
     def _end_epoch(self, seconds: float) -> dict[str, Any]:
         t = self.config.train
         val_loss = self._validate()
@@ -294,9 +306,7 @@ class Trainer:
         improved = val_loss < self.best_val_loss
         if improved:
             self.best_val_loss = val_loss
-            save_atomic({"format": "drillbook-lm-weights/1", "model": self._best_state(),
-                         "config": self.config.to_dict(), "epoch": self.epoch,
-                         "val_loss": val_loss}, self.run_dir / BEST)
+            self._save_best(self._best_state(), epoch=self.epoch, val_loss=val_loss)
         train_loss = self.epoch_loss / max(self.epoch_batches, 1)
         record = {
             "epoch": self.epoch, "step": self.step, "train_loss": train_loss,
@@ -380,21 +390,44 @@ class Trainer:
 def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str | None = None,
              resume: bool = False, max_epochs: int | None = None,
              max_minutes: float | None = None, progress: bool | None = None,
-             corpus: Corpus | None = None) -> tuple[RunStatus, Path]:
+             corpus: Corpus | None = None, lr: float | None = None) -> tuple[RunStatus, Path]:
     """AWD-LSTM's fine-tuning stage: averaged SGD from a run's best weights.
 
     Writes a new run folder (default ``run_dir/finetune``) and stops at the first epoch
-    whose validation loss is worse than the best before the last ``nonmono`` epochs.
+    whose validation loss is worse than the best before the last ``nonmono`` epochs. The
+    best validation loss starts at the loaded model's, whose weights are the folder's
+    first ``best.pt``: fine-tuning never leaves a worse model than it started from.
+
+    Args:
+        lr: the learning rate (default: the run's ``train.lr``). MoS's README fine-tunes
+            at 25 on PTB and 20 on WikiText-2 (see :data:`drillbook.configs.FINETUNE_LR`).
+            It is written into the new folder's ``config.json`` and every log record; a
+            resumed fine-tuning run keeps it (giving another one is an error).
     """
+    trainer = finetune_trainer(run_dir, out=out, device=device, resume=resume,
+                               progress=progress, corpus=corpus, lr=lr)
+    return trainer.fit(max_epochs=max_epochs, max_minutes=max_minutes), trainer.run_dir
+
+
+def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
+                     device: str | None = None, resume: bool = False,
+                     progress: bool | None = None, corpus: Corpus | None = None,
+                     lr: float | None = None) -> Trainer:
+    """The :class:`Trainer` that :func:`finetune` runs (same arguments), for a caller that
+    needs more than the stage's :class:`RunStatus` (steps, wall time, device)."""
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).exists():
         raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
     config = Config.from_dict(json.loads((run_dir / CONFIG).read_text()))
     out = Path(out) if out is not None else run_dir / "finetune"
-    trainer = Trainer(config, out, device=device, resume=resume, progress=progress,
-                      corpus=corpus, stage="finetune",
-                      init_from=None if resume else run_dir / BEST)
-    return trainer.fit(max_epochs=max_epochs, max_minutes=max_minutes), out
+    if lr is None and resume and (out / CONFIG).exists():  # continue at the rate it began
+        lr = json.loads((out / CONFIG).read_text())["train"]["lr"]
+    if lr is not None:
+        if not lr > 0:
+            raise ConfigError(f"the fine-tuning learning rate must be positive, got {lr}")
+        config.train.lr = float(lr)
+    return Trainer(config, out, device=device, resume=resume, progress=progress,
+                   corpus=corpus, stage="finetune", init_from=None if resume else run_dir / BEST)
 
 
 def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = None,
