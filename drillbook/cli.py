@@ -119,12 +119,15 @@ def _cmd_configs(args: argparse.Namespace) -> int:
 
 
 def param_report(config, vocab_size: int | None = None) -> dict:
-    """Parameter counts of a config's model (built on the meta device: no memory)."""
+    """Parameter counts of a config's model (built on the meta device: no memory), and
+    ``paper``: record key -> millions as printed, for every paper row of this model."""
     import torch
 
-    from .configs import paper_millions, paper_row
+    from .configs import paper_millions
     from .data import corpus_spec
+    from .experiments.reproduce import records_for
     from .models import build_model
+    from .papers import paper_number
 
     vocab_size = vocab_size or corpus_spec(config.data.corpus).vocab_size
     with torch.device("meta"):
@@ -135,7 +138,9 @@ def param_report(config, vocab_size: int | None = None) -> dict:
         "config": config.name, "vocab_size": vocab_size, "total": total,
         "total_m_as_printed_in_drill": paper_millions(total),
         "encoder": total - head.dedicated, "output_layer_dedicated": head.dedicated,
-        "output_layer_shared": head.shared, "paper": paper_row(config).get("params_m"),
+        "output_layer_shared": head.shared,
+        "paper": {k: paper_number(k)["params_m"] for k in records_for(config)
+                  if "params_m" in paper_number(k).values},
     }
 
 
@@ -150,8 +155,8 @@ def _cmd_params(args: argparse.Namespace) -> int:
     print(f"  output layer, dedicated    {report['output_layer_dedicated']:>12,}")
     print(f"  output layer, shared       {report['output_layer_shared']:>12,}  "
           f"(the input embedding)")
-    if report["paper"] is not None:
-        print(f"  paper                      {report['paper']:>11}M")
+    for key, millions in report["paper"].items():
+        print(f"  paper                      {millions:>11}M  ({key})")
     return 0
 
 

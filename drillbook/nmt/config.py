@@ -62,7 +62,7 @@ class NMTConfig(SectionedConfig):
     model: NMTModelConfig = field(default_factory=NMTModelConfig)
     head: HeadConfig = field(default_factory=lambda: HeadConfig("softmax"))
     train: NMTTrainConfig = field(default_factory=NMTTrainConfig)
-    paper: dict[str, Any] = field(default_factory=dict)
+    paper: str | None = None  #: a key in drillbook.papers.RECORD (none: Multi30k analogues)
 
 
 def _multi30k(head: str, options: dict | None = None, *, pair=("de", "en"),
