@@ -32,8 +32,8 @@ from types import MappingProxyType
 
 from .errors import ConfigError
 
-__all__ = ["DOCUMENTS", "RECORD", "Document", "PaperNumber", "find_in_text", "paper_number",
-           "paper_rows", "paper_value", "paper_values", "table_block"]
+__all__ = ["DOCUMENTS", "RECORD", "Document", "PaperNumber", "assert_quoted", "find_in_text",
+           "paper_number", "paper_rows", "paper_value", "paper_values", "table_block"]
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ _TABLE4_FT = ("Table 4 states no stage; its weight-tying and 4-layer rows repeat
               "fine-tuned numbers, so the table is taken to be after fine-tuning throughout")
 _DOC_T3_FT = ("Table 3 states no stage; its lambda = 0.001 row repeats the main result of "
               "Tables 6 and 7, which the authors' README obtains after fine-tuning")
-_DRILL_REPO = "the DRILL authors' repository (idiap/drill), analysis/rank/rank_results.txt"
+_DRILL_REPO = "the DRILL authors' repository (idiap/drill)"
 _NOT_A_PAPER = "a file of the authors' repository, not a paper text"
 _DRILL_SPEED = ("the text's account of Table 3, whose body the paper text lacks (the caption "
                 "gives |V| = 20K for PTB, whose vocabulary is 10k)")
@@ -379,6 +379,31 @@ def paper_values(keys: Iterable[str]) -> dict[str, float]:
                                   f"{metric!r}; name one of them")
             merged[metric], owner[metric] = value, key
     return merged
+
+
+def assert_quoted(quoted: Mapping[str, Mapping[str, float]]) -> str:
+    """Check the paper numbers a text quotes against the record; list them with sources.
+
+    Args:
+        quoted: record key -> {metric: the value as the text quotes it}.
+
+    Returns:
+        one line per value: the value, the metric, where it is printed and the row.
+
+    Raises:
+        AssertionError: a quoted value differs from the record (all differences listed).
+        ConfigError: an unknown key or metric.
+    """
+    lines, wrong = [], []
+    for key, values in quoted.items():
+        entry = paper_number(key)
+        for metric, value in values.items():
+            if entry[metric] != value:
+                wrong.append(f"{key} {metric}: quoted {value}, recorded {entry[metric]}")
+            lines.append(f"{entry[metric]!s:>8}  {metric:<18} {entry.source}, {entry.row}")
+    if wrong:
+        raise AssertionError("quoted paper numbers differ from the record: " + "; ".join(wrong))
+    return "\n".join(lines)
 
 
 def paper_rows(*, document: str | None = None, table: str | None = None,

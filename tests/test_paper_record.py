@@ -189,3 +189,18 @@ def test_fine_tuning_learning_rates_follow_the_readmes():
     assert finetune_lr("ptb/awd-lstm-mos") == 25.0 and finetune_lr("wt2/awd-lstm-mos") == 20.0
     for name in ("ptb/awd-lstm", "ptb/awd-lstm-drill", "ptb/awd-lstm-doc", "wt2/awd-lstm-doc"):
         assert finetune_lr(name) is None  # their fine-tuning commands repeat train.lr
+
+
+def test_assert_quoted_checks_prose_against_the_record():
+    from drillbook.papers import assert_quoted
+
+    listing = assert_quoted({"drill:table4:dual": {"test_ppl": 56.4, "params_m": 24.5},
+                             "drill-repo:rank:drill": {"rank_tol_1": 402}})
+    assert listing.splitlines()[0].split()[:2] == ["56.4", "test_ppl"]
+    assert "DRILL Table 4, Dual nonlinear map. [PH18]" in listing
+    assert len(listing.splitlines()) == 3
+    with pytest.raises(AssertionError, match="drill:table4:dual test_ppl: quoted 56.5, "
+                                             "recorded 56.4"):
+        assert_quoted({"drill:table4:dual": {"test_ppl": 56.5}})
+    with pytest.raises(ConfigError, match="has no 'rank'"):
+        assert_quoted({"drill:table4:dual": {"rank": 400}})
