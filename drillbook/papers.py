@@ -55,7 +55,7 @@ DOCUMENTS: Mapping[str, Document] = MappingProxyType({
     "vmf": Document("Kumar & Tsvetkov (2019), Von Mises-Fisher Loss for Training "
                     "Sequence to Sequence Models with Continuous Outputs, ICLR",
                     "vmf-continuous-outputs-iclr2019.txt"),
-    "joint": Document("Pappas, Miculicich & Henderson (2018), Beyond Weight Tying: Learning "
+    "joint": Document("Pappas, Miculicich Werlen & Henderson (2018), Beyond Weight Tying: Learning "
                       "Joint Input-Output Embeddings for Neural Machine Translation, WMT",
                       "joint-input-output-embeddings-nmt-wmt2018.txt"),
 })
@@ -96,6 +96,9 @@ class PaperNumber:
     note: str = ""
     unchecked: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))  # read-only
+
     def __getitem__(self, metric: str) -> float:
         try:
             return self.values[metric]
@@ -103,14 +106,7 @@ class PaperNumber:
             raise ConfigError(f"paper record {self.key!r} has no {metric!r}; it records "
                               f"{sorted(self.values)}") from None
 
-    @property
-    def citation(self) -> str:
-        return DOCUMENTS[self.document].citation if self.document else self.source
 
-
-_DRILL_T1 = "AWD-LSTM (Merity et al., 2018) as quoted in DRILL Table 1"
-_DRILL_T2 = "AWD-LSTM (Merity et al., 2018) as quoted in DRILL Table 2"
-_MOS_IN_DRILL = "MoS (Yang et al., 2018) as quoted in DRILL Table {}"
 _TABLE4_FT = ("Table 4 states no stage; its weight-tying and 4-layer rows repeat Table 1's "
               "fine-tuned numbers, so the table is taken to be after fine-tuning throughout")
 _DOC_T3_FT = ("Table 3 states no stage; its lambda = 0.001 row repeats the main result of "
@@ -127,6 +123,32 @@ def _lm(key: str, source: str, row: str, params_m: float, val: float, test: floa
     return PaperNumber(key, source, document, f"Table {table.removeprefix('table')}", row,
                        {"params_m": params_m, "val_ppl": val, "test_ppl": test},
                        finetuned, dynamic_eval, note=note)
+
+
+def _drill_main(table: int, numbers: dict[str, tuple[float, float, float]], *, readme: str,
+                dynamical: str = "dynamic") -> list[PaperNumber]:
+    """DRILL Table 1 or 2: slug -> (params_m, val_ppl, test_ppl); the rows' labels as printed
+    (Table 2 prints MoS's last row as "dynamical evaluation")."""
+    awd = f"AWD-LSTM (Merity et al., 2018) as quoted in DRILL Table {table}"
+    mos, ours = f"MoS (Yang et al., 2018) as quoted in DRILL Table {table}", f"DRILL Table {table}"
+    rows = {  # slug: (source, label, finetuned, dynamic evaluation)
+        "awd-lstm-wo-finetune": (awd, "Merity et al. (2017) – AWD-LSTM w/o finetune", False,
+                                 False),
+        "awd-lstm": (awd, "Merity et al. (2017) – AWD-LSTM", True, False),
+        "awd-lstm-drill-wo-finetune": (ours, "Ours – AWD-LSTM-DRILL w/o finetune", False,
+                                       False),
+        "awd-lstm-drill": (ours, "Ours - AWD-LSTM-DRILL", True, False),
+        "awd-lstm-drill-dynamic-eval": (ours, "Ours – AWD-LSTM-DRILL + dynamic evaluation",
+                                        True, True),
+        "awd-lstm-mos": (mos, "Yang et al. (2018) - AWD-LSTM-MoS", True, False),
+        "awd-lstm-mos-dynamic-eval": (
+            mos, f"Yang et al. (2018) – AWD-LSTM-MoS + {dynamical} evaluation", True, True),
+    }
+    note = {"awd-lstm": f"the AWD-LSTM paper's number; the AWD-LSTM README's command reaches "
+                        f"about {readme} after fine-tuning"}
+    return [_lm(f"drill:table{table}:{slug}", source, label, *numbers[slug],
+                finetuned=finetuned, dynamic_eval=dynamic, note=note.get(slug, ""))
+            for slug, (source, label, finetuned, dynamic) in rows.items()]
 
 
 def _row(key: str, source: str, row: str, values: dict, *, finetuned: bool | None,
@@ -149,121 +171,87 @@ def _doc_t3(slug: str, cells: str, val: float, test: float, note: str = "") -> P
 
 
 _ENTRIES: tuple[PaperNumber, ...] = (
-    # ---------------------------------------------------------------- DRILL Table 1 (PTB)
-    _lm("drill:table1:awd-lstm-wo-finetune", _DRILL_T1,
-        "Merity et al. (2017) – AWD-LSTM w/o finetune", 24, 60.7, 58.8, finetuned=False),
-    _lm("drill:table1:awd-lstm", _DRILL_T1, "Merity et al. (2017) – AWD-LSTM", 24, 60.0, 57.3,
-        finetuned=True, note="the AWD-LSTM paper's number; the AWD-LSTM README's command "
-                             "reaches about 58.8/56.5 after fine-tuning"),
-    _lm("drill:table1:awd-lstm-drill-wo-finetune", "DRILL Table 1",
-        "Ours – AWD-LSTM-DRILL w/o finetune", 24, 59.6, 57.0, finetuned=False),
-    _lm("drill:table1:awd-lstm-drill", "DRILL Table 1", "Ours - AWD-LSTM-DRILL", 24, 58.2,
-        55.7, finetuned=True),
-    _lm("drill:table1:awd-lstm-drill-dynamic-eval", "DRILL Table 1",
-        "Ours – AWD-LSTM-DRILL + dynamic evaluation", 24, 49.5, 49.4, finetuned=True,
-        dynamic_eval=True),
-    _lm("drill:table1:awd-lstm-mos", _MOS_IN_DRILL.format(1),
-        "Yang et al. (2018) - AWD-LSTM-MoS", 22, 56.54, 54.44, finetuned=True),
-    _lm("drill:table1:awd-lstm-mos-dynamic-eval", _MOS_IN_DRILL.format(1),
-        "Yang et al. (2018) – AWD-LSTM-MoS + dynamic evaluation", 22, 48.33, 47.69,
-        finetuned=True, dynamic_eval=True),
-    # ---------------------------------------------------------------- DRILL Table 2 (WT2)
-    _lm("drill:table2:awd-lstm-wo-finetune", _DRILL_T2,
-        "Merity et al. (2017) – AWD-LSTM w/o finetune", 33, 69.1, 66.0, finetuned=False),
-    _lm("drill:table2:awd-lstm", _DRILL_T2, "Merity et al. (2017) – AWD-LSTM", 33, 68.6, 65.8,
-        finetuned=True),
-    _lm("drill:table2:awd-lstm-drill-wo-finetune", "DRILL Table 2",
-        "Ours – AWD-LSTM-DRILL w/o finetune", 34, 65.7, 62.8, finetuned=False),
-    _lm("drill:table2:awd-lstm-drill", "DRILL Table 2", "Ours - AWD-LSTM-DRILL", 34, 64.9,
-        61.9, finetuned=True),
-    _lm("drill:table2:awd-lstm-drill-dynamic-eval", "DRILL Table 2",
-        "Ours – AWD-LSTM-DRILL + dynamic evaluation", 34, 43.9, 42.0, finetuned=True,
-        dynamic_eval=True),
-    _lm("drill:table2:awd-lstm-mos", _MOS_IN_DRILL.format(2),
-        "Yang et al. (2018) - AWD-LSTM-MoS", 35, 63.88, 61.45, finetuned=True),
-    _lm("drill:table2:awd-lstm-mos-dynamic-eval", _MOS_IN_DRILL.format(2),
-        "Yang et al. (2018) – AWD-LSTM-MoS + dynamical evaluation", 35, 42.41, 40.68,
-        finetuned=True, dynamic_eval=True),
+    # ------------------------------------------- DRILL Tables 1 (PTB) and 2 (WikiText-2)
+    *_drill_main(1, {"awd-lstm-wo-finetune": (24, 60.7, 58.8), "awd-lstm": (24, 60.0, 57.3),
+                     "awd-lstm-drill-wo-finetune": (24, 59.6, 57.0),
+                     "awd-lstm-drill": (24, 58.2, 55.7),
+                     "awd-lstm-drill-dynamic-eval": (24, 49.5, 49.4),
+                     "awd-lstm-mos": (22, 56.54, 54.44),
+                     "awd-lstm-mos-dynamic-eval": (22, 48.33, 47.69)},
+                 readme="58.8/56.5"),
+    *_drill_main(2, {"awd-lstm-wo-finetune": (33, 69.1, 66.0), "awd-lstm": (33, 68.6, 65.8),
+                     "awd-lstm-drill-wo-finetune": (34, 65.7, 62.8),
+                     "awd-lstm-drill": (34, 64.9, 61.9),
+                     "awd-lstm-drill-dynamic-eval": (34, 43.9, 42.0),
+                     "awd-lstm-mos": (35, 63.88, 61.45),
+                     "awd-lstm-mos-dynamic-eval": (35, 42.41, 40.68)},
+                 readme="67.4/64.7", dynamical="dynamical"),
     # ------------------------------------------------- DRILL Table 4 (PTB ablation)
     # totals are printed truncated to 0.1M (see drillbook.configs.paper_millions)
-    _lm("drill:table4:full-softmax", "DRILL Table 4", "Full softmax", 43.8, 69.9, 66.8,
-        finetuned=True, note=_TABLE4_FT),
-    _lm("drill:table4:weight-tying", "DRILL Table 4", "Weight tying [PW17]", 24.2, 60.0, 57.3,
-        finetuned=True, note="AWD-LSTM's own number (Merity et al., 2018); " + _TABLE4_FT),
-    _lm("drill:table4:bilinear", "DRILL Table 4", "Bilinear map. [G18]", 24.3, 60.7, 58.5,
-        finetuned=True, note=_TABLE4_FT),
-    _lm("drill:table4:dual", "DRILL Table 4", "Dual nonlinear map. [PH18]", 24.5, 58.8, 56.4,
-        finetuned=True, note=_TABLE4_FT),
-    _lm("drill:table4:drill-1-layer", "DRILL Table 4", "DRILL 1-layer", 24.3, 58.8, 56.2,
-        finetuned=True, note=_TABLE4_FT),
-    _lm("drill:table4:drill-2-layers", "DRILL Table 4", "DRILL 2-layers", 24.5, 58.7, 56.0,
-        finetuned=True, note=_TABLE4_FT),
-    _lm("drill:table4:drill-3-layers", "DRILL Table 4", "DRILL 3-layers", 24.7, 58.5, 55.9,
-        finetuned=True, note=_TABLE4_FT),
-    _lm("drill:table4:drill-4-layers", "DRILL Table 4", "DRILL 4-layers", 24.8, 58.2, 55.7,
-        finetuned=True, note=_TABLE4_FT),
-    _lm("drill:table4:residuals-between-layers", "DRILL Table 4",
-        "+ residuals between layers", 24.8, 59.6, 57.5, finetuned=True,
-        note="DRILL-4 with a residual to the previous layer too; " + _TABLE4_FT),
-    _lm("drill:table4:no-variational-dropout", "DRILL Table 4", "- no variational dropout",
-        24.8, 63.4, 60.7, finetuned=True,
-        note="DRILL-4 with standard (element-wise) dropout; " + _TABLE4_FT),
+    *[_lm(f"drill:table4:{slug}", "DRILL Table 4", label, params, val, test, finetuned=True,
+          note=f"{what}; {_TABLE4_FT}" if what else _TABLE4_FT)
+      for slug, label, params, val, test, what in [
+          ("full-softmax", "Full softmax", 43.8, 69.9, 66.8, ""),
+          ("weight-tying", "Weight tying [PW17]", 24.2, 60.0, 57.3,
+           "AWD-LSTM's own number (Merity et al., 2018)"),
+          ("bilinear", "Bilinear map. [G18]", 24.3, 60.7, 58.5, ""),
+          ("dual", "Dual nonlinear map. [PH18]", 24.5, 58.8, 56.4, ""),
+          ("drill-1-layer", "DRILL 1-layer", 24.3, 58.8, 56.2, ""),
+          ("drill-2-layers", "DRILL 2-layers", 24.5, 58.7, 56.0, ""),
+          ("drill-3-layers", "DRILL 3-layers", 24.7, 58.5, 55.9, ""),
+          ("drill-4-layers", "DRILL 4-layers", 24.8, 58.2, 55.7, ""),
+          ("residuals-between-layers", "+ residuals between layers", 24.8, 59.6, 57.5,
+           "DRILL-4 with a residual to the previous layer too"),
+          ("no-variational-dropout", "- no variational dropout", 24.8, 63.4, 60.7,
+           "DRILL-4 with standard (element-wise) dropout")]],
     # ------------------------------------------- DRILL Sec. 4.1.1: speed (Table 3) and rank
-    _text("drill:sec4.1.1:ptb-awd-lstm-speed", "DRILL Sec. 4.1.1 (Table 3)", "Sec. 4.1.1",
-          "AWD-LSTM on PTB, seconds per epoch", {"seconds_per_epoch": 46},
-          "on PennTreebank the MoS model takes about 138 seconds per epoch while AWD-LSTM "
-          "about {seconds_per_epoch} seconds per epoch", _DRILL_SPEED),
-    _text("drill:sec4.1.1:ptb-drill-speed", "DRILL Sec. 4.1.1 (Table 3)", "Sec. 4.1.1",
-          "AWD-LSTM-DRILL on PTB, time per epoch relative to AWD-LSTM",
-          {"ratio_to_tied": 1.2},
-          "which makes it slower by a factor of 3.0 $\\times$ , whereas our model is only "
-          "{ratio_to_tied} $\\times$ slower than this", _DRILL_SPEED),
-    _text("drill:sec4.1.1:ptb-mos-speed", "DRILL Sec. 4.1.1 (Table 3)", "Sec. 4.1.1",
-          "AWD-LSTM-MoS on PTB, seconds per epoch and relative to AWD-LSTM",
-          {"seconds_per_epoch": 138, "ratio_to_tied": 3.0},
-          "on PennTreebank the MoS model takes about {seconds_per_epoch} seconds per epoch "
-          "while AWD-LSTM about 46 seconds per epoch, which makes it slower by a factor of "
-          "{ratio_to_tied}", _DRILL_SPEED),
-    _text("drill:sec4.1.1:wt2-awd-lstm-speed", "DRILL Sec. 4.1.1 (Table 3)", "Sec. 4.1.1",
-          "AWD-LSTM on WikiText-2, seconds per epoch", {"seconds_per_epoch": 89},
-          "while AWD-LSTM takes about {seconds_per_epoch} seconds per epoch", _DRILL_SPEED),
-    _text("drill:sec4.1.1:wt2-drill-speed", "DRILL Sec. 4.1.1 (Table 3)", "Sec. 4.1.1",
-          "AWD-LSTM-DRILL (4 layers) on WikiText-2, relative to AWD-LSTM",
-          {"ratio_to_tied": 1.2},
-          "whereas our model with 4-layers is only {ratio_to_tied} $\\times$ slower than the "
-          "baseline", _DRILL_SPEED),
-    _text("drill:sec4.1.1:wt2-mos-speed", "DRILL Sec. 4.1.1 (Table 3)", "Sec. 4.1.1",
-          "AWD-LSTM-MoS on WikiText-2, seconds per epoch and relative to AWD-LSTM",
-          {"seconds_per_epoch": 865, "ratio_to_tied": 9.7},
-          "The MoS model takes about {seconds_per_epoch} seconds per epoch while AWD-LSTM "
-          "takes about 89 seconds per epoch, which makes it slower by a factor of "
-          "{ratio_to_tied}", _DRILL_SPEED),
-    _text("drill:sec4.1.1:rank-awd-lstm", "DRILL Sec. 4.1.1", "Sec. 4.1.1",
-          "rank of the PTB log-probability matrix, AWD-LSTM", {"rank": 400},
-          "while for AWD-LSTM and our model the rank is only {rank}",
-          "the text states no tolerance; the authors' code counts singular values above 1 "
-          "and its results file gives 402 (see drill-repo:rank:softmax)"),
-    _text("drill:sec4.1.1:rank-drill", "DRILL Sec. 4.1.1", "Sec. 4.1.1",
-          "rank of the PTB log-probability matrix, AWD-LSTM-DRILL", {"rank": 400},
-          "while for AWD-LSTM and our model the rank is only {rank}",
-          "as for AWD-LSTM; the authors' results file gives 402 (drill-repo:rank:drill)"),
-    _text("drill:sec4.1.1:rank-mos", "DRILL Sec. 4.1.1", "Sec. 4.1.1",
-          "rank of the PTB log-probability matrix, AWD-LSTM-MoS", {"rank": 9981},
-          "the rank of the log-probability matrix for MoS on PennTreebank is {rank:,}",
-          "the authors' results file gives the same 9,981 with tol = 1"),
+    # (PennTreebank: "the MoS model takes about 138 seconds per epoch while AWD-LSTM about
+    # 46 seconds per epoch, which makes it slower by a factor of 3.0x, whereas our model is
+    # only 1.2x slower"; WikiText-2 likewise with 865, 89, 9.7x and 1.2x)
+    *[_text(f"drill:sec4.1.1:{slug}-speed", "DRILL Sec. 4.1.1 (Table 3)", "Sec. 4.1.1", row,
+            values, quote, _DRILL_SPEED) for slug, row, values, quote in [
+        ("ptb-awd-lstm", "AWD-LSTM on PTB, seconds per epoch", {"seconds_per_epoch": 46},
+         "on PennTreebank the MoS model takes about 138 seconds per epoch while AWD-LSTM "
+         "about {seconds_per_epoch} seconds per epoch"),
+        ("ptb-drill", "AWD-LSTM-DRILL on PTB, time per epoch relative to AWD-LSTM",
+         {"ratio_to_tied": 1.2}, "which makes it slower by a factor of 3.0 $\\times$ , "
+                                 "whereas our model is only {ratio_to_tied} $\\times$ slower"),
+        ("ptb-mos", "AWD-LSTM-MoS on PTB, seconds per epoch and relative to AWD-LSTM",
+         {"seconds_per_epoch": 138, "ratio_to_tied": 3.0},
+         "on PennTreebank the MoS model takes about {seconds_per_epoch} seconds per epoch "
+         "while AWD-LSTM about 46 seconds per epoch, which makes it slower by a factor of "
+         "{ratio_to_tied}"),
+        ("wt2-awd-lstm", "AWD-LSTM on WikiText-2, seconds per epoch",
+         {"seconds_per_epoch": 89},
+         "while AWD-LSTM takes about {seconds_per_epoch} seconds per epoch"),
+        ("wt2-drill", "AWD-LSTM-DRILL (4 layers) on WikiText-2, relative to AWD-LSTM",
+         {"ratio_to_tied": 1.2},
+         "whereas our model with 4-layers is only {ratio_to_tied} $\\times$ slower than the "
+         "baseline"),
+        ("wt2-mos", "AWD-LSTM-MoS on WikiText-2, seconds per epoch and relative to AWD-LSTM",
+         {"seconds_per_epoch": 865, "ratio_to_tied": 9.7},
+         "The MoS model takes about {seconds_per_epoch} seconds per epoch while AWD-LSTM "
+         "takes about 89 seconds per epoch, which makes it slower by a factor of "
+         "{ratio_to_tied}")]],
+    *[_text(f"drill:sec4.1.1:rank-{slug}", "DRILL Sec. 4.1.1", "Sec. 4.1.1",
+            f"rank of the PTB log-probability matrix, {model}", {"rank": rank}, quote, note)
+      for slug, model, rank, quote, note in [
+          ("awd-lstm", "AWD-LSTM", 400,
+           "while for AWD-LSTM and our model the rank is only {rank}",
+           "the text states no tolerance; the authors' code counts singular values above 1 "
+           "and its results file gives 402 (see drill-repo:rank:softmax)"),
+          ("drill", "AWD-LSTM-DRILL", 400,
+           "while for AWD-LSTM and our model the rank is only {rank}",
+           "as for AWD-LSTM; the authors' results file gives 402 (drill-repo:rank:drill)"),
+          ("mos", "AWD-LSTM-MoS", 9981,
+           "the rank of the log-probability matrix for MoS on PennTreebank is {rank:,}",
+           "the authors' results file gives the same 9,981 with tol = 1")]],
     # ------------------------------------- DRILL authors' repository (not in the paper)
-    PaperNumber("drill-repo:rank:softmax", _DRILL_REPO, None,
-                "analysis/rank/rank_results.txt", "Softmax", {"rank_tol_1": 402}, None,
-                note="numpy matrix_rank(tol=1) on PTB; 402 for validation and test",
-                unchecked=_NOT_A_PAPER),
-    PaperNumber("drill-repo:rank:drill", _DRILL_REPO, None, "analysis/rank/rank_results.txt",
-                "DRILL", {"rank_tol_1": 402}, None,
-                note="numpy matrix_rank(tol=1) on PTB; 402 for validation and test",
-                unchecked=_NOT_A_PAPER),
-    PaperNumber("drill-repo:rank:mos", _DRILL_REPO, None, "analysis/rank/rank_results.txt",
-                "MoS", {"rank_tol_1": 9981}, None,
-                note="numpy matrix_rank(tol=1) on PTB; 9,981 for validation and test",
-                unchecked=_NOT_A_PAPER),
+    *[PaperNumber(f"drill-repo:rank:{row.lower()}", _DRILL_REPO, None,
+                  "analysis/rank/rank_results.txt", row, {"rank_tol_1": rank}, None,
+                  note=f"numpy matrix_rank(tol=1) on PTB; {rank:,} for validation and test",
+                  unchecked=_NOT_A_PAPER)
+      for row, rank in [("Softmax", 402), ("DRILL", 402), ("MoS", 9981)]],
     # ------------------------------------------------- DOC Table 3 (PTB, J = 20 ablation)
     # the row label is the printed cells i3 i2 i1 i0 lambda_beta
     _doc_t3("i3-15", "15 0 0 0 0", 56.54, 54.44,
@@ -293,18 +281,20 @@ _ENTRIES: tuple[PaperNumber, ...] = (
                                                               10000),
                              ("awd-lstm-doc", "AWD-LSTM-DOC", 10000)]],
     # ------------------------------------------------- DOC Tables 7 (PTB) and 8 (WT2)
-    _lm("doc:table7:awd-lstm-mos", "MoS (Yang et al., 2018) as quoted in DOC Table 7",
-        "AWD-LSTM-MoS (Yang et al., 2018)", 22, 56.54, 54.44, finetuned=True),
-    _lm("doc:table7:awd-lstm-doc", "DOC Table 7", "Proposed method: AWD-LSTM-DOC", 23, 54.62,
-        52.87, finetuned=True, note="fine-tuned once, as the authors' README does"),
-    _lm("doc:table7:awd-lstm-doc-fin", "DOC Table 7", "Proposed method: AWD-LSTM-DOC (fin)",
-        23, 54.12, 52.38, finetuned=True, note="fine-tuning repeated until convergence"),
-    _lm("doc:table8:awd-lstm-mos", "MoS (Yang et al., 2018) as quoted in DOC Table 8",
-        "AWD-LSTM-MoS (Yang et al., 2018)", 35, 63.88, 61.45, finetuned=True),
-    _lm("doc:table8:awd-lstm-doc", "DOC Table 8", "Proposed method: AWD-LSTM-DOC", 37, 60.97,
-        58.55, finetuned=True, note="fine-tuned once, as the authors' README does"),
-    _lm("doc:table8:awd-lstm-doc-fin", "DOC Table 8", "Proposed method: AWD-LSTM-DOC (fin)",
-        37, 60.29, 58.03, finetuned=True, note="fine-tuning repeated until convergence"),
+    *[entry for table, (mos, doc, fin) in {7: ((22, 56.54, 54.44), (23, 54.62, 52.87),
+                                                (23, 54.12, 52.38)),
+                                            8: ((35, 63.88, 61.45), (37, 60.97, 58.55),
+                                                (37, 60.29, 58.03))}.items()
+      for entry in (
+          _lm(f"doc:table{table}:awd-lstm-mos",
+              f"MoS (Yang et al., 2018) as quoted in DOC Table {table}",
+              "AWD-LSTM-MoS (Yang et al., 2018)", *mos, finetuned=True),
+          _lm(f"doc:table{table}:awd-lstm-doc", f"DOC Table {table}",
+              "Proposed method: AWD-LSTM-DOC", *doc, finetuned=True,
+              note="fine-tuned once, as the authors' README does"),
+          _lm(f"doc:table{table}:awd-lstm-doc-fin", f"DOC Table {table}",
+              "Proposed method: AWD-LSTM-DOC (fin)", *fin, finetuned=True,
+              note="fine-tuning repeated until convergence"))],
     # ----------------------------- vMF: parameters of the input and output layers (Table 4)
     _row("vmf:table4:word-ce", "vMF Table 4", "word No CE",
          {"input_params_m": 25.6, "output_params_m": 51.2}, finetuned=None,
