@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from ..heads import HEADS, Features, MixtureHead, OutputHead, SoftmaxFamilyHead, build_head
 from ..heads.softmax import EmbeddingHead
 from .results import write_json
@@ -71,7 +72,7 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
         ValueError: any other precision.
     """
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose one of {list(PRECISIONS)}")
+        raise ConfigError(f"unknown precision {precision!r}; choose one of {list(PRECISIONS)}")
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
@@ -362,10 +363,10 @@ def check_names(names: Sequence[str], sizes: Sequence[str] = ()) -> None:
     """Raise a ValueError naming unknown head or size names and the valid ones."""
     unknown = sorted(set(names) - set(BENCH_HEADS))
     if unknown:
-        raise ValueError(f"unknown head(s) {unknown}; choose from {sorted(BENCH_HEADS)}")
+        raise ConfigError(f"unknown head(s) {unknown}; choose from {sorted(BENCH_HEADS)}")
     bad = sorted(set(sizes) - set(SIZES))
     if bad:
-        raise ValueError(f"unknown size(s) {bad}; choose from {sorted(SIZES)}")
+        raise ConfigError(f"unknown size(s) {bad}; choose from {sorted(SIZES)}")
 
 
 def fit_layers(options: dict, n_layers: int) -> dict:
@@ -381,7 +382,7 @@ def fit_layers(options: dict, n_layers: int) -> dict:
     while len(counts) > n_layers and counts[0] == 0:
         counts.pop(0)
     if len(counts) > n_layers:
-        raise ValueError(f"vectors_per_layer={options['vectors_per_layer']} reads more layers "
+        raise ConfigError(f"vectors_per_layer={options['vectors_per_layer']} reads more layers "
                          f"than the encoder's {n_layers} (embedding included); use an "
                          f"encoder with more layers (model.nlayers)")
     return {**options, "vectors_per_layer": [0] * (n_layers - len(counts)) + counts}

@@ -12,6 +12,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from ..errors import ConfigError
 from ..heads import OutputHead, SoftmaxFamilyHead, VMFHead, build_head
 from .bench import (
     BENCH_FORMAT,
@@ -106,12 +107,12 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
     """
     sizes = sorted({int(v) for v in vocab_sizes})
     if not sizes or sizes[0] < 2:
-        raise ValueError(f"vocab_sizes must be integers >= 2, got {list(vocab_sizes)}")
+        raise ConfigError(f"vocab_sizes must be integers >= 2, got {list(vocab_sizes)}")
     decode_positions = tokens if decode_positions is None else int(decode_positions)
     if decode_positions < 1:
-        raise ValueError(f"decode_positions must be a positive integer, got {decode_positions}")
+        raise ConfigError(f"decode_positions must be a positive integer, got {decode_positions}")
     if max_seconds is not None and max_seconds <= 0:
-        raise ValueError(f"max_seconds must be positive or None, got {max_seconds}")
+        raise ConfigError(f"max_seconds must be positive or None, got {max_seconds}")
     device = torch.device(device)
     autocast(device, precision)  # checks the precision before any work
     heads = {"softmax": ("softmax", {}), f"vmf-{dim}": ("vmf", {"dim": dim})}

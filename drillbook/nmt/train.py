@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from ..errors import ConfigError, MissingFileError, TrainingDiverged
 from ..heads import SoftmaxFamilyHead
 from ..train.checkpoint import load_checkpoint, save_atomic
 from ..train.runs import BEST, CONFIG, LAST, LOG, open_run_folder
@@ -121,7 +122,7 @@ class NMTTrainer:
             words, vectors = target_vectors
         elif source == "glove-50d":
             if self.config.data.tgt != "en":
-                raise ValueError(f"GloVe-50d is English; the target language is "
+                raise ConfigError(f"GloVe-50d is English; the target language is "
                                  f"{self.config.data.tgt!r}: use "
                                  f"data.target_embeddings=word2vec")
             words, vectors = load_glove_50d()
@@ -130,7 +131,7 @@ class NMTTrainer:
                                             seed=self.config.train.seed, epochs=10,
                                             min_count=1)
         else:
-            raise ValueError(f"a vmf head needs target word vectors: set "
+            raise ConfigError(f"a vmf head needs target word vectors: set "
                              f"data.target_embeddings to 'glove-50d' or 'word2vec' (got "
                              f"{source!r})")
         table, self.coverage = target_embeddings(self.tgt_vocab, words, vectors)
@@ -199,7 +200,7 @@ class NMTTrainer:
                 tic = time.perf_counter()
                 loss = self._loss(batch)
                 if not torch.isfinite(loss):
-                    raise RuntimeError(f"loss became {loss.item()} at epoch {self.epoch}, "
+                    raise TrainingDiverged(f"loss became {loss.item()} at epoch {self.epoch}, "
                                        f"step {self.step}; lower train.lr and resume")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -298,7 +299,7 @@ def load_nmt_run(run_dir: str | Path, *, which: str = "best", device: str | None
     """Rebuild a trained translation model and its vocabularies from a run folder."""
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).exists():
-        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
     config = NMTConfig.from_dict(json.loads((run_dir / CONFIG).read_text()))
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     state = load_checkpoint(run_dir / (BEST if which == "best" else LAST), device)

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from ..errors import CheckpointError, MissingFileError
+
 __all__ = ["load_checkpoint", "save_atomic"]
 
 
@@ -43,8 +45,8 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        raise MissingFileError(f"no checkpoint at {path}")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # corrupted, truncated, or not ours
-        raise ValueError(f"{path} is not a readable drillbook checkpoint: {err}") from err
+        raise CheckpointError(f"{path} is not a readable drillbook checkpoint: {err}") from err

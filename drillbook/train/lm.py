@@ -32,7 +32,7 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import TrainingDiverged
+from ..errors import CheckpointError, ConfigError, DataError, MissingFileError, TrainingDiverged
 from ..models import LanguageModel, build_model, eval_windows
 from .checkpoint import load_checkpoint, save_atomic
 from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
@@ -105,7 +105,7 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
         total += float(model.head.loss(out.features, y)) * y.numel()
         count += y.numel()
     if count == 0:
-        raise ValueError("evaluation stream is empty: not enough tokens for one window")
+        raise DataError("evaluation stream is empty: not enough tokens for one window")
     return total / count, count
 
 
@@ -173,7 +173,7 @@ class Trainer:
             return torch.optim.ASGD(params, lr=t.lr, t0=0, lambd=0.0, weight_decay=t.wdecay)
         if kind == "adam":
             return torch.optim.Adam(params, lr=t.lr, weight_decay=t.wdecay)
-        raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
+        raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
 
     def _optimizer_kind(self) -> str:
         return {torch.optim.SGD: "sgd", torch.optim.ASGD: "asgd",
@@ -217,7 +217,7 @@ class Trainer:
         self.elapsed = state["elapsed"]
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = state["epoch_acc"]
         if state["stage"] != self.stage:
-            raise ValueError(f"{path} is a {state['stage']!r} checkpoint, not {self.stage!r}")
+            raise CheckpointError(f"{path} is a {state['stage']!r} checkpoint, not {self.stage!r}")
         self.finished = state["finished"]
 
     def save(self) -> Path:
@@ -388,7 +388,7 @@ def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str 
     """
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).exists():
-        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
     config = Config.from_dict(json.loads((run_dir / CONFIG).read_text()))
     out = Path(out) if out is not None else run_dir / "finetune"
     trainer = Trainer(config, out, device=device, resume=resume, progress=progress,
@@ -408,7 +408,7 @@ def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = N
     run_dir = Path(run_dir)
     cfg_path = run_dir / CONFIG
     if not cfg_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
                                 f"train one with `drillbook train CONFIG --out {run_dir}`")
     config = Config.from_dict(json.loads(cfg_path.read_text()))
     corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
@@ -426,5 +426,5 @@ def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
     """The per-epoch records of a run (``log.jsonl``), oldest first."""
     path = Path(run_dir) / LOG
     if not path.exists():
-        raise FileNotFoundError(f"no training log at {path}")
+        raise MissingFileError(f"no training log at {path}")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from ..configs.schema import SectionedConfig
+from ..errors import MissingFileError, RunFolderError, RunFolderExistsError
 
 __all__ = ["BEST", "CONFIG", "LAST", "LOG", "open_run_folder"]
 
@@ -33,16 +34,16 @@ def open_run_folder(run_dir: Path, config: SectionedConfig, resume: bool) -> Pat
     last = run_dir / LAST
     if resume:
         if not last.exists():
-            raise FileNotFoundError(f"cannot resume: no checkpoint {last}; start the run "
+            raise MissingFileError(f"cannot resume: no checkpoint {last}; start the run "
                                     f"without --resume")
         saved = type(config).from_dict(json.loads((run_dir / CONFIG).read_text()))
         if saved.resume_key() != config.resume_key():
-            raise ValueError(f"{run_dir} was trained with a different config (hash "
+            raise RunFolderError(f"{run_dir} was trained with a different config (hash "
                              f"{saved.resume_key()} vs {config.resume_key()}); resume with "
                              f"the same config and overrides (only train.epochs and the "
                              f"checkpoint cadence may change), or use a new --out folder")
     elif last.exists():
-        raise FileExistsError(f"{run_dir} already holds a run ({LAST}); pass --resume to "
+        raise RunFolderExistsError(f"{run_dir} already holds a run ({LAST}); pass --resume to "
                               f"continue it or choose another --out folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / CONFIG).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
