@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
-from ..heads import OutputHead, SoftmaxFamilyHead, VMFHead, build_head
+from ..heads import OutputHead, build_head
 from .bench import (
     BENCH_FORMAT,
     autocast,
@@ -35,14 +35,15 @@ SWEEP_SIZES = (10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 800_000)
 def greedy_decode(head: OutputHead, hidden: Tensor) -> Tensor:
     """The most likely word per position, ``(...)`` ids from ``(..., d_hidden)`` features.
 
-    A softmax-family head takes the argmax of its logits; a vMF head the nearest
-    neighbour of its predicted vector among the unit output embeddings
+    A head with logits takes their argmax, any other distribution the argmax of its
+    log-probabilities; a head that is no distribution (vMF) the nearest neighbour of its
+    predicted vector among the unit output embeddings
     (:meth:`~drillbook.heads.VMFHead.decode`, cosine). No autograd.
     """
     with torch.no_grad():
-        if isinstance(head, VMFHead):
+        if not head.is_distribution:
             return head.decode(hidden)
-        if isinstance(head, SoftmaxFamilyHead):
+        if head.has_logits:
             return head.logits(hidden).argmax(-1)
         return head.log_prob(hidden).argmax(-1)
 
