@@ -195,7 +195,7 @@ def test_the_translation_trainer_takes_the_same_lock(tmp_path):
     ("train.clip=-1", r"invalid train\.clip=-1\.0: it must be 0 \(no clipping\) or"),
     ("train.optimizer=adamw", r"invalid train\.optimizer='adamw': it must be one of 'sgd', "
                               r"'adam'"),
-    ("head.kind=vmf", r"head\.kind='vmf' for a language model.*use one of .*drill"),
+    ("head.kind=vmf", r"head\.kind='vmf': .*cannot end a language model.*use one of .*drill"),
     ("train.nonmono=0", r"invalid train\.nonmono=0: it must be an integer >= 1"),
     ("train.max_batches_per_epoch=0", r"invalid train\.max_batches_per_epoch=0: it must be "
                                       r"null \(no cap\) or an integer >= 1"),

@@ -14,6 +14,7 @@ import torch
 
 from drillbook.cli import main
 from drillbook.configs import apply_overrides
+from drillbook.errors import ConfigError
 from drillbook.nmt.bleu import corpus_bleu
 from drillbook.nmt.config import get_nmt_config, list_nmt_configs
 from drillbook.nmt.data import load_parallel_from_files
@@ -108,8 +109,10 @@ def test_negative_sampling_keeps_every_positive_and_is_exact_with_everything():
     assert 2 not in set(seen[-1].tolist()) - positives
     full, _ = sampled_softmax_loss(model.head, feats, target, percent=100, ignore_index=0)
     torch.testing.assert_close(full, model.head.loss(feats, target, ignore_index=0))
-    with pytest.raises(TypeError, match="softmax-family"):
-        sampled_softmax_loss(object(), feats, target, percent=5, ignore_index=0)
+    mos = Seq2Seq(20, 50, emb_size=8, hidden=8, head="mos", head_options={"n_experts": 2})
+    with pytest.raises(ConfigError, match=r"'mos' head has no per-word logits; unset "
+                                          r"train\.negative_sampling"):
+        sampled_softmax_loss(mos.head, feats, target, percent=5, ignore_index=0)
 
 
 def test_encoder_refuses_an_empty_sentence():

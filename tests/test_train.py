@@ -25,7 +25,7 @@ from drillbook.configs import (
     apply_overrides,
 )
 from drillbook.data import batchify, load_corpus_from_files
-from drillbook.errors import RunFolderError
+from drillbook.errors import MissingFileError, RunFolderError, RunFolderExistsError
 from drillbook.train import (
     Trainer,
     TrainingDiverged,
@@ -204,12 +204,12 @@ def test_divergence_keeps_the_checkpoint_and_its_advice_resumes(tmp_path, monkey
 
 def test_run_folders_are_not_overwritten_or_resumed_with_another_config(tmp_path):
     make(tmp_path / "run").fit(max_steps=1)
-    with pytest.raises(RunFolderError, match="--resume"):
+    with pytest.raises(RunFolderExistsError, match="--resume"):
         make(tmp_path / "run")
     with pytest.raises(RunFolderError, match=r"different config \(train\.bptt: 6 -> 7\)"):
         make(tmp_path / "run", tiny_config(bptt=7), resume=True)
     make(tmp_path / "run", tiny_config(epochs=5), resume=True).close()  # longer is fine
-    with pytest.raises(RunFolderError, match="without --resume"):
+    with pytest.raises(MissingFileError, match="without --resume"):
         make(tmp_path / "empty", resume=True)
 
 

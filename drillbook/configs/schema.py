@@ -273,18 +273,19 @@ def check_fields(config: SectionedConfig, rules: Mapping[str, Rule]) -> None:
 
 def check_head_kind(kind: str, *, language_model: bool) -> None:
     """``head.kind`` must name a head in :data:`drillbook.heads.HEADS`; a language model
-    also needs one that gives word probabilities (not the continuous ``vmf`` head)."""
-    from ..heads import HEADS, VMFHead  # heavy (torch): imported only when validating
+    also needs one that declares a distribution over the words (``is_distribution``;
+    not the vMF head, which predicts word vectors)."""
+    from ..heads import HEADS  # heavy (torch): imported only when validating
 
     if kind not in HEADS:
         raise ConfigError(f"unknown head kind {kind!r} (head.kind): it must be one of "
                           f"{', '.join(sorted(HEADS))}")
-    if language_model and issubclass(HEADS[kind], VMFHead):
-        usable = sorted(k for k, c in HEADS.items() if not issubclass(c, VMFHead))
-        raise ConfigError(f"invalid head.kind={kind!r} for a language model: a continuous "
-                          f"head predicts word vectors, not the probabilities perplexity "
-                          f"needs (it is for translation configs, multi30k/...); use one "
-                          f"of {', '.join(usable)}")
+    if language_model and not HEADS[kind].is_distribution:
+        usable = sorted(k for k, c in HEADS.items() if c.is_distribution)
+        raise ConfigError(f"invalid head.kind={kind!r}: the {kind!r} head predicts word "
+                          f"vectors, not a distribution over words, so it cannot end a "
+                          f"language model (no perplexity; it is for translation configs, "
+                          f"multi30k/...); use one of {', '.join(usable)}")
 
 
 def _check_keys(cls, d: dict, where: str) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from torch import Tensor
 
+from ..errors import DataError, MissingFileError
 from .corpora import DATA_ENV, SPLITS, check_sha256, corpus_file, corpus_spec
 from .vocab import Vocabulary, read_tokens
 
@@ -89,7 +90,7 @@ def load_corpus_from_files(
     files = {s: Path(paths[s]).expanduser() for s in SPLITS}
     for split, path in files.items():
         if not path.is_file():
-            raise FileNotFoundError(f"{split} file of corpus {name!r} not found: {path}")
+            raise MissingFileError(f"{split} file of corpus {name!r} not found: {path}")
     tokens = {s: read_tokens(files[s]) for s in SPLITS}
     vocab = Vocabulary.build(tokens["train"], tokens["valid"], tokens["test"])
     ids = {s: vocab.encode(tokens[s]) for s in SPLITS}
@@ -133,7 +134,7 @@ def load_corpus(
         if wrong:
             detail = "; ".join(f"{k}: {f:,} (expected {e:,})" for k, (f, e) in wrong.items())
             folder = paths["train"].parent
-            raise ValueError(
+            raise DataError(
                 f"the {spec.name} files in {folder} are not the published corpus: {detail}. "
                 f"Check them with drillbook.data.verify({spec.name!r}), replace them with "
                 f"drillbook.data.download({spec.name!r}, force=True), or point ${DATA_ENV} "

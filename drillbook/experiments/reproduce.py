@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from ..configs import apply_overrides, get_config, paper_row
+from ..errors import ConfigError
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
 
@@ -133,14 +134,14 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     from ..train import Trainer, evaluate, load_run, read_log
 
     if table not in TABLES:
-        raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+        raise ConfigError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
     source = git_state()  # the code this call runs, read before training starts
     chosen = TABLES[table]
     if rows:
         names = {r.name for r in chosen}
         unknown = sorted(set(rows) - names)
         if unknown:
-            raise ValueError(f"unknown row(s) {unknown} in {table!r}; rows: {sorted(names)}")
+            raise ConfigError(f"unknown row(s) {unknown} in {table!r}; rows: {sorted(names)}")
         chosen = [r for r in chosen if r.name in rows]
     written = []
     for row in chosen:

@@ -42,6 +42,7 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
     """
 
     kind = "bilinear"
+    options = ("bias",)
 
     def __init__(
         self,

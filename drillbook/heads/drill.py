@@ -88,6 +88,8 @@ class DrillHead(LabelEncoderHead):
     """
 
     kind = "drill"
+    options = ("depth", "activation", "dropout", "dropout_kind", "residual",
+               "residual_previous", "bias")
     activations = ("sigmoid", "relu", "tanh", "identity")
     dropout_kinds = ("variational", "standard")
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from .base import Features
+from .base import Features, check_positive_int
 from .label_cache import LabelEncoderHead
 
 __all__ = ["ACTIVATIONS", "DualHead", "check_activation"]
@@ -33,13 +33,6 @@ def check_activation(name: str, choices: tuple[str, ...], kind: str) -> str:
             f"unknown activation {name!r} for the {kind!r} head; choose one of {list(choices)}"
         )
     return name
-
-
-def check_positive_int(value: object, what: str) -> int:
-    """``value`` as an ``int`` if it is a positive integer, else a ValueError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-    return value
 
 
 class DualHead(LabelEncoderHead):
@@ -87,6 +80,7 @@ class DualHead(LabelEncoderHead):
     """
 
     kind = "dual"
+    options = ("d_joint", "activation", "bias")
     activations = ("tanh", "sigmoid", "relu", "identity")
 
     def __init__(

@@ -104,6 +104,8 @@ class MixtureHead(EmbeddingHead):
     Subclasses implement :meth:`components`.
     """
 
+    is_mixture = True
+
     def __init__(self, vocab_size: int, d_hidden: int, embedding, *, bias: bool,
                  n_vectors: int, latent_dropout: float, shared_mask: bool,
                  chunk_size: int | None, cv_weight: float) -> None:
@@ -211,6 +213,7 @@ class MoSHead(MixtureHead):
     """
 
     kind = "mos"
+    options = ("n_experts", "latent_dropout", "chunk_size", "bias")
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *, n_experts: int = 15,
                  latent_dropout: float = 0.0, chunk_size: int | None = None,
@@ -268,6 +271,9 @@ class DOCHead(MixtureHead):
     """
 
     kind = "doc"
+    options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight",
+               "chunk_size", "bias")
+    reads_layers = True
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *,
                  vectors_per_layer: Sequence[int] = (0, 0, 5, 15),

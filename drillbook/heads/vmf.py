@@ -86,6 +86,8 @@ class VMFHead(OutputHead):
     """
 
     kind = "vmf"
+    options = ("target_embeddings", "dim", "loss", "lambda1", "lambda2", "margin", "bias")
+    is_distribution = False
 
     def __init__(
         self,

@@ -22,7 +22,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from ..errors import ConfigError
-from ..heads import SoftmaxFamilyHead
+from ..heads import HEADS, OutputHead
 from ..train.checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
 from ..train.runs import (
     apply_learning_rate,
@@ -41,8 +41,17 @@ from .model import Seq2Seq
 __all__ = ["NMTTrainer", "load_nmt_run", "sampled_softmax_loss", "translate_pairs"]
 
 
+def check_negative_sampling(head: OutputHead | type[OutputHead]) -> None:
+    """Raise a ConfigError unless ``head`` (a head or a head class) scores each word with
+    one logit (``has_logits``), which is what sampled-softmax training samples from."""
+    if not head.has_logits:
+        with_logits = sorted(kind for kind, cls in HEADS.items() if cls.has_logits)
+        raise ConfigError(f"negative sampling scores a sample of the words with one softmax, "
+                          f"and the {head.kind!r} head has no per-word logits; unset "
+                          f"train.negative_sampling or use one of {with_logits}")
 
-def sampled_softmax_loss(head: SoftmaxFamilyHead, features: Tensor, target: Tensor, *,
+
+def sampled_softmax_loss(head: OutputHead, features: Tensor, target: Tensor, *,
                          percent: float, ignore_index: int, exclude: tuple[int, ...] = (),
                          generator: torch.Generator | None = None) -> tuple[Tensor, int]:
     """Cross-entropy over a sampled set of candidate words (joint-embedding paper §3.2).
@@ -50,13 +59,15 @@ def sampled_softmax_loss(head: SoftmaxFamilyHead, features: Tensor, target: Tens
     The candidates are every distinct target word of the batch (all positives, always)
     plus words drawn uniformly without replacement from the rest of the vocabulary, up
     to ``percent`` % of ``V`` in total (more if the positives alone exceed that). Only
-    the candidates' scores are computed (:meth:`SoftmaxFamilyHead.logits_subset`).
+    the candidates' scores are computed (``head.logits_subset``).
 
     Returns:
         the mean loss over the kept positions, and the number of candidates.
+
+    Raises:
+        ConfigError: a head without per-word logits (``has_logits`` false: MoS, DOC, vMF).
     """
-    if not isinstance(head, SoftmaxFamilyHead):
-        raise TypeError("negative sampling needs a softmax-family head (one score per word)")
+    check_negative_sampling(head)
     keep = target != ignore_index
     flat_t = target[keep]
     feats = features[keep]
@@ -99,6 +110,9 @@ class NMTTrainer:
                  corpus=None, target_vectors: tuple[list[str], Any] | None = None,
                  resume: bool = False, progress: bool | None = None) -> None:
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
+        head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
+        if head_cls is not None and config.train.negative_sampling is not None:
+            check_negative_sampling(head_cls)  # before anything is written or loaded
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.folder = open_run_folder(self.run_dir, config, resume)
         self.folder.start(NMT_CHECKPOINT, self.device, restore=self._restore,
@@ -114,7 +128,8 @@ class NMTTrainer:
         self.src_vocab = NMTVocab.build([s for s, _ in self.train_pairs], min_freq=d.min_freq)
         self.tgt_vocab = NMTVocab.build([g for _, g in self.train_pairs], min_freq=d.min_freq)
         options = dict(config.head.options)
-        if config.head.kind == "vmf":
+        head_cls = HEADS.get(config.head.kind)
+        if head_cls is not None and not head_cls.is_distribution:  # vMF: a frozen table
             options["target_embeddings"] = self._target_table(target_vectors)
         self.model = Seq2Seq(len(self.src_vocab), len(self.tgt_vocab),
                              emb_size=config.model.emb_size, hidden=config.model.hidden,
@@ -196,7 +211,7 @@ class NMTTrainer:
         t = self.config.train
         src, lengths = batch.src.to(self.device), batch.src_lengths.to(self.device)
         tgt_in, tgt_out = batch.tgt_in.to(self.device), batch.tgt_out.to(self.device)
-        if t.negative_sampling is None or self.model.is_continuous:
+        if t.negative_sampling is None:
             return self.model.loss(src, lengths, tgt_in, tgt_out)
         features = self.model(src, lengths, tgt_in)
         loss, _ = sampled_softmax_loss(
@@ -353,7 +368,8 @@ def load_nmt_run(run_dir: str | Path, *, which: str = "best", device: str | None
     src_vocab = NMTVocab.from_state_dict(state["src_vocab"])
     tgt_vocab = NMTVocab.from_state_dict(state["tgt_vocab"])
     options = dict(config.head.options)
-    if config.head.kind == "vmf":  # the frozen table is in the checkpoint
+    head_cls = HEADS.get(config.head.kind)
+    if head_cls is not None and not head_cls.is_distribution:  # its table: in the checkpoint
         options["target_embeddings"] = state["model"]["head.target_embeddings"]
     model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_size=config.model.emb_size,
                     hidden=config.model.hidden, dec_layers=config.model.dec_layers,

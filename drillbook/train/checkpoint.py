@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, MissingFileError
 
 __all__ = ["FORMATS", "LM_CHECKPOINT", "LM_WEIGHTS", "NMT_CHECKPOINT", "NMT_WEIGHTS",
            "load_checkpoint", "save_atomic"]
@@ -123,13 +123,13 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu", *,
             kind.
 
     Raises:
-        CheckpointError: no such file; the file is corrupt or truncated; it is not a
-            drillbook checkpoint or not one of ``formats``. The one-line message names
-            the file.
+        MissingFileError: no such file.
+        CheckpointError: the file is corrupt or truncated; it is not a drillbook
+            checkpoint or not one of ``formats``. The one-line message names the file.
     """
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}; {fix}")
+        raise MissingFileError(f"no checkpoint at {path}; {fix}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # corrupted, truncated, or not ours

@@ -39,7 +39,7 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import CheckpointError, DataError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, DataError, MissingFileError, TrainingDiverged
 from ..models import LanguageModel, build_model, eval_windows
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
 from .runs import (
@@ -227,7 +227,7 @@ class Trainer:
             return torch.optim.ASGD(params, lr=t.lr, t0=0, lambd=0.0, weight_decay=t.wdecay)
         if kind == "adam":
             return torch.optim.Adam(params, lr=t.lr, weight_decay=t.wdecay)
-        raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
+        raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
 
     def _optimizer_kind(self) -> str:
         return {torch.optim.SGD: "sgd", torch.optim.ASGD: "asgd",
@@ -476,7 +476,7 @@ def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str 
     """
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).exists():
-        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
     config = Config.from_dict(json.loads((run_dir / CONFIG).read_text()))
     out = Path(out) if out is not None else run_dir / "finetune"
     trainer = Trainer(config, out, device=device, resume=resume, progress=progress,

@@ -39,7 +39,13 @@ from typing import Any
 import torch
 
 from ..configs.schema import SectionedConfig
-from ..errors import CheckpointError, ConfigError, RunFolderError, TrainingDiverged
+from ..errors import (
+    ConfigError,
+    MissingFileError,
+    RunFolderError,
+    RunFolderExistsError,
+    TrainingDiverged,
+)
 from .checkpoint import load_checkpoint, save_atomic
 
 __all__ = ["BEST", "CONFIG", "LAST", "LOCK", "LOG", "RunFolder", "RunLock",
@@ -131,13 +137,14 @@ def read_run_config(run_dir: str | Path, cls: type[SectionedConfig]):
     """The validated config in ``run_dir/config.json``.
 
     Raises:
-        RunFolderError: no such file, or a file that is not a valid ``cls`` config (the
-            message names the file and what is wrong with it).
+        MissingFileError: no such file.
+        RunFolderError: a file that is not a valid ``cls`` config (the message names the
+            file and what is wrong with it).
     """
     run_dir = Path(run_dir)
     path = run_dir / CONFIG
     if not path.is_file():
-        raise RunFolderError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
                              f"train one with `drillbook train CONFIG --out {run_dir}`")
     fix = ("restore the file the run was trained with (a language model's best.pt keeps "
            "a copy under 'config'), or train into a new --out folder")
@@ -167,11 +174,12 @@ def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
     """The per-epoch records of a run (``log.jsonl``), oldest first.
 
     Raises:
-        RunFolderError: no log, or a line that is not a JSON record (named by number).
+        MissingFileError: no log.
+        RunFolderError: a line that is not a JSON record (named by number).
     """
     path = Path(run_dir) / LOG
     if not path.is_file():
-        raise RunFolderError(f"no training log at {path}: the run has not finished an "
+        raise MissingFileError(f"no training log at {path}: the run has not finished an "
                              f"epoch yet (or {Path(run_dir)} is not a run folder)")
     records = []
     for i, _, record in _records(path):
@@ -228,7 +236,7 @@ class RunFolder:
         self._stamp: tuple[int, int] | None = None
         self._saved: SectionedConfig | None = None  # config.json of a resumed run
         if resume and not self.last.exists():  # before the lock creates the folder
-            raise RunFolderError(f"cannot resume: {self.path} has no checkpoint ({LAST}); "
+            raise MissingFileError(f"cannot resume: {self.path} has no checkpoint ({LAST}); "
                                  f"start the run without --resume")
         self._lock = RunLock(self.path)
         self._lock.acquire()
@@ -243,7 +251,7 @@ class RunFolder:
     def _check(self) -> None:
         if not self.resume:
             if self.last.exists():
-                raise RunFolderError(f"{self.path} already holds a run ({LAST}); pass "
+                raise RunFolderExistsError(f"{self.path} already holds a run ({LAST}); pass "
                                      f"--resume to continue it or choose another --out "
                                      f"folder")
             return
@@ -369,9 +377,10 @@ def open_run_folder(run_dir: str | Path, config: SectionedConfig,
 
     Raises:
         ConfigError: an invalid config.
-        RunFolderError: the folder is in use; ``resume`` without a checkpoint; a new
-            run in a folder that already holds one; resuming with a config that changes
-            the training itself (the message lists the differing keys); an unreadable
+        MissingFileError: ``resume`` without a checkpoint (or without ``config.json``).
+        RunFolderExistsError: a new run in a folder that already holds one.
+        RunFolderError: the folder is in use; resuming with a config that changes the
+            training itself (the message lists the differing keys); an unreadable
             ``config.json``.
     """
     return RunFolder(run_dir, config, resume)
@@ -412,13 +421,13 @@ def checkpoint_path(run_dir: Path, which: str) -> Path:
 
     Raises:
         ValueError: ``which`` is neither ``"best"`` nor ``"last"``.
-        CheckpointError: the file does not exist.
+        MissingFileError: the file does not exist.
     """
     if which not in ("best", "last"):
         raise ValueError(f"which must be 'best' or 'last', got {which!r}")
     path = Path(run_dir) / (BEST if which == "best" else LAST)
     if not path.exists():
-        raise CheckpointError(f"{run_dir} has no {path.name} yet (no epoch finished); "
+        raise MissingFileError(f"{run_dir} has no {path.name} yet (no epoch finished); "
                               f"train it further, or use the other checkpoint")
     return path
 
