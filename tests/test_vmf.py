@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from drillbook.heads import VMFHead, build_head
 from drillbook.errors import DataError
+from drillbook.heads import VMFHead, build_head
 from drillbook.losses import (
     DECODE_METRICS,
     LOSSES,
