@@ -324,7 +324,7 @@ class DOCHead(MixtureHead):
     """
 
     kind = "doc"
-    options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight",
+    options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight", "cv_form",
                "chunk_size", "bias")
     reads_layers = True
 
