@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -68,8 +67,9 @@ class Seq2Seq(nn.Module):
         head_options: its keyword options (e.g. ``{"d_joint": 512}`` or, for ``"vmf"``,
             ``{"target_embeddings": table}``).
         input_from_targets: decoder inputs are the frozen target embeddings of the vMF
-            head, projected to ``emb_size`` (the vMF paper's "tied" input); needs a head
-            that is not a distribution (vMF).
+            head, projected to ``emb_size`` by a trained ``Linear(m, emb_size)`` (the vMF
+            paper's "tied" input, its best setup); needs a head that is not a distribution
+            (vMF). The model then has no trained target embedding (``tgt_embed`` is None).
 
     Raises:
         ConfigError: a head that reads layers (DOC), ``input_from_targets`` without a vMF
@@ -87,17 +87,22 @@ class Seq2Seq(nn.Module):
         super().__init__()
         if hidden % 2:
             raise ValueError(f"hidden must be even (two encoder directions), got {hidden}")
+        head_cls = HEADS.get(head)  # an unknown kind: build_head names the choices
+        if input_from_targets and head_cls is not None and head_cls.is_distribution:
+            raise ConfigError(f"input_from_targets feeds the decoder the frozen target "
+                              f"vectors of a vmf head, and the {head!r} head has none; "
+                              f"use head 'vmf' or turn input_from_targets off")
         self.pad_id, self.hidden_size, self.dec_layers = pad_id, hidden, dec_layers
         self.src_embed = nn.Embedding(src_vocab, emb_size, padding_idx=pad_id)
         self.encoder = nn.LSTM(emb_size, hidden // 2, bidirectional=True)
         self.bridge = nn.Linear(hidden, 2 * dec_layers * hidden)
-        self.tgt_embed = nn.Embedding(tgt_vocab, emb_size, padding_idx=pad_id)
+        self.tgt_embed = (None if input_from_targets  # the inputs read the head's table
+                          else nn.Embedding(tgt_vocab, emb_size, padding_idx=pad_id))
         self.decoder = nn.LSTM(emb_size, hidden, num_layers=dec_layers,
                                dropout=dropout if dec_layers > 1 else 0.0)
         self.attn_score = nn.Linear(hidden, hidden, bias=False)  # W_a (general score)
         self.attn_out = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
         self.drop = nn.Dropout(dropout)
-        head_cls = HEADS.get(head)  # an unknown kind: build_head names the choices
         if head_cls is not None and head_cls.reads_layers:
             raise ConfigError(f"the {head!r} head reads an encoder's middle layers, but the "
                               f"translation decoder hands its head only the attentional "
@@ -111,13 +116,10 @@ class Seq2Seq(nn.Module):
             raise ConfigError(f"translation head {head!r}: {err}") from err
         self.input_from_targets = input_from_targets
         if input_from_targets:
-            if self.head.is_distribution:
-                raise ConfigError(f"input_from_targets feeds the decoder the frozen target "
-                                  f"vectors of a vmf head, and the {head!r} head has none; "
-                                  f"use head 'vmf' or turn input_from_targets off")
             self.input_proj = nn.Linear(self.head.target_embeddings.shape[1], emb_size)
-        for p in (self.src_embed.weight, self.tgt_embed.weight):
-            nn.init.uniform_(p, -0.1, 0.1)
+        for embed in (self.src_embed, self.tgt_embed):
+            if embed is not None:
+                nn.init.uniform_(embed.weight, -0.1, 0.1)
 
     # ------------------------------------------------------------- encoder
     def encode(self, src: Tensor, src_lengths: Tensor) -> DecoderState:
@@ -176,9 +178,9 @@ class Seq2Seq(nn.Module):
 
     def next_token_scores(self, features: Tensor) -> Tensor:
         """Log-probabilities ``(..., V)`` for a head that is a distribution over words; for
-        a continuous head the cosine similarity of its predicted vector to every word's
-        (higher is better)."""
+        a continuous head every word's score by the head's own decoding distance
+        (``VMFHead.scores``: vMF density, cosine, or minus the squared Euclidean distance;
+        higher is better)."""
         if self.is_continuous:
-            pred = F.normalize(self.head.predict_vectors(features), dim=-1)
-            return pred @ self.head.target_embeddings.T
+            return self.head.scores(features)
         return self.head.log_prob(features)
