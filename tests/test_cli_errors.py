@@ -272,8 +272,10 @@ def test_report_names_a_corrupt_result_file(capsys, tmp_path, content, problem):
     (["bench", "--heads", "nope"], "unknown head(s) ['nope']"),
     (["bench", "--sweep", "--vocab-sizes", "1"], "vocab_sizes must be integers >= 2"),
     (["data", "verify", "nope"], "unknown corpus 'nope'"),
-    (["params", "tutorial/ptb-tied", "--set", "model.nlayers=0"], "nlayers must be >= 1"),
-    (["params", "tutorial/ptb-tied", "--set", "model.dropout=1.5"], "dropout must lie in"),
+    (["params", "tutorial/ptb-tied", "--set", "model.nlayers=0"],
+     "invalid model.nlayers=0: it must be an integer >= 1"),
+    (["params", "tutorial/ptb-tied", "--set", "model.dropout=1.5"],
+     "invalid model.dropout=1.5: it must be a dropout probability in [0, 1)"),
 ])
 def test_user_errors_of_other_commands(capsys, argv, message):
     assert message in user_error(capsys, argv)

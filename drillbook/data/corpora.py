@@ -17,15 +17,18 @@ Every benchmark in the book is one of a few public corpora. This module holds
   file next to its destination, hashed while it streams, and moved into place with one
   atomic ``os.replace`` only if its sha256 matches the registry. A file with the wrong
   bytes is deleted and never cached (:class:`ChecksumError`);
-* **verification** of files already on disk (:func:`verify`).
+* **verification** of files already on disk (:func:`verify`), and of the files a corpus
+  is loaded from (:func:`check_sha256`, which :func:`drillbook.data.load_corpus` calls).
 
-Nothing here keeps state between calls: every function reads the environment when it is
-called, so ``monkeypatch.setenv`` in a test or ``os.environ[...] = ...`` in a notebook
-takes effect at once.
+Every function reads the environment when it is called, so ``monkeypatch.setenv`` in a
+test or ``os.environ[...] = ...`` in a notebook takes effect at once. The only memory
+kept between calls is :func:`check_sha256`'s table of file hashes, keyed by path, size,
+modification time and inode, so that loading the same unchanged file again costs nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -47,6 +50,7 @@ __all__ = [
     "CorpusSpec",
     "DownloadError",
     "FileCheck",
+    "check_sha256",
     "corpus_file",
     "corpus_spec",
     "data_root",
@@ -422,6 +426,40 @@ def sha256_file(path: str | os.PathLike, chunk_size: int = _CHUNK) -> str:
         while chunk := f.read(chunk_size):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def _sha256_memo(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    return sha256_file(path)
+
+
+def check_sha256(name: str, paths: Mapping[str, str | os.PathLike]) -> None:
+    """Check the files a corpus is being loaded from against the registry's sha256.
+
+    A file's hash is remembered under its path, size, modification time and inode, so a
+    repeated load of an unchanged file does not read it again (PTB hashes in ~10 ms).
+
+    Args:
+        name: a key of :data:`CORPORA`.
+        paths: split -> the file read for it.
+
+    Raises:
+        ChecksumError: a file's sha256 differs (the message names the file and the fix).
+    """
+    spec = corpus_spec(name)
+    for split, path in paths.items():
+        path = Path(path)
+        expected = spec.sha256[spec.filename(split)]
+        st = path.stat()
+        actual = _sha256_memo(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        if actual != expected:
+            raise ChecksumError(
+                f"{path} is not the published {spec.name} {split} file (sha256 "
+                f"{actual[:16]}..., expected {expected[:16]}...): re-download it with "
+                f"`drillbook data download {spec.name} --force`, or point ${DATA_ENV} at "
+                f"a verified copy",
+                path=path, expected=expected, actual=actual,
+            )
 
 
 def verify(name: str, root: str | os.PathLike | None = None) -> list[FileCheck]:

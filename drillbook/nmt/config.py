@@ -76,6 +76,51 @@ class NMTConfig(SectionedConfig):
     train: NMTTrainConfig = field(default_factory=NMTTrainConfig)
     paper: dict[str, Any] = field(default_factory=dict)
 
+    def validate(self) -> NMTConfig:
+        """Types and ranges of every value, a known head, and word vectors for a
+        continuous (``vmf``) head; returns ``self``.
+
+        Raises:
+            ConfigError: one line naming the key, the value and what is valid.
+        """
+        from ..configs.schema import (
+            AT_LEAST_ONE,
+            CAP,
+            CLIP,
+            POSITIVE,
+            PROBABILITY,
+            check_fields,
+            check_head_kind,
+            one_of,
+        )
+
+        super().validate()
+        check_fields(self, {
+            "data.min_freq": AT_LEAST_ONE, "data.max_train_pairs": CAP,
+            "data.target_embeddings": one_of(None, "glove-50d", "word2vec"),
+            "model.emb_size": AT_LEAST_ONE, "model.hidden": AT_LEAST_ONE,
+            "model.dec_layers": AT_LEAST_ONE, "model.dropout": PROBABILITY,
+            "train.batch_size": AT_LEAST_ONE, "train.lr": POSITIVE, "train.clip": CLIP,
+            "train.epochs": (lambda v: v >= 1, "an integer >= 1 (0 would train nothing)"),
+            "train.max_batches_per_epoch": CAP, "train.max_eval_pairs": CAP,
+            "train.negative_sampling": (lambda v: v is None or 0 < v <= 100,
+                                        "null (full softmax) or a percentage in (0, 100]"),
+            "train.max_len": AT_LEAST_ONE, "train.log_interval": AT_LEAST_ONE,
+            "train.checkpoint_minutes": POSITIVE,
+            "train.checkpoint_steps": (lambda v: v is None or v >= 1,
+                                       "null (time-based only) or an integer >= 1"),
+        })
+        check_head_kind(self.head.kind, language_model=False)
+        vectors = self.data.target_embeddings
+        if self.head.kind == "vmf" and vectors is None:
+            raise ConfigError("a vmf head needs target word vectors: set "
+                              "data.target_embeddings to 'glove-50d' or 'word2vec'")
+        if vectors == "glove-50d" and self.data.tgt != "en":
+            raise ConfigError(f"invalid data.target_embeddings='glove-50d' for target "
+                              f"language {self.data.tgt!r}: GloVe-50d is English; use "
+                              f"data.target_embeddings=word2vec")
+        return self
+
 
 def _multi30k(head: str, options: dict | None = None, *, pair=("de", "en"),
               embeddings: str | None = None, description: str = "",
