@@ -17,8 +17,16 @@
     drillbook synthetic-rank ...           the softmax bottleneck on a synthetic language
     drillbook info                         versions, device, profile
 
-``drillbook COMMAND --help`` describes each command. Bad input is reported in one line
-(exit status 2); set ``DRILLBOOK_DEBUG=1`` to see the traceback instead.
+``drillbook COMMAND --help`` describes each command. ``--set KEY=VALUE`` may be given
+several times; the values add up and a later value of the same key wins.
+
+Exit status: 0 done; 1 ``data verify`` found a missing or altered file; 2 bad input or
+environment, reported in one line ``drillbook: error: ...`` (set ``DRILLBOOK_DEBUG=1`` for
+the traceback instead), or a usage error; 130 interrupted (Ctrl-C); 141 the reader of the
+output went away (``drillbook configs --json | head -1``): output stops quietly with the
+status a shell gives a program that a closed pipe stopped (128 + SIGPIPE). Only the
+package's own errors (:mod:`drillbook.errors`) are reported in one line: any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -30,11 +38,34 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["build_parser", "main"]
+from .errors import (
+    DrillbookError,
+    MissingFileError,
+    MissingPackageError,
+    ResultFileError,
+    RunFolderError,
+)
+
+__all__ = ["DEBUG_ENV", "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_USER_ERROR",
+           "CommandError", "build_parser", "main"]
+
+#: Set to anything but ``""`` or ``"0"`` to see a user error's traceback.
+DEBUG_ENV = "DRILLBOOK_DEBUG"
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
-class CommandError(Exception):
-    """A user error: printed as ``drillbook: error: ...``, exit status 2."""
+class CommandError(DrillbookError):
+    """A command-line combination that cannot work: ``drillbook: error: ...``, exit 2."""
+
+
+def _perplexity(loss: float) -> float:
+    """``exp(loss)``, or ``inf`` where that overflows a float (a loss above ~709.8)."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
 
 
 def _print_json(obj) -> None:
@@ -98,9 +129,35 @@ def _resolve_config(name: str, overrides: list[str] | None):
     return apply_overrides(get_config(name), overrides or [])
 
 
+def _run_config(run_dir: Path) -> dict:
+    """A run folder's ``config.json``; a package error naming the folder (or the file)
+    when it is not a run folder or its config is unreadable."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no config.json); "
+                               f"train one with `drillbook train CONFIG --out {run_dir}`")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunFolderError(f"{path} is not a readable run config ({err}); restore it from "
+                             f"the run's config name and overrides, or train the run again"
+                             ) from None
+    if not isinstance(config, dict):
+        raise RunFolderError(f"{path} holds a JSON {type(config).__name__}, not a run "
+                             f"config; restore it, or train the run again")
+    return config
+
+
 def _is_nmt_run(run_dir: Path) -> bool:
-    cfg = run_dir / "config.json"
-    return cfg.exists() and json.loads(cfg.read_text()).get("name", "").startswith("multi30k/")
+    """Whether a run folder holds a translation run (see :func:`_run_config`)."""
+    return str(_run_config(run_dir).get("name", "")).startswith("multi30k/")
+
+
+def _language_model_run(run_dir: Path, command: str) -> None:
+    """A CommandError if ``run_dir`` holds a translation run (``command`` reads LM runs)."""
+    if _is_nmt_run(run_dir):
+        raise CommandError(f"{command} works on language-model runs; {run_dir} is a "
+                           f"translation run (use `drillbook eval` or `drillbook translate`)")
 
 
 def _cmd_configs(args: argparse.Namespace) -> int:
@@ -145,7 +202,12 @@ def param_report(config, vocab_size: int | None = None) -> dict:
 
 
 def _cmd_params(args: argparse.Namespace) -> int:
-    report = param_report(_resolve_config(args.config, args.set))
+    config = _resolve_config(args.config, args.set)
+    if config.name.startswith("multi30k/"):
+        raise CommandError(f"params counts language-model configs; {config.name} is a "
+                           f"translation config, whose vocabulary sizes come from its "
+                           f"training data")
+    report = param_report(config)
     if args.json:
         _print_json(report)
         return 0
@@ -179,18 +241,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
                       progress=not args.quiet)
     status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
     print(f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
-          f"best valid ppl {status.best_val_ppl:.2f}; run folder {out}")
+          f"best valid ppl {_perplexity(status.best_val_loss):.2f}; run folder {out}")
     return 0
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from .train import finetune
 
+    _language_model_run(args.run_dir, "finetune")
     status, out = finetune(args.run_dir, out=args.out, device=args.device, resume=args.resume,
                            max_epochs=args.max_epochs, max_minutes=args.max_minutes,
                            progress=not args.quiet, lr=args.lr)
     print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
-          f"ppl {status.best_val_ppl:.2f}; run folder {out}")
+          f"ppl {_perplexity(status.best_val_loss):.2f}; run folder {out}")
     return 0
 
 
@@ -212,19 +275,30 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     data = _split_data(config, corpus, args.split).to(next(model.parameters()).device)
     loss, n = evaluate(model, data, config.train.bptt, args.max_tokens)
     result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
-              "loss": loss, "ppl": math.exp(loss), "tokens": n}
+              "loss": loss, "ppl": _perplexity(loss), "tokens": n}
     return _emit(args, result, f"{args.split} perplexity {result['ppl']:.2f} over {n:,} "
                                f"tokens ({args.which} weights of {args.run_dir})")
 
 
+def _check_beam(model, beam: int) -> None:
+    """A CommandError for ``--beam`` above 1 with a vMF run (it has no word distribution)."""
+    if beam > 1 and model.is_continuous:
+        raise CommandError(f"--beam {beam}: a vMF run decodes greedily by nearest neighbour "
+                           f"(it has no distribution over words to search); drop --beam")
+
+
 def _eval_nmt(args: argparse.Namespace) -> int:
     from .nmt.bleu import corpus_bleu
+    from .nmt.config import NMTConfig
     from .nmt.data import load_parallel
     from .nmt.train import load_nmt_run, translate_pairs
 
-    config, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, which=args.which,
-                                                       device=args.device)
+    config = NMTConfig.from_dict(_run_config(args.run_dir))
+    # the corpus first: a missing one is reported before any weights are read
     corpus = load_parallel(config.data.src, config.data.tgt, download=True)
+    _, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, which=args.which,
+                                                  device=args.device)
+    _check_beam(model, args.beam)
     pairs = corpus.split(args.split)[: args.max_tokens]  # --max-tokens caps sentences here
     device = next(model.parameters()).device
     hyps = translate_pairs(model, pairs, src_vocab, tgt_vocab, beam=args.beam,
@@ -243,10 +317,19 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if not _is_nmt_run(args.run_dir):
         raise CommandError(f"{args.run_dir} is not a translation run (train one with "
                            f"`drillbook train multi30k/de-en-softmax --out DIR`)")
+    if args.input and not Path(args.input).is_file():
+        raise MissingFileError(f"--input {args.input}: no such file; give a file of "
+                               f"tokenised sentences, one per line, or pipe them in")
     _, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, device=args.device)
-    stream = open(args.input) if args.input else sys.stdin
-    with stream:
-        lines = [line.split() for line in stream]
+    _check_beam(model, args.beam)
+    stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
+    try:
+        with stream:
+            lines = [line.split() for line in stream]
+    except UnicodeDecodeError as err:
+        raise CommandError(f"{args.input or 'standard input'} is not UTF-8 text (byte "
+                           f"{err.start}: {err.reason}); give tokenised UTF-8 sentences"
+                           ) from None
     if not all(lines):
         raise CommandError("empty input line: give one tokenised sentence per line")
     device = next(model.parameters()).device
@@ -261,6 +344,7 @@ def _cmd_rank(args: argparse.Namespace) -> int:
     from .analysis import DRILL_TOL, log_prob_chunks, singular_values
     from .train import load_run
 
+    _language_model_run(args.run_dir, "rank")
     config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
     device = next(model.parameters()).device
     data = _split_data(config, corpus, args.split).to(device)
@@ -294,9 +378,18 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .experiments import render_report
+    from .experiments import load_results, render_report
 
-    text = render_report(args.results)
+    folder = Path(args.results)
+    if not folder.is_dir():
+        raise MissingFileError(f"--results {folder}: no such folder; write result files "
+                               f"with `drillbook reproduce TABLE --out {folder}`, or pass "
+                               f"--results FOLDER where they are")
+    if not load_results(folder):  # also checks every file, naming a bad one
+        raise ResultFileError(f"no result files under {folder} (expected "
+                              f"{folder}/<table>/<row>.json); run `drillbook reproduce "
+                              f"TABLE --out {folder}` first")
+    text = render_report(folder)
     if args.out:
         Path(args.out).write_text(text + "\n")
         print(f"wrote {args.out}")
@@ -310,7 +403,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _curve_figures(results: str, folder: Path) -> list[Path]:
     """One PNG of validation curves per table that has result files."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise MissingPackageError("--figures draws with matplotlib, which is not installed: "
+                                  "`pip install matplotlib` (or drillbook[notebooks])"
+                                  ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -477,6 +575,12 @@ _positive_int = _positive(int, "a positive integer")
 _positive_float = _positive(float, "a positive number")
 
 
+def _add_overrides(p: argparse.ArgumentParser, what: str) -> None:
+    """``--set KEY=VALUE ...``, repeatable: the values add up, a later key wins."""
+    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
+                   help=f"{what}; may be repeated (a later value of a key wins)")
+
+
 def _add_run_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue from the run's last.pt")
     p.add_argument("--max-epochs", type=_positive_int, help="stop after N completed epochs")
@@ -512,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Total and output-layer parameter counts of a config's "
                                    "model (built without allocating memory).")
     p.add_argument("config", help="a name from `drillbook configs`")
-    p.add_argument("--set", nargs="+", metavar="KEY=VALUE", help="override config values")
+    _add_overrides(p, "override config values")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_params)
 
@@ -520,8 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train a named config into a run folder (config.json, "
                                    "log.jsonl, last.pt, best.pt). Resumable with --resume.")
     p.add_argument("config", help="a name from `drillbook configs`")
-    p.add_argument("--set", nargs="+", metavar="KEY=VALUE",
-                   help="override config values, e.g. train.lr=20 head.options.depth=2")
+    _add_overrides(p, "override config values, e.g. train.lr=20 head.options.depth=2")
     p.add_argument("--out", help="run folder (default runs/<config name>)")
     _add_run_limits(p)
     p.set_defaults(func=_cmd_train)
@@ -574,7 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minutes per row for this call (rerun to continue)")
     p.add_argument("--out", default="results", help="results folder (default results)")
     p.add_argument("--runs", default="runs", help="run folders (default runs; not committed)")
-    p.add_argument("--set", nargs="+", metavar="KEY=VALUE", help="overrides for every row")
+    _add_overrides(p, "overrides for every row")
     p.add_argument("--max-eval-tokens", type=_positive_int, help="cap the test evaluation")
     p.add_argument("--device")
     p.add_argument("--quiet", action="store_true")
@@ -600,8 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default="none", metavar="none|CONFIG",
                    help="none (default): the head alone on random features; a config name "
                         "(ptb/awd-lstm, tutorial/ptb-tied, ...): behind its encoder")
-    p.add_argument("--set", nargs="+", metavar="KEY=VALUE",
-                   help="overrides of the encoder config (e.g. model.nhid=16)")
+    _add_overrides(p, "overrides of the encoder config (e.g. model.nhid=16)")
     p.add_argument("--batch-size", type=_positive_int, help="encoder mode (default: config)")
     p.add_argument("--bptt", type=_positive_int, help="encoder mode (default: config)")
     p.add_argument("--d", type=_positive_int,
@@ -652,23 +754,61 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .configs import ConfigError
+def _one_line(err: BaseException) -> str:
+    """The error's message on one line (the class name if it has none)."""
+    return " ".join(str(err).split()) or type(err).__name__
 
-    parser = build_parser()
+
+_RESUME_HINT = {  # what Ctrl-C leaves: the checkpoints written so far, never a half one
+    "train": "; continue from the run's last checkpoint with --resume",
+    "finetune": "; continue from the run's last checkpoint with --resume",
+    "reproduce": "; run the same command again to continue each row from its last "
+                 "checkpoint",
+}
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """Parse, dispatch, and turn the package's own errors into one line on stderr."""
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
     if args.command == "synthetic-rank" and args.logit_rank > args.vocab:
         parser.error(f"--logit-rank ({args.logit_rank}) cannot exceed --vocab ({args.vocab})")
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
+        if getattr(args, "device", None) is not None:
+            from .runtime import resolve_device
+
+            args.device = str(resolve_device(args.device))  # checked before any work
         return args.func(args)
-    except (ConfigError, CommandError, FileNotFoundError, FileExistsError, ValueError) as err:
-        # bad input, reported in one line; DRILLBOOK_DEBUG=1 shows the traceback instead
-        if os.environ.get("DRILLBOOK_DEBUG"):
+    except DrillbookError as err:  # bad input or environment; anything else is a bug
+        if debug:
             raise
-        parser.exit(2, f"drillbook: error: {err}\n")
+        parser.exit(EXIT_USER_ERROR, f"drillbook: error: {_one_line(err)}\n")
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        parser.exit(EXIT_INTERRUPTED,
+                    f"drillbook: interrupted{_RESUME_HINT.get(args.command, '')}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``drillbook ARGS``; returns the exit status (a user error exits with status 2
+    through ``SystemExit``). See the module notes for every status."""
+    parser = build_parser()
+    try:
+        try:
+            return _run(parser, argv)
+        finally:
+            sys.stdout.flush()  # a reader that closed the pipe shows up here, not at exit
+    except BrokenPipeError:
+        # the Python documentation's recipe: point stdout at devnull so that the flush at
+        # interpreter exit has nowhere to fail, and stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

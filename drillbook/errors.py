@@ -18,14 +18,27 @@ __all__ = [
     "DataError",
     "DeviceError",
     "DrillbookError",
+    "MissingFileError",
+    "MissingPackageError",
     "ResultFileError",
     "RunFolderError",
+    "RunFolderExistsError",
     "TrainingDiverged",
 ]
 
 
 class DrillbookError(Exception):
     """Bad input or environment: reported by the CLI in one line, exit status 2."""
+
+
+class MissingFileError(DrillbookError, FileNotFoundError):
+    """A file or folder the input names, or that a command needs, does not exist: a run
+    folder, a checkpoint, a corpus file, a results folder."""
+
+
+class MissingPackageError(DrillbookError, ImportError):
+    """An optional package a feature needs is not installed; the message gives the
+    ``pip install`` command."""
 
 
 class ConfigError(DrillbookError, ValueError):
@@ -43,6 +56,10 @@ class CheckpointError(DrillbookError, ValueError):
 class RunFolderError(DrillbookError, ValueError):
     """A run folder that cannot be used as asked: in use, already holding a run, or
     holding a run trained with another config."""
+
+
+class RunFolderExistsError(RunFolderError, FileExistsError):
+    """A new run aimed at a folder that already holds one (resume it, or choose another)."""
 
 
 class ResultFileError(DrillbookError, ValueError):

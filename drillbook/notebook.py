@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from . import __version__
-from .runtime import Profile, default_device, resolve_profile, seed_everything
+from .runtime import Profile, resolve_device, resolve_profile, seed_everything
 
 __all__ = ["Session", "in_colab", "setup", "show_source"]
 
@@ -59,10 +59,12 @@ def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool =
 
     Args:
         seed: seed for Python, numpy and torch.
-        device: override the automatic choice (CUDA, then MPS, then CPU).
+        device: override the automatic choice (CUDA, then MPS, then CPU); checked with
+            :func:`~drillbook.runtime.resolve_device` (a DeviceError if this machine
+            lacks it).
         quiet: do not print the one-line summary.
     """
-    dev = torch.device(device) if device is not None else default_device()
+    dev = resolve_device(device)
     profile = resolve_profile(dev)
     seed_everything(seed)
     _figure_style()

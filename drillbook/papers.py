@@ -295,6 +295,17 @@ _ENTRIES: tuple[PaperNumber, ...] = (
           _lm(f"doc:table{table}:awd-lstm-doc-fin", f"DOC Table {table}",
               "Proposed method: AWD-LSTM-DOC (fin)", *fin, finetuned=True,
               note="fine-tuning repeated until convergence"))],
+    # ------------------- vMF Table 1: test BLEU on IWSLT'16 fr-en, de-en, en-fr (greedy)
+    *[_row(f"vmf:table1:{slug}", "vMF Table 1", label,
+           {"test_bleu_fr_en": fr_en, "test_bleu_de_en": de_en, "test_bleu_en_fr": en_fr},
+           finetuned=None, note=note)
+      for slug, label, fr_en, de_en, en_fr, note in [
+          ("word-ce", "no wordword CE", 31.0, 24.7, 29.3, "softmax over words"),
+          ("fasttext-tied-maxmargin", "fasttext yes wordemb MaxMargin", 32.1, 25.0, 31.0,
+           "max-margin loss, fastText targets, decoder inputs tied to them"),
+          ("fasttext-tied-nllvmf", "fasttext yes wordemb", 32.1, 25.1, 31.7,
+           "regularised NLLvMF (the text lost which regulariser), fastText targets, decoder "
+           "inputs tied to them")]],
     # ----------------------------- vMF: parameters of the input and output layers (Table 4)
     _row("vmf:table4:word-ce", "vMF Table 4", "word No CE",
          {"input_params_m": 25.6, "output_params_m": 51.2}, finetuned=None,

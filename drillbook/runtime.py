@@ -20,11 +20,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .errors import ConfigError, DeviceError
+
 __all__ = [
     "PROFILES",
     "PROFILE_ENV",
     "Profile",
     "default_device",
+    "resolve_device",
     "resolve_profile",
     "seed_everything",
 ]
@@ -37,10 +40,50 @@ def default_device() -> torch.device:
     """CUDA if available, else Apple MPS if available, else CPU."""
     if torch.cuda.is_available():
         return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
+    if _mps_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return mps is not None and mps.is_available()
+
+
+def resolve_device(name: str | torch.device | None) -> torch.device:
+    """The device a ``--device`` value names, checked against this machine.
+
+    ``None`` gives :func:`default_device`. Otherwise ``cpu``, ``cuda``, ``cuda:N`` or
+    ``mps``, each only if this machine has it.
+
+    Raises:
+        DeviceError: a name that is not a device (``"nonsense"``), a kind drillbook does not
+            run on (``"meta"``), or a device this machine lacks (``"cuda"`` without a GPU
+            or with a CPU-only torch, ``"cuda:3"`` on a machine with one GPU, ``"mps"``
+            off Apple silicon); the one-line message says which and what to use instead.
+    """
+    if name is None:
+        return default_device()
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):  # torch's message for a bad device string
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        raise DeviceError(f"unknown device {str(name)!r}; use cpu, cuda, cuda:N or mps")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = (f"torch {torch.__version__} was built without CUDA"
+                   if torch.version.cuda is None else "no GPU found")
+            raise DeviceError(f"device {str(name)!r}: CUDA is not available on this machine "
+                              f"({why}); use cpu")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise DeviceError(f"device {str(name)!r}: this machine has {count} CUDA "
+                              f"device(s), cuda:0 to cuda:{count - 1}; use one of them")
+    if device.type == "mps" and not _mps_available():
+        raise DeviceError(f"device {str(name)!r}: Apple's MPS backend is not available on "
+                          f"this machine; use cpu")
+    return device
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -81,14 +124,14 @@ def resolve_profile(device: torch.device | None = None, env: dict | None = None)
     """Read :data:`PROFILE_ENV`; ``auto`` (or unset) means ``full`` on CUDA, else ``small``.
 
     Raises:
-        ValueError: the variable holds anything else; the message lists the choices.
+        ConfigError: the variable holds anything else; the message lists the choices.
     """
     env = os.environ if env is None else env
     raw = env.get(PROFILE_ENV, "auto").strip().lower() or "auto"
     if raw in PROFILES:
         return Profile(raw, f"{PROFILE_ENV}={raw}")
     if raw != "auto":
-        raise ValueError(f"{PROFILE_ENV}={raw!r} is not a profile; use one of "
+        raise ConfigError(f"{PROFILE_ENV}={raw!r} is not a profile; use one of "
                          f"{[*PROFILES, 'auto']}")
     device = default_device() if device is None else torch.device(device)
     name = "full" if device.type == "cuda" else "small"

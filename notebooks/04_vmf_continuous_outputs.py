@@ -178,8 +178,9 @@ coss = np.linspace(-0.99, 0.99, 100)
 for name in names:
     ax_c.plot(coss, [float(LOSSES[name](prediction(20.0, c), target)) for c in coss],
               label=name)
-ax_n.set(xlabel="length of the prediction ||e||", ylabel="loss",
+ax_n.set(xlabel="length of the prediction ||e||", ylabel="loss (symmetric log scale)",
          title=f"cos(e, e(w)) = 0.8, m = {m}")
+ax_n.set_yscale("symlog", linthresh=1.0)  # the squared error grows like ||e||^2
 ax_c.set(xlabel="cos(e, e(w))", ylabel="loss", title=f"||e|| = 20, m = {m}")
 for ax in (ax_n, ax_c):
     ax.legend(fontsize=8)
@@ -193,8 +194,10 @@ plt.show()
 # are you". But look where that minimum lies: for $m = 50$ and a cosine of 0.8 it is at a
 # length of about a hundred, and it moves further out as the cosine approaches 1. The
 # loss keeps rewarding longer vectors long after the direction has stopped improving;
-# remember this when we train. Cosine ignores the length entirely; L2 wants the length to
-# equal one; reg1 ($+\lambda_1 \|\hat e\|$) pulls the optimum in, and reg2 (the dot
+# remember this when we train. Cosine ignores the length entirely. L2, the paper's
+# "squared error" $\|\hat e - e(w)\|^2 = \|\hat e\|^2 - 2\|\hat e\|\cos + 1$ for a
+# unit target, is smallest at a length equal to the cosine (0.8 here), so it shortens a
+# prediction whose direction is uncertain and grows like $\|\hat e\|^2$ beyond it; reg1 ($+\lambda_1 \|\hat e\|$) pulls the optimum in, and reg2 (the dot
 # product scaled by $\lambda_2 = 0.1$) pulls it in much further.
 
 # %% [markdown]

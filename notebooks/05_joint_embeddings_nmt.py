@@ -110,8 +110,10 @@ def train(name: str, *overrides: str) -> NMTTrainer:
     return trainer
 
 
-heads = ["softmax", "tied", "bilinear", "dual", "drill"]
-trainers = {head: train(f"multi30k/de-en-{head}") for head in heads}
+# output layer -> config: "tied" is the weight-tied softmax (multi30k/de-en-softmax-tied)
+heads = {"softmax": "softmax", "tied": "softmax-tied", "bilinear": "bilinear",
+         "dual": "dual", "drill": "drill"}
+trainers = {head: train(f"multi30k/de-en-{config}") for head, config in heads.items()}
 
 # %%
 table3 = pd.DataFrame([{

@@ -16,6 +16,16 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny sizes gain nothing from threads, and lose much when the CPU is shared: use
+    with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _gradcheck_head(head, d_hidden: int) -> None:
     """float64 gradcheck of a head's log-probabilities w.r.t. the features and every
     parameter (through ``torch.func.functional_call``), and of its ``loss``."""

@@ -26,19 +26,12 @@ from drillbook.experiments import (
 from drillbook.heads import DrillHead, Features, build_head
 from drillbook.losses import nearest_neighbour
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TINY = ["--repeats", "1", "--warmup", "1"]
 #: a CPU-sized AWD-LSTM (the tutorial config, shrunk further)
 TINY_ENCODER = ["--encoder", "tutorial/ptb-tied", "--set", "model.emsize=8", "model.nhid=16",
                 "--batch-size", "2", "--bptt", "4"]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny sizes gain nothing from threads, and lose much when the CPU is shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # ------------------------------------------------------------------ end to end

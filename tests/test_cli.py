@@ -110,8 +110,8 @@ def test_train_eval_rank_resume_round_trip(capsys, tmp_path):
     with pytest.raises(SystemExit):  # the folder is taken
         main(["train", "tutorial/ptb-drill", "--set", *MICRO, "--out", str(run)])
     assert "--resume" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # another learning rate: refused
-        main(["train", "tutorial/ptb-drill", "--set", *MICRO, "train.lr=1",
+    with pytest.raises(SystemExit):  # another window length: refused
+        main(["train", "tutorial/ptb-drill", "--set", *MICRO, "train.bptt=7",
               "--out", str(run), "--resume"])
     assert "different config" in capsys.readouterr().err
     assert main(["train", "tutorial/ptb-drill", "--set", *MICRO, "train.epochs=2",

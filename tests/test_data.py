@@ -348,6 +348,34 @@ def test_load_corpus_checks_against_the_registry(toy, tmp_path):
     assert len(load_corpus("toy", tmp_path, check=False).vocab) == 6
 
 
+def test_load_corpus_verifies_checksums_even_when_the_counts_match(toy, tmp_path):
+    download("toy", tmp_path, opener=FakeOpener(TOY_BYTES))
+    train = tmp_path / "toy" / "toy.train.txt"
+    train.write_bytes(b" a b c \n b c a \n")  # one word changed: same vocabulary and size
+    with pytest.raises(ChecksumError) as exc:
+        load_corpus("toy", tmp_path)
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith(f"{train} is not the published toy "
+                                                      f"train file")
+    assert "`drillbook data download toy --force`" in message and DATA_ENV in message
+    assert exc.value.path == train and exc.value.expected == toy.sha256["toy.train.txt"]
+    assert len(load_corpus("toy", tmp_path, check=False).vocab) == 5
+
+
+def test_checksums_of_unchanged_files_are_computed_once(toy, tmp_path, monkeypatch):
+    download("toy", tmp_path, opener=FakeOpener(TOY_BYTES))
+    hashed = []
+    real = corpora_module.sha256_file
+    monkeypatch.setattr(corpora_module, "sha256_file", lambda p: hashed.append(p) or real(p))
+    load_corpus("toy", tmp_path)
+    load_corpus("toy", tmp_path)
+    assert len(hashed) == 3  # once per file
+    valid = tmp_path / "toy" / "toy.valid.txt"
+    os.utime(valid, ns=(0, valid.stat().st_mtime_ns + 10**9))  # touched: hashed again
+    load_corpus("toy", tmp_path)
+    assert len(hashed) == 4 and Path(hashed[-1]).name == "toy.valid.txt"
+
+
 # ------------------------------------------------------------------------ batching
 def test_batchify_by_hand():
     out = batchify(torch.arange(11), 3)  # T = 3, tokens 9 and 10 dropped

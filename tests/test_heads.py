@@ -13,7 +13,6 @@ from drillbook.heads import (
     HEADS,
     Features,
     OutputHead,
-    SoftmaxFamilyHead,
     SoftmaxHead,
     TiedHead,
     build_head,
@@ -27,7 +26,7 @@ SMALL = {"mos": {"n_experts": 3}, "doc": {"vectors_per_layer": [0, 3]}, "vmf": {
 
 #: heads that are not a distribution over the vocabulary (a vMF head predicts a vector):
 #: tests of log_prob skip them; the generic ones call ``scores`` (their per-word output)
-NOT_A_DISTRIBUTION = {"vmf"}
+NOT_A_DISTRIBUTION = {kind for kind, cls in HEADS.items() if not cls.is_distribution}
 DISTRIBUTIONS = sorted(set(HEADS) - NOT_A_DISTRIBUTION)
 
 
@@ -98,7 +97,7 @@ def test_build_head_rejects_unknown_kind_and_options():
     with pytest.raises(ValueError,
                        match=r"unknown option\(s\) \['depth'\].*valid options: \['bias'\]"):
         build_head("softmax", vocab_size=V, d_hidden=D, depth=2)
-    with pytest.raises(ValueError, match="positive integers"):
+    with pytest.raises(ValueError, match="vocab_size must be a positive integer, got 0"):
         build_head("softmax", vocab_size=0, d_hidden=D)
 
 
@@ -200,8 +199,7 @@ def test_cuda_matches_cpu(kind):
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", sorted(k for k, c in HEADS.items()
-                                        if issubclass(c, SoftmaxFamilyHead)))
+@pytest.mark.parametrize("kind", sorted(k for k, c in HEADS.items() if c.has_logits))
 def test_logits_subset_equals_the_chosen_columns(kind):
     head = make(kind).eval()
     h = torch.randn(2, 3, D)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -89,20 +90,90 @@ def test_log_space_mixing_equals_probability_space_where_finite_and_stays_finite
     torch.testing.assert_close(exact.logsumexp(-1), torch.zeros(10, dtype=F64))
 
 
-def test_coefficient_of_variation_by_hand():
+def test_coefficient_of_variation_paper_form_by_hand():
     prior = torch.tensor([[0.5, 0.5], [1.0, 0.0]])  # totals B = (1.5, 0.5)
     assert float(coefficient_of_variation(prior)) == pytest.approx(0.5)  # std .5 / mean 1
-    even = torch.full((4, 3, 5), 0.2, dtype=F64)
-    assert float(coefficient_of_variation(even)) == 0.0
+    assert float(coefficient_of_variation(prior, "paper")) == pytest.approx(0.5)
+    even = torch.full((4, 3, 4), 0.25, dtype=F64)
+    assert float(coefficient_of_variation(even, "paper")) == 0.0
+    assert float(coefficient_of_variation(even, "authors")) == 0.0
 
 
-def test_doc_regularizer_is_lambda_beta_and_mos_has_none():
+def test_coefficient_of_variation_authors_form_by_hand():
+    # (T, B, J) = (2, 2, 2); per-sequence sums S = [[1.5, 0.5], [1, 1]], mean 1,
+    # unbiased variance (0.25 + 0.25 + 0 + 0) / 3 = 1/6, (J - 1) = 1: beta = 1/6.
+    # The paper's batch totals (2.5, 1.5): std 0.5 / mean 2, beta = 1/16.
+    prior = torch.tensor([[[0.5, 0.5], [0.5, 0.5]], [[1.0, 0.0], [0.5, 0.5]]], dtype=F64)
+    assert float(coefficient_of_variation(prior, "authors")) ** 2 == pytest.approx(1 / 6)
+    assert float(coefficient_of_variation(prior, "paper")) ** 2 == pytest.approx(1 / 16)
+
+
+def _dirichlet_prior(t: int, b: int, j: int, seed: int) -> np.ndarray:
+    """Mixture weights ``(T, B, J)`` with a per-sequence preference (as trained ones have)."""
+    rng = np.random.default_rng(seed)
+    taste = rng.dirichlet(np.ones(j), size=b)  # (B, J): each sequence leans its own way
+    logits = np.log(taste)[None] + 0.5 * rng.standard_normal((t, b, j))
+    p = np.exp(logits)
+    return p / p.sum(-1, keepdims=True)
+
+
+def test_coefficient_of_variation_both_forms_against_numpy():
+    pi = _dirichlet_prior(7, 4, 5, seed=0)
+    # the paper (Eqs. 12-13): J batch totals, population std over mean
+    totals = pi.sum(axis=(0, 1))
+    paper = totals.std(ddof=0) / totals.mean()
+    # the authors' code: (B, J) per-sequence sums, sqrt((J-1) var_unbiased) over mean
+    s = pi.sum(axis=0)
+    authors = np.sqrt((5 - 1) * s.var(ddof=1)) / s.mean()
+    got = {form: float(coefficient_of_variation(torch.from_numpy(pi), form))
+           for form in ("paper", "authors")}
+    assert got["paper"] == pytest.approx(paper, rel=1e-12)
+    assert got["authors"] == pytest.approx(authors, rel=1e-12)
+    # one sequence: the authors' beta is J times the paper's
+    one = torch.from_numpy(pi[:, :1])
+    assert float(coefficient_of_variation(one, "authors")) ** 2 == pytest.approx(
+        5 * float(coefficient_of_variation(one, "paper")) ** 2, rel=1e-12)
+    with pytest.raises(ValueError, match="unknown coefficient-of-variation form 'eq13'"):
+        coefficient_of_variation(one, "eq13")
+
+
+def test_authors_beta_is_much_larger_at_the_paper_shape():
+    """PTB: bptt 70, batch 20, J = 20. lambda_beta = 0.001 was tuned on the authors' form,
+    so which form is the default decides how strongly DOC is regularised."""
+    pi = torch.from_numpy(_dirichlet_prior(70, 20, 20, seed=1))
+    ratio = (coefficient_of_variation(pi, "authors") / coefficient_of_variation(pi, "paper")) ** 2
+    assert float(ratio) > 100  # the (J - 1) factor times the spread between sequences
     emb = emb64()
-    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[0, 3], cv_weight=0.01).double()
+    assert DOCHead(V, DH, embedding=emb, vectors_per_layer=[0, 3]).cv_form == "authors"
+
+
+@pytest.mark.parametrize("form", ["authors", "paper"])
+def test_doc_regularizer_is_lambda_beta_and_mos_has_none(form):
+    emb = emb64()
+    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[0, 3], cv_weight=0.01,
+                  cv_form=form).double()
     h = torch.randn(5, 2, DH, dtype=F64)
-    beta = coefficient_of_variation(doc.mixture_weights(h)) ** 2
-    torch.testing.assert_close(doc.regularizer(h), 0.01 * beta)
+    pi = doc.mixture_weights(h).detach().numpy()  # (T, B, J)
+    if form == "paper":
+        totals = pi.sum(axis=(0, 1))
+        beta = totals.var(ddof=0) / totals.mean() ** 2
+    else:
+        s = pi.sum(axis=0)
+        beta = (3 - 1) * s.var(ddof=1) / s.mean() ** 2
+    assert float(doc.regularizer(h).detach()) == pytest.approx(0.01 * beta, rel=1e-10)
     assert MoSHead(V, DH, embedding=emb).regularizer(h) is None
+    with pytest.raises(ValueError, match="unknown cv_form 'eq13'"):
+        DOCHead(V, DH, embedding=emb, vectors_per_layer=[0, 3], cv_form="eq13")
+
+
+def test_doc_projection_biases_start_at_zero():
+    emb = emb64()
+    doc = DOCHead(V, DH, embedding=emb, vectors_per_layer=[1, 2, 3], layer_sizes=[D, 9, DH])
+    assert set(doc.projections) == {"0", "1", "2"}
+    for proj in doc.projections.values():
+        assert torch.count_nonzero(proj.bias) == 0
+        assert torch.count_nonzero(proj.weight) == proj.weight.numel()
+    assert doc.prior.bias is None and torch.count_nonzero(doc.bias) == 0
 
 
 @pytest.mark.parametrize("kind", ["mos", "doc"])

@@ -288,6 +288,121 @@ def test_training_pass_with_dropout_still_backpropagates():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
+# ------------------------------------------------ dual and bilinear: DRILL's footnote 6
+def test_dual_with_residuals_and_zero_projections_is_the_tied_head():
+    """g_out(E) = tanh(E U + b_u) + E, g_in(h) = tanh(V h + b_v) + h: with U, V, b_u, b_v
+    all zero both sides reduce to E and h."""
+    emb = emb64()
+    dual = DualHead(V, D, embedding=emb, residual_label=True, residual_context=True,
+                    dropout=0.5).double().eval()
+    tied = TiedHead(V, D, embedding=emb).double()
+    with torch.no_grad():
+        for p in (*dual.label_proj.parameters(), *dual.context_proj.parameters()):
+            p.zero_()
+        dual.bias.normal_()
+        tied.bias.copy_(dual.bias)
+    h = torch.randn(4, 3, D, dtype=F64)
+    torch.testing.assert_close(dual.logits(h), tied.logits(h))
+
+
+@pytest.mark.parametrize(("label", "context"), [(True, False), (False, True), (True, True)])
+def test_dual_residuals_add_E_and_h(label, context):
+    emb = emb64()
+    dual = DualHead(V, D, embedding=emb, residual_label=label, residual_context=context)
+    dual = dual.double().eval()
+    randomise(dual)
+    E, h = emb.weight, torch.randn(5, D, dtype=F64)
+    g_out = torch.tanh(E @ dual.label_proj.weight.T + dual.label_proj.bias) + (E if label else 0)
+    g_in = torch.tanh(h @ dual.context_proj.weight.T + dual.context_proj.bias) + (
+        h if context else 0)
+    torch.testing.assert_close(dual.logits(h), g_in @ g_out.T + dual.bias)
+    ids = torch.tensor([3, 0, 11])
+    torch.testing.assert_close(dual.logits_subset(h, ids), dual.logits(h)[:, ids])
+
+
+def test_bilinear_with_residual_and_zero_W_is_the_tied_head():
+    emb = emb64()
+    bil = BilinearHead(V, D, embedding=emb, residual=True, dropout=0.5).double().eval()
+    randomise(bil)
+    tied = TiedHead(V, D, embedding=emb).double()
+    with torch.no_grad():
+        tied.bias.copy_(bil.bias)
+    h = torch.randn(4, D, dtype=F64)
+    W = bil.weight.detach().clone()
+    torch.testing.assert_close(bil.logits(h), h @ (emb.weight @ W + emb.weight).T + bil.bias)
+    torch.testing.assert_close(bil.output_embeddings(), emb.weight @ W + emb.weight)
+    with torch.no_grad():
+        bil.weight.zero_()
+    torch.testing.assert_close(bil.logits(h), tied.logits(h))
+    bil.train()  # the residual adds the undropped E: W = 0 leaves nothing to drop
+    torch.testing.assert_close(bil.logits(h), tied.logits(h))
+
+
+def test_residual_options_check_their_sizes():
+    emb = nn.Embedding(V, D)
+    with pytest.raises(ValueError, match="d_joint must equal the embedding size 6"):
+        DualHead(V, D, embedding=emb, d_joint=4, residual_label=True)
+    with pytest.raises(ValueError, match="d_joint must equal d_hidden=7"):
+        DualHead(V, 7, embedding=emb, residual_context=True)
+    with pytest.raises(ValueError, match="d_hidden must equal the embedding size 6"):
+        BilinearHead(V, 7, embedding=emb, residual=True)
+    with pytest.raises(ValueError, match="unknown dropout_kind 'locked' for the 'dual'"):
+        DualHead(V, D, embedding=emb, dropout=0.1, dropout_kind="locked")
+    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\)"):
+        BilinearHead(V, D, embedding=emb, dropout=1.0)
+
+
+def dropped_label_matrix(head: nn.Module, d: int) -> torch.Tensor:
+    """δ(E) of one training pass of a bilinear head with W = I and b = 0: its logits for
+    the contexts h = e_1 .. e_d are the columns of δ(E)."""
+    with torch.no_grad():
+        head.weight.copy_(torch.eye(d))
+        head.bias.zero_()
+    head.train()
+    return head.logits(torch.eye(d)).T  # (V, d)
+
+
+@pytest.mark.parametrize("kind", ["variational", "standard"])
+def test_bilinear_dropout_acts_on_E_in_training_only(kind):
+    d = 64
+    emb = nn.Embedding(V, d)
+    head = BilinearHead(V, d, embedding=emb, dropout=0.5, dropout_kind=kind)
+    E = emb.weight.detach()
+    dropped = dropped_label_matrix(head, d)
+    zero = dropped == 0
+    torch.testing.assert_close(dropped[~zero], 2 * E[~zero])  # kept entries scaled 1/(1-p)
+    whole_columns = (zero.all(dim=0) | (~zero).all(dim=0)).all()
+    assert 0.2 < zero.float().mean() < 0.8
+    assert bool(whole_columns) == (kind == "variational")  # one (1, d) mask for every word
+    head.eval()
+    torch.testing.assert_close(head.logits(torch.eye(d)).T, E, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["variational", "standard"])
+def test_dual_dropout_acts_on_the_label_input_and_the_residual_is_undropped(kind):
+    """Identity activation, U = I, b_u = 0: g_out(E) = δ(E) + E, so g_out(E) - E is δ(E)."""
+    d = 64
+    emb = nn.Embedding(V, d)
+    head = DualHead(V, d, embedding=emb, activation="identity", dropout=0.5,
+                    dropout_kind=kind, residual_label=True)
+    with torch.no_grad():
+        head.label_proj.weight.copy_(torch.eye(d))
+        head.label_proj.bias.zero_()
+    E = emb.weight.detach()
+    head.train()
+    dropped = head.label_embeddings().detach() - E
+    zero = dropped.abs() < 1e-6
+    torch.testing.assert_close(dropped[~zero], 2 * E[~zero])
+    assert 0.2 < zero.float().mean() < 0.8
+    assert bool((zero.all(dim=0) | (~zero).all(dim=0)).all()) == (kind == "variational")
+    h = torch.randn(3, d)  # the context side is never dropped
+    torch.testing.assert_close(head.context_embeddings(h), head.context_proj(h))
+    head.eval()
+    torch.testing.assert_close(head.label_embeddings(), 2 * E)
+    with torch.no_grad():  # and the eval cache holds the undropped value
+        torch.testing.assert_close(head.label_embeddings(), 2 * E)
+
+
 # ------------------------------------------------------------------ eval cache
 def cached_head(kind: str, **options) -> nn.Module:
     emb = nn.Embedding(V, D)
@@ -535,7 +650,10 @@ def test_drill_label_embeddings_are_E_K():
 CONFIGS = [
     ("bilinear", 5, 7, {}),
     ("bilinear", 6, 6, {"bias": False}),
+    ("bilinear", 6, 6, {"residual": True}),
     ("dual", 5, 7, {"d_joint": 4}),
+    ("dual", 6, 6, {"residual_label": True, "residual_context": True}),
+    ("dual", 5, 7, {"d_joint": 5, "residual_label": True, "activation": "sigmoid"}),
     ("dual", 6, 6, {"activation": "sigmoid"}),
     ("dual", 6, 6, {"activation": "relu", "d_joint": 8}),
     ("dual", 6, 6, {"activation": "identity"}),

@@ -34,11 +34,13 @@ def test_mixture_diagnostics_summarise_the_prior():
     model = doc_model().eval()
     data = batchify(torch.randint(0, 30, (300,)), 3)
     diag = mixture_diagnostics(model, data, bptt=9)
-    assert diag.usage.shape == (6,) and math.isclose(float(diag.usage.sum()), 1.0)
+    # the weights are float32 softmax outputs: they sum to one to float32 precision
+    assert diag.usage.shape == (6,) and math.isclose(float(diag.usage.sum()), 1.0,
+                                                     rel_tol=1e-6)
     assert diag.n_positions == data[1:].numel()
     assert 0 <= diag.entropy <= diag.max_entropy == pytest.approx(math.log(6))
     assert set(diag.usage_by_layer) == {0, 1, 2}
-    assert math.isclose(sum(diag.usage_by_layer.values()), 1.0)
+    assert math.isclose(sum(diag.usage_by_layer.values()), 1.0, rel_tol=1e-6)
     assert diag.cv >= 0 and diag.cv_batch_mean >= 0
 
 

@@ -14,6 +14,7 @@ import torch
 
 from drillbook.cli import main
 from drillbook.configs import apply_overrides
+from drillbook.errors import ConfigError
 from drillbook.nmt.bleu import corpus_bleu
 from drillbook.nmt.config import get_nmt_config, list_nmt_configs
 from drillbook.nmt.data import load_parallel_from_files
@@ -108,8 +109,10 @@ def test_negative_sampling_keeps_every_positive_and_is_exact_with_everything():
     assert 2 not in set(seen[-1].tolist()) - positives
     full, _ = sampled_softmax_loss(model.head, feats, target, percent=100, ignore_index=0)
     torch.testing.assert_close(full, model.head.loss(feats, target, ignore_index=0))
-    with pytest.raises(TypeError, match="softmax-family"):
-        sampled_softmax_loss(object(), feats, target, percent=5, ignore_index=0)
+    mos = Seq2Seq(20, 50, emb_size=8, hidden=8, head="mos", head_options={"n_experts": 2})
+    with pytest.raises(ConfigError, match=r"'mos' head has no per-word logits; unset "
+                                          r"train\.negative_sampling"):
+        sampled_softmax_loss(mos.head, feats, target, percent=5, ignore_index=0)
 
 
 def test_encoder_refuses_an_empty_sentence():
@@ -121,6 +124,13 @@ def test_encoder_refuses_an_empty_sentence():
 def test_named_translation_configs_build():
     names = list_nmt_configs()
     assert {"multi30k/de-en-softmax", "multi30k/de-en-drill", "multi30k/de-en-vmf"} <= set(names)
+    # "tied" says what is tied: the softmax's weights, or the vMF decoder's inputs
+    assert "multi30k/de-en-tied" not in names
+    assert get_nmt_config("multi30k/de-en-softmax-tied").head.kind == "tied"
+    for loss in ("reg1", "reg2", "maxmargin"):
+        cfg = get_nmt_config(f"multi30k/de-en-vmf-{loss}-tied")
+        assert cfg.model.input_from_targets and cfg.head.options == {"loss": loss}
+    assert not get_nmt_config("multi30k/de-en-vmf-maxmargin").model.input_from_targets
     cfg = apply_overrides(get_nmt_config("multi30k/de-en-drill"), ["head.options.depth=3"])
     assert cfg.head.options["depth"] == 3
 
@@ -160,6 +170,33 @@ def test_vmf_training_with_given_target_vectors(tmp_path):
         beam_search(model, torch.tensor([[5]]), torch.tensor([1]), bos=2, eos=3)
 
 
+def test_vmf_tied_inputs_read_the_frozen_table(tmp_path):
+    """The vMF paper's best setup: decoder inputs are the frozen target vectors through a
+    trained Linear(m, emb_size); no target embedding is trained."""
+    corpus = tiny_corpus()
+    words = sorted({w for _, tgt in corpus.train for w in tgt})
+    vectors = torch.randn(len(words), 12, generator=torch.Generator().manual_seed(0)).numpy()
+    trainer = NMTTrainer(small("multi30k/de-en-vmf-maxmargin-tied"), tmp_path / "tied",
+                         device="cpu", corpus=corpus, target_vectors=(words, vectors),
+                         progress=False)
+    trainer.fit(max_epochs=1)
+    _, model, src_vocab, tgt_vocab = load_nmt_run(tmp_path / "tied", device="cpu")
+    assert model.tgt_embed is None and model.head.decode_metric == "cosine"
+    tokens = torch.tensor([[2, 5], [7, 3]])
+    expected = model.head.target_embeddings[tokens] @ model.input_proj.weight.T \
+        + model.input_proj.bias
+    torch.testing.assert_close(model._input_embed(tokens), expected)
+    untied = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_size=16, hidden=16, head="vmf",
+                     head_options={"target_embeddings": model.head.target_embeddings})
+    count = sum(p.numel() for p in model.parameters())
+    assert count == sum(p.numel() for p in untied.parameters()) \
+        - len(tgt_vocab) * 16 + (12 * 16 + 16)  # no V x d embedding, a Linear(m, d)
+    assert translate_pairs(model, corpus.valid[:2], src_vocab, tgt_vocab)
+    # refused before the (missing) target embedding would confuse build_head
+    with pytest.raises(ConfigError, match="input_from_targets feeds the decoder the frozen"):
+        Seq2Seq(10, 10, emb_size=4, hidden=4, head="tied", input_from_targets=True)
+
+
 needs_data = pytest.mark.skipif(
     not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "multi30k").is_dir(),
     reason="needs the corpora: set DRILLBOOK_DATA (make test points it at ../shared/data)")
@@ -168,7 +205,7 @@ needs_data = pytest.mark.skipif(
 @needs_data
 def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
-    assert main(["train", "multi30k/de-en-tied", "--out", str(run), "--quiet", "--set",
+    assert main(["train", "multi30k/de-en-softmax-tied", "--out", str(run), "--quiet", "--set",
                  "data.max_train_pairs=300", "train.epochs=1", "train.max_eval_pairs=20",
                  "model.hidden=16", "model.emb_size=16"]) == 0
     assert "best valid BLEU" in capsys.readouterr().out

@@ -199,8 +199,8 @@ def test_assert_quoted_checks_prose_against_the_record():
     assert listing.splitlines()[0].split()[:2] == ["56.4", "test_ppl"]
     assert "DRILL Table 4, Dual nonlinear map. [PH18]" in listing
     assert len(listing.splitlines()) == 3
-    with pytest.raises(AssertionError, match="drill:table4:dual test_ppl: quoted 56.5, "
-                                             "recorded 56.4"):
+    with pytest.raises(AssertionError, match=r"drill:table4:dual test_ppl: quoted 56\.5, "
+                                             r"recorded 56\.4"):
         assert_quoted({"drill:table4:dual": {"test_ppl": 56.5}})
     with pytest.raises(ConfigError, match="has no 'rank'"):
         assert_quoted({"drill:table4:dual": {"rank": 400}})

@@ -35,3 +35,31 @@ def test_setup_reports_its_choices(capsys, monkeypatch):
     assert nb.device.type == "cpu" and nb.profile.name == "small" and nb.seed == 3
     assert nb.pick(small="s", full="f") == "s"
     assert "profile small" in capsys.readouterr().out
+
+
+def test_resolve_device_checks_the_name_and_the_machine(monkeypatch):
+    from drillbook.errors import DeviceError
+    from drillbook.runtime import default_device, resolve_device
+
+    assert resolve_device(None) == default_device()
+    assert resolve_device("cpu") == torch.device("cpu")
+    for name in ("nonsense", "", "meta", "cuda:x"):
+        with pytest.raises(DeviceError, match=r"unknown device .*use cpu, cuda, cuda:N or mps"):
+            resolve_device(name)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(DeviceError, match=r"'cuda': CUDA is not available on this machine "
+                                          r"\(torch .* was built without CUDA\); use cpu"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.version, "cuda", "12.1")
+    with pytest.raises(DeviceError, match=r"'cuda:0': .*\(no GPU found\)"):
+        resolve_device("cuda:0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    with pytest.raises(DeviceError, match=r"'cuda:2': this machine has 2 CUDA device\(s\), "
+                                          r"cuda:0 to cuda:1"):
+        resolve_device("cuda:2")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(DeviceError, match="'mps': Apple's MPS backend is not available"):
+        resolve_device("mps")

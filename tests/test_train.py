@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,8 +16,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from drillbook.configs import Config, DataConfig, HeadConfig, ModelConfig, TrainConfig
+from drillbook.configs import (
+    Config,
+    DataConfig,
+    HeadConfig,
+    ModelConfig,
+    TrainConfig,
+    apply_overrides,
+)
 from drillbook.data import batchify, load_corpus_from_files
+from drillbook.errors import MissingFileError, RunFolderError, RunFolderExistsError
 from drillbook.train import (
     Trainer,
     TrainingDiverged,
@@ -163,7 +172,7 @@ def test_best_weights_are_the_averaged_ones_after_the_switch(tmp_path, monkeypat
     assert any(not torch.equal(best[n], p) for n, p in trainer.model.named_parameters())
 
 
-def test_divergence_stops_with_a_clear_message_and_keeps_the_checkpoint(tmp_path, monkeypatch):
+def test_divergence_keeps_the_checkpoint_and_its_advice_resumes(tmp_path, monkeypatch):
     trainer = make(tmp_path / "run", tiny_config(checkpoint_steps=2))
     head_loss = trainer.model.head.loss
     calls = {"n": 0}
@@ -174,19 +183,33 @@ def test_divergence_stops_with_a_clear_message_and_keeps_the_checkpoint(tmp_path
         return loss * float("nan") if calls["n"] == 4 else loss
 
     monkeypatch.setattr(trainer.model.head, "loss", sometimes_nan)
-    with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 1, step 3.*last.pt"):
+    with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 1, step 3.*last.pt"
+                       ) as exc:
         trainer.fit()
     assert load_checkpoint(tmp_path / "run" / "last.pt")["step"] == 2
+    # the advice, followed literally, continues the run from last.pt at the lower lr
+    assert "\n" not in str(exc.value)
+    advice = re.search(r"--resume --set (\S+)", str(exc.value)).group(1)
+    assert advice == "train.lr=2.5"  # half of tiny_config's 5.0
+    config = apply_overrides(tiny_config(checkpoint_steps=2), [advice])
+    resumed = make(tmp_path / "run", config, resume=True)
+    assert resumed.step == 2
+    assert {g["lr"] for g in resumed.optimizer.param_groups} == {2.5}
+    assert resumed.fit().reason == "done"
+    assert {r["lr"] for r in log(tmp_path / "run")} == {2.5}
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["train"]["lr"] == 2.5
+    changes = load_checkpoint(tmp_path / "run" / "last.pt")["changes"]
+    assert changes == [{"epoch": 1, "step": 2, "changes": {"train.lr": [5.0, 2.5]}}]
 
 
 def test_run_folders_are_not_overwritten_or_resumed_with_another_config(tmp_path):
     make(tmp_path / "run").fit(max_steps=1)
-    with pytest.raises(FileExistsError, match="--resume"):
+    with pytest.raises(RunFolderExistsError, match="--resume"):
         make(tmp_path / "run")
-    with pytest.raises(ValueError, match="different config"):
-        make(tmp_path / "run", tiny_config(clip=1.0), resume=True)
-    make(tmp_path / "run", tiny_config(epochs=5), resume=True)  # a longer schedule is fine
-    with pytest.raises(FileNotFoundError, match="without --resume"):
+    with pytest.raises(RunFolderError, match=r"different config \(train\.bptt: 6 -> 7\)"):
+        make(tmp_path / "run", tiny_config(bptt=7), resume=True)
+    make(tmp_path / "run", tiny_config(epochs=5), resume=True).close()  # longer is fine
+    with pytest.raises(MissingFileError, match="without --resume"):
         make(tmp_path / "empty", resume=True)
 
 
@@ -266,9 +289,12 @@ def test_finetune_learning_rate_is_settable_recorded_and_kept_on_resume(tmp_path
     resumed = finetune_trainer(run, corpus=tiny_corpus(), device="cpu", progress=False,
                                resume=True)  # no lr given: the one it began with
     assert resumed.config.train.lr == 2.5 == resumed.optimizer.param_groups[0]["lr"]
-    with pytest.raises(ValueError, match="different config"):
-        finetune(run, corpus=tiny_corpus(), device="cpu", progress=False, resume=True, lr=3.0)
-    with pytest.raises(ConfigError, match="must be positive"):
+    resumed.close()
+    changed = finetune_trainer(run, corpus=tiny_corpus(), device="cpu", progress=False,
+                               resume=True, lr=3.0)  # a resumable change, as for training
+    assert changed.config.train.lr == 3.0 == changed.optimizer.param_groups[0]["lr"]
+    changed.close()
+    with pytest.raises(ConfigError, match=r"train\.lr"):
         finetune(run, out=tmp_path / "x", corpus=tiny_corpus(), device="cpu", lr=0.0)
     monkeypatch.setattr("drillbook.train.lm.load_corpus", lambda name: tiny_corpus())
     assert main(["finetune", str(run), "--out", str(tmp_path / "cli"), "--lr", "4",

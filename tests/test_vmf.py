@@ -20,8 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from drillbook.errors import DataError
 from drillbook.heads import VMFHead, build_head
 from drillbook.losses import (
+    DECODE_METRICS,
     LOSSES,
     bessel_ratio,
     cosine_loss,
@@ -224,7 +226,8 @@ def test_regularised_variants_and_reductions():
     torch.testing.assert_close(nll_vmf_reg1(pred, target, 0.02),
                                nll_vmf(pred, target) + 0.02 * kappa)
     torch.testing.assert_close(nll_vmf_reg2(pred, target, 0.1), -log_cm(kappa, 20) - 0.1 * dot)
-    torch.testing.assert_close(l2_loss(pred, target), (pred - target).norm(dim=-1))
+    # the squared error (paper Sec. 4.2, "Squared Error"), summed over dimensions
+    torch.testing.assert_close(l2_loss(pred, target), ((pred - target) ** 2).sum(-1))
     cos = dot / kappa
     torch.testing.assert_close(cosine_loss(pred, target), 1 - cos)
     per = nll_vmf(pred, target)
@@ -297,6 +300,17 @@ def test_nll_vmf_gradcheck_in_the_debye_regime():
 
 def test_loss_names_cover_the_head_choices():
     assert set(LOSSES) == {"nllvmf", "reg1", "reg2", "pseudo", "l2", "cosine", "maxmargin"}
+    # paper Sec. 4.3: each empirical loss decodes by its own distance, NLLvMF by density
+    assert DECODE_METRICS == {"nllvmf": "vmf", "reg1": "vmf", "reg2": "vmf", "pseudo": "vmf",
+                              "l2": "l2", "cosine": "cosine", "maxmargin": "cosine"}
+
+
+def test_l2_loss_is_the_squared_error_by_hand():
+    pred = torch.tensor([[1.0, 2.0, 0.0], [0.0, 0.0, 0.0]])
+    target = torch.tensor([[0.0, 1.0, 0.0], [0.6, 0.8, 0.0]])
+    # (1 + 1 + 0) and (0.36 + 0.64 + 0); the mean over the two positions is 1.5
+    torch.testing.assert_close(l2_loss(pred, target), torch.tensor([2.0, 1.0]))
+    torch.testing.assert_close(l2_loss(pred, target, reduction="mean"), torch.tensor(1.5))
 
 
 @pytest.mark.parametrize("m", [300, 1024, 2048])
@@ -396,15 +410,19 @@ def make_head(**options) -> VMFHead:
     return VMFHead(VOCAB, HIDDEN, target_embeddings=table, **options)
 
 
-def test_head_shapes_and_decoding():
-    head = make_head()
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+def test_head_shapes_and_decoding(loss):
+    head = make_head(loss=loss)
+    assert head.decode_metric == DECODE_METRICS[loss]
     h = torch.randn(3, 4, HIDDEN)
     assert head.predict_vectors(h).shape == (3, 4, DIM)
     scores = head.scores(h)
     assert scores.shape == (3, 4, VOCAB)
     ids = head.decode(h)
     assert ids.shape == (3, 4)
-    torch.testing.assert_close(ids, scores.argmax(-1))  # vMF ranking = cosine ranking
+    torch.testing.assert_close(ids, scores.argmax(-1))
+    # every metric ranks the unit rows alike (no zero row here): the cosine's choice
+    torch.testing.assert_close(ids, head.decode(h, metric="cosine"))
     torch.testing.assert_close(head.output_embeddings().norm(dim=-1), torch.ones(VOCAB))
     assert build_head("vmf", vocab_size=VOCAB, d_hidden=HIDDEN, dim=DIM).dim == DIM
 
@@ -475,6 +493,79 @@ def test_head_rejects_mismatched_tables_and_unknown_losses():
         make_head(loss="ce")
     with pytest.raises(ValueError, match="d_hidden=6"):
         make_head().loss(torch.randn(4, 7), torch.zeros(4, dtype=torch.long))
+
+
+def test_head_scores_follow_the_loss_distance():
+    head = make_head(loss="l2").double()
+    h = torch.randn(5, HIDDEN, dtype=torch.float64)
+    pred, table = head.predict_vectors(h), head.target_embeddings
+    torch.testing.assert_close(head.scores(h), -torch.cdist(pred, table) ** 2)
+    head = make_head(loss="maxmargin").double()
+    pred = head.predict_vectors(h)
+    torch.testing.assert_close(head.scores(h), F.cosine_similarity(
+        pred[:, None, :], head.target_embeddings[None], dim=-1))
+    head = make_head(loss="reg2").double()
+    pred = head.predict_vectors(h)
+    torch.testing.assert_close(head.scores(h), log_cm(pred.norm(dim=-1, keepdim=True), DIM)
+                               + pred @ head.target_embeddings.T)
+
+
+def test_l2_head_decodes_by_euclidean_distance_where_cosine_disagrees():
+    """On unit rows Euclidean and cosine rankings agree, except against a zero row: it is
+    at distance ``‖ê‖`` from every prediction, so a short ``ê`` whose best dot product is
+    below 1/2 is nearer to it than to any unit row (``‖ê - e‖² = ‖ê‖² - 2 ê^T e + 1``)."""
+    table = torch.randn(VOCAB, DIM, dtype=torch.float64)
+    table[:, 5] = -table[:, 5].abs()  # every row points away from e_5 ...
+    table[5] = torch.eye(DIM, dtype=torch.float64)[5]  # ... except word 5, which is e_5
+    table[3] = 0.0  # a word without a vector
+    heads = {loss: VMFHead(VOCAB, HIDDEN, target_embeddings=table, loss=loss,
+                           bias=False).double() for loss in ("l2", "cosine", "nllvmf")}
+    with torch.no_grad():
+        for head in heads.values():
+            head.proj.weight.zero_()
+            head.proj.weight[5, 0] = 1.0  # ê = h_0 e_5
+    h = torch.zeros(2, HIDDEN, dtype=torch.float64)
+    h[:, 0] = torch.tensor([0.2, 2.0])  # ê = 0.2 e_5 (short) and 2 e_5 (long)
+    pred = heads["l2"].predict_vectors(h)
+    euclid = torch.cdist(pred, heads["l2"].target_embeddings).argmin(-1)
+    assert euclid.tolist() == [3, 5]  # the zero row is nearest to the short prediction
+    assert heads["l2"].decode(h).tolist() == [3, 5]
+    assert heads["l2"].scores(h).argmax(-1).tolist() == [3, 5]
+    for loss in ("cosine", "nllvmf"):  # by cosine (or vMF density) e_5 wins both times
+        assert heads[loss].decode(h).tolist() == [5, 5]
+        assert heads[loss].scores(h).argmax(-1).tolist() == [5, 5]
+    assert heads["cosine"].decode(h, metric="l2").tolist() == [3, 5]
+
+
+def test_head_refuses_non_finite_rows_at_construction_set_and_load():
+    table = torch.randn(VOCAB, DIM)
+    table[4, 1] = float("nan")
+    table[9, 0] = float("inf")
+    with pytest.raises(DataError, match=r"rows \[4, 9\] hold NaN or infinite values"):
+        VMFHead(VOCAB, HIDDEN, target_embeddings=table)
+    head = make_head()
+    before = head.target_embeddings.clone()
+    with pytest.raises(DataError, match=r"rows \[4, 9\]"):
+        head.set_target_embeddings(table)
+    state = head.state_dict()
+    state["target_embeddings"] = table
+    with pytest.raises(DataError, match=r"rows \[4, 9\]"):
+        head.load_state_dict(state)
+    torch.testing.assert_close(head.target_embeddings, before)  # nothing was changed
+    many = torch.full((VOCAB, DIM), float("nan"))
+    with pytest.raises(DataError, match=r"rows \[0, 1, .*, 9, \.\.\. \(23 rows\)\]"):
+        VMFHead(VOCAB, HIDDEN, target_embeddings=many)
+
+
+def test_set_target_embeddings_normalises_and_keeps_dtype():
+    head = make_head().double()
+    new = torch.randn(VOCAB, DIM) * 5
+    head.set_target_embeddings(new)
+    assert head.target_embeddings.dtype == torch.float64
+    assert "target_embeddings" in dict(head.named_buffers())
+    torch.testing.assert_close(head.target_embeddings, F.normalize(new.double(), dim=-1))
+    with pytest.raises(ValueError, match=r"\(23, 10\)"):
+        head.set_target_embeddings(torch.randn(VOCAB, DIM + 1))
 
 
 def test_head_leaves_zero_rows_at_zero():

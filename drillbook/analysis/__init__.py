@@ -2,7 +2,10 @@
 
 from .cost import HeadFlops, awd_lstm_flops, head_flops
 from .frequency import (
+    AVERAGES,
+    DECADE_BANDS,
     DEFAULT_BANDS,
+    DRILL_BANDS,
     FrequencyBand,
     band_of,
     compare_by_frequency,
@@ -14,7 +17,10 @@ from .rank import DRILL_TOL, Spectrum, log_prob_chunks, matrix_rank, singular_va
 from .synthetic import FitResult, SyntheticLanguage, fit_head
 
 __all__ = [
+    "AVERAGES",
+    "DECADE_BANDS",
     "DEFAULT_BANDS",
+    "DRILL_BANDS",
     "DRILL_TOL",
     "FitResult",
     "FrequencyBand",

@@ -29,9 +29,10 @@ __all__ = ["HeadFlops", "awd_lstm_flops", "head_flops"]
 
 
 #: head options that change no matrix product of the forward pass
-_NO_PRODUCTS = frozenset({"activation", "bias", "chunk_size", "cv_weight", "dropout",
-                          "dropout_kind", "lambda1", "lambda2", "latent_dropout", "loss",
-                          "margin", "residual", "residual_previous", "target_embeddings"})
+_NO_PRODUCTS = frozenset({"activation", "bias", "chunk_size", "cv_form", "cv_weight",
+                          "dropout", "dropout_kind", "lambda1", "lambda2", "latent_dropout",
+                          "loss", "margin", "residual", "residual_context", "residual_label",
+                          "residual_previous", "target_embeddings"})
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,9 @@ class MixtureDiagnostics:
 
 
 def _layer_of_component(head: MixtureHead) -> list[int]:
-    counts = getattr(head, "vectors_per_layer", None)
-    if counts is None:  # MoS: every component reads the last layer
+    if not head.reads_layers:  # MoS: every component reads the last layer
         return [-1] * head.n_vectors
+    counts = head.vectors_per_layer
     # DOC orders its components from the last layer down (see DOCHead.components)
     return [n for n in reversed(range(len(counts))) for _ in range(counts[n])]
 
@@ -64,7 +64,7 @@ def mixture_diagnostics(model, data: Tensor, bptt: int,
     from ..models import eval_windows
 
     head = model.head
-    if not isinstance(head, MixtureHead):
+    if not head.is_mixture:
         raise TypeError(f"mixture diagnostics need a MoS or DOC head, got "
                         f"{type(head).__name__}")
     priors, cvs = [], []

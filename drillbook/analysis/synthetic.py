@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from ..heads.base import Features, OutputHead
 
 __all__ = ["FitResult", "SyntheticLanguage", "fit_head"]
@@ -155,13 +156,18 @@ def fit_head(
 
     Args:
         language: the target.
-        head: any :class:`~drillbook.heads.OutputHead` with ``vocab_size == V``; its
-            parameters, device and dtype are used as they are.
+        head: an :class:`~drillbook.heads.OutputHead` that is a distribution over words
+            (``is_distribution``), with ``vocab_size == V``; its parameters, device and
+            dtype are used as they are.
         steps: Adam steps.
         lr: Adam learning rate.
         init_scale: standard deviation of the initial context vectors.
         seed: seeds the initial context vectors (private generator).
     """
+    if not head.is_distribution:
+        raise ConfigError(f"fit_head fits a distribution over words, and the {head.kind!r} "
+                          f"head predicts vectors (no log_prob); fit a distribution head "
+                          f"such as 'softmax'")
     if head.vocab_size != language.vocab_size:
         raise ValueError(f"head has vocab_size={head.vocab_size} but the language has "
                          f"{language.vocab_size} words")
@@ -174,7 +180,7 @@ def fit_head(
 
     hidden = free(head.d_hidden)
     # heads that read several layers (DOC) get a free vector per context for each
-    sizes = list(getattr(head, "layer_sizes", None) or [])
+    sizes = list(head.layer_sizes) if head.reads_layers else []
     layers = [free(s) if s > 0 else None for s in sizes[:-1]]
 
     def features() -> Tensor | Features:

@@ -11,7 +11,8 @@ Example::
 
 Modules:
     corpora   the registry (:data:`CORPORA`), the location rule (:func:`data_root`,
-              :func:`corpus_file`), checksum-verified :func:`download`, :func:`verify`
+              :func:`corpus_file`), checksum-verified :func:`download`, :func:`verify`,
+              :func:`check_sha256`
     vocab     tokenisation (``line.split() + ["<eos>"]``) and :class:`Vocabulary`
     dataset   :class:`Corpus`, :func:`load_corpus`, :func:`load_corpus_from_files`
     batching  :func:`batchify`, :func:`get_batch`, :class:`BPTTSampler`
@@ -31,6 +32,7 @@ from .corpora import (
     CorpusSpec,
     DownloadError,
     FileCheck,
+    check_sha256,
     corpus_file,
     corpus_spec,
     data_root,
@@ -56,6 +58,7 @@ __all__ = [
     "FileCheck",
     "Vocabulary",
     "batchify",
+    "check_sha256",
     "corpus_file",
     "corpus_spec",
     "data_root",

@@ -17,15 +17,18 @@ Every benchmark in the book is one of a few public corpora. This module holds
   file next to its destination, hashed while it streams, and moved into place with one
   atomic ``os.replace`` only if its sha256 matches the registry. A file with the wrong
   bytes is deleted and never cached (:class:`ChecksumError`);
-* **verification** of files already on disk (:func:`verify`).
+* **verification** of files already on disk (:func:`verify`), and of the files a corpus
+  is loaded from (:func:`check_sha256`, which :func:`drillbook.data.load_corpus` calls).
 
-Nothing here keeps state between calls: every function reads the environment when it is
-called, so ``monkeypatch.setenv`` in a test or ``os.environ[...] = ...`` in a notebook
-takes effect at once.
+Every function reads the environment when it is called, so ``monkeypatch.setenv`` in a
+test or ``os.environ[...] = ...`` in a notebook takes effect at once. The only memory
+kept between calls is :func:`check_sha256`'s table of file hashes, keyed by path, size,
+modification time and inode, so that loading the same unchanged file again costs nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -37,7 +40,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO
 
-from ..errors import DataError
+from ..errors import DataError, MissingFileError
 
 __all__ = [
     "CORPORA",
@@ -47,6 +50,7 @@ __all__ = [
     "CorpusSpec",
     "DownloadError",
     "FileCheck",
+    "check_sha256",
     "corpus_file",
     "corpus_spec",
     "data_root",
@@ -135,11 +139,11 @@ class CorpusSpec:
         return tuple(self.files)
 
     def filename(self, split: str) -> str:
-        """The file name of ``split``; :class:`ValueError` listing valid splits if unknown."""
+        """The file name of ``split``; :class:`DataError` listing valid splits if unknown."""
         if split not in self.files:
             hint = (" (a parallel corpus: keys are '<split>.<lang>'; read it as sentence "
                     "pairs with drillbook.nmt.load_parallel)" if self.languages else "")
-            raise ValueError(
+            raise DataError(
                 f"corpus {self.name!r} has no split {split!r}; valid splits: "
                 f"{', '.join(self.files)}{hint}"
             )
@@ -295,11 +299,11 @@ CORPORA: Mapping[str, CorpusSpec] = MappingProxyType({
 
 
 def corpus_spec(name: str) -> CorpusSpec:
-    """The registry entry of ``name``; :class:`ValueError` listing valid names if unknown."""
+    """The registry entry of ``name``; :class:`DataError` listing valid names if unknown."""
     try:
         return CORPORA[name]
     except (KeyError, TypeError):
-        raise ValueError(
+        raise DataError(
             f"unknown corpus {name!r}; valid names: {', '.join(sorted(CORPORA))}"
         ) from None
 
@@ -351,9 +355,10 @@ def corpus_file(
         download: fetch the corpus (all its files, checksum-verified) if this one is missing.
 
     Raises:
-        ValueError: unknown corpus or split (the message lists the valid ones).
-        FileNotFoundError: the file is missing and ``download=False``; the message gives
+        DataError: unknown corpus or split (the message lists the valid ones).
+        MissingFileError: the file is missing and ``download=False``; the message gives
             the exact path looked at, where the root came from, and how to get the file.
+            (A ``FileNotFoundError``.)
     """
     spec = corpus_spec(name)
     filename = spec.filename(split)
@@ -364,7 +369,7 @@ def corpus_file(
     if download:
         _download(spec, base, force=False, opener=None)
         return path
-    raise FileNotFoundError(
+    raise MissingFileError(
         f"{spec.name} {split} split not found: no file at {path} (data root {base} taken "
         f"from {source}). {_how_to_get(spec, filename)}"
     )
@@ -423,6 +428,40 @@ def sha256_file(path: str | os.PathLike, chunk_size: int = _CHUNK) -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=256)
+def _sha256_memo(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    return sha256_file(path)
+
+
+def check_sha256(name: str, paths: Mapping[str, str | os.PathLike]) -> None:
+    """Check the files a corpus is being loaded from against the registry's sha256.
+
+    A file's hash is remembered under its path, size, modification time and inode, so a
+    repeated load of an unchanged file does not read it again (PTB hashes in ~10 ms).
+
+    Args:
+        name: a key of :data:`CORPORA`.
+        paths: split -> the file read for it.
+
+    Raises:
+        ChecksumError: a file's sha256 differs (the message names the file and the fix).
+    """
+    spec = corpus_spec(name)
+    for split, path in paths.items():
+        path = Path(path)
+        expected = spec.sha256[spec.filename(split)]
+        st = path.stat()
+        actual = _sha256_memo(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        if actual != expected:
+            raise ChecksumError(
+                f"{path} is not the published {spec.name} {split} file (sha256 "
+                f"{actual[:16]}..., expected {expected[:16]}...): re-download it with "
+                f"`drillbook data download {spec.name} --force`, or point ${DATA_ENV} at "
+                f"a verified copy",
+                path=path, expected=expected, actual=actual,
+            )
+
+
 def verify(name: str, root: str | os.PathLike | None = None) -> list[FileCheck]:
     """Check every file of corpus ``name`` under the data root against its sha256.
 
@@ -449,16 +488,24 @@ def _urlopen(url: str) -> IO[bytes]:
     return urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT)
 
 
-def _network_error(url: str, spec: CorpusSpec, exc: BaseException) -> DownloadError:
+def _network_error(url: str, spec: CorpusSpec, folder: Path,
+                   exc: BaseException) -> DownloadError:
+    """One line: the corpus, the address, what went wrong and where to put the files."""
+    reason = " ".join(str(exc).split())  # some network errors span several lines
     return DownloadError(
-        f"could not download {url} ({type(exc).__name__}: {exc}). If this machine is "
-        f"offline, copy the {spec.name} files from a machine that has them into "
-        f"<folder>/{spec.subdir}/ and set ${DATA_ENV}=<folder>."
+        f"could not download the {spec.name} corpus: {url} failed ({type(exc).__name__}: "
+        f"{reason}). If this machine is offline, copy the {spec.name} files from a machine "
+        f"that has them into {folder}/ (`drillbook data where` prints the data folder), or "
+        f"set ${DATA_ENV} to a folder that holds {spec.subdir}/."
     )
 
 
-def _fetch(url: str, dest: Path, expected: str, spec: CorpusSpec, opener: Opener) -> None:
-    """Stream ``url`` into a temp file beside ``dest``; move it into place if the hash matches."""
+def _fetch(url: str, dest: Path, expected: str, spec: CorpusSpec, folder: Path,
+           opener: Opener) -> None:
+    """Stream ``url`` into a temp file beside ``dest``; move it into place if the hash matches.
+
+    ``folder`` is the corpus folder (``<root>/<subdir>``) that network errors point to.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     tmp = Path(tmp_name)
@@ -468,13 +515,13 @@ def _fetch(url: str, dest: Path, expected: str, spec: CorpusSpec, opener: Opener
             try:
                 response = opener(url)
             except (urllib.error.URLError, OSError) as exc:
-                raise _network_error(url, spec, exc) from exc
+                raise _network_error(url, spec, folder, exc) from exc
             try:
                 while True:
                     try:
                         chunk = response.read(_CHUNK)
                     except (urllib.error.URLError, OSError) as exc:
-                        raise _network_error(url, spec, exc) from exc
+                        raise _network_error(url, spec, folder, exc) from exc
                     if not chunk:
                         break
                     digest.update(chunk)
@@ -527,7 +574,7 @@ def download(
         ChecksumError: a download (or, without ``force``, a file already present) has
             the wrong sha256. A bad download leaves no file behind.
         DownloadError: the network failed; the message names the address.
-        ValueError: unknown corpus, or one without a download address for some file.
+        DataError: unknown corpus, or one without a download address for some file.
     """
     return _download(corpus_spec(name), data_root(root), force=force, opener=opener)
 
@@ -552,9 +599,9 @@ def _download(spec: CorpusSpec, root: Path, *, force: bool, opener: Opener | Non
             )
         url = spec.urls.get(filename)
         if url is None:
-            raise ValueError(
+            raise DataError(
                 f"corpus {spec.name!r} has no download address for {filename}; put the "
                 f"file at {dest} yourself (or under ${DATA_ENV}/{spec.subdir}/)"
             )
-        _fetch(url, dest, expected, spec, opener)
+        _fetch(url, dest, expected, spec, folder, opener)
     return paths

@@ -11,8 +11,9 @@ split becomes a 1-d ``LongTensor`` of ids, lines concatenated, each ending in ``
 :func:`drillbook.data.batchify` then cuts it into parallel streams.
 
 A registered corpus is checked against the registry after loading (vocabulary size and
-token count per split): if a file was swapped for a different version, loading fails
-loudly rather than producing numbers that cannot be compared with the papers.
+token count per split, then each file's sha256): if a file was swapped for a different
+version, or a single word in it changed, loading fails loudly rather than producing
+numbers that cannot be compared with the papers.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from torch import Tensor
 
-from .corpora import DATA_ENV, SPLITS, corpus_file, corpus_spec
+from ..errors import DataError, MissingFileError
+from .corpora import DATA_ENV, SPLITS, check_sha256, corpus_file, corpus_spec
 from .vocab import Vocabulary, read_tokens
 
 __all__ = ["Corpus", "load_corpus", "load_corpus_from_files"]
@@ -88,7 +90,7 @@ def load_corpus_from_files(
     files = {s: Path(paths[s]).expanduser() for s in SPLITS}
     for split, path in files.items():
         if not path.is_file():
-            raise FileNotFoundError(f"{split} file of corpus {name!r} not found: {path}")
+            raise MissingFileError(f"{split} file of corpus {name!r} not found: {path}")
     tokens = {s: read_tokens(files[s]) for s in SPLITS}
     vocab = Vocabulary.build(tokens["train"], tokens["valid"], tokens["test"])
     ids = {s: vocab.encode(tokens[s]) for s in SPLITS}
@@ -109,15 +111,18 @@ def load_corpus(
         root: data root; default ``$DRILLBOOK_DATA``, else the user cache folder
             (:func:`drillbook.data.data_root`).
         download: fetch missing files first (checksum-verified).
-        check: compare the vocabulary size and per-split token counts with the
-            registry and raise if they differ. Turn off only for a deliberately
-            modified copy; :func:`load_corpus_from_files` is the usual route for those.
+        check: compare the vocabulary size and per-split token counts, then each file's
+            sha256 (:func:`~drillbook.data.check_sha256`), with the registry and raise
+            if they differ. Turn off only for a deliberately modified copy;
+            :func:`load_corpus_from_files` is the usual route for those.
 
     Raises:
         FileNotFoundError: a file is missing and ``download=False`` (the message says
             where it looked and how to get it).
         ValueError: unknown corpus, bad file (empty, not UTF-8), or, with ``check``, a
-            corpus that does not match the registry.
+            corpus whose counts do not match the registry.
+        ChecksumError: with ``check``, a file whose bytes differ from the published
+            ones although the counts match (e.g. one word replaced by another).
     """
     spec = corpus_spec(name)
     paths = {s: corpus_file(name, s, root, download=download) for s in SPLITS}
@@ -129,10 +134,11 @@ def load_corpus(
         if wrong:
             detail = "; ".join(f"{k}: {f:,} (expected {e:,})" for k, (f, e) in wrong.items())
             folder = paths["train"].parent
-            raise ValueError(
+            raise DataError(
                 f"the {spec.name} files in {folder} are not the published corpus: {detail}. "
                 f"Check them with drillbook.data.verify({spec.name!r}), replace them with "
                 f"drillbook.data.download({spec.name!r}, force=True), or point ${DATA_ENV} "
                 f"at a verified copy; pass check=False to load them anyway."
             )
+        check_sha256(spec.name, paths)
     return corpus

@@ -29,6 +29,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..errors import DataError
+
 __all__ = ["EOS", "UNK", "Vocabulary", "read_lines", "read_tokens", "tokenize_line"]
 
 #: End-of-line token appended to every line.
@@ -60,14 +62,14 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line_no = raw.count(b"\n", 0, exc.start) + 1
-        raise ValueError(
+        raise DataError(
             f"corpus file {path} is not valid UTF-8: byte {raw[exc.start]:#04x} at byte "
             f"offset {exc.start} (line {line_no}) cannot be decoded ({exc.reason}). The "
             f"corpora are UTF-8 text; re-download the file or convert it with "
             f"`iconv -t UTF-8`."
         ) from None
     if not text:
-        raise ValueError(f"corpus file {path} is empty; expected one sentence per line")
+        raise DataError(f"corpus file {path} is empty; expected one sentence per line")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines[-1] == "":  # the final newline ends the last line; it does not open one
         lines.pop()

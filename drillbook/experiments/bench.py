@@ -32,8 +32,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..heads import HEADS, Features, MixtureHead, OutputHead, SoftmaxFamilyHead, build_head
-from ..heads.softmax import EmbeddingHead
+from ..errors import ConfigError
+from ..heads import HEADS, Features, OutputHead, build_head
 from .results import write_json
 
 __all__ = ["BENCH_FORMAT", "BENCH_HEADS", "PRECISIONS", "SIZES", "HeadCost", "autocast",
@@ -71,7 +71,7 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
         ValueError: any other precision.
     """
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose one of {list(PRECISIONS)}")
+        raise ConfigError(f"unknown precision {precision!r}; choose one of {list(PRECISIONS)}")
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
@@ -222,11 +222,13 @@ class HeadCost:
         return asdict(self)
 
 
-def _features(head, tokens: int, d: int, layer_sizes: Sequence[int] | None,
-              device: torch.device, gen: torch.Generator) -> Features:
+def _features(head: OutputHead, tokens: int, d: int, device: torch.device,
+              gen: torch.Generator) -> Features:
+    """Random ``(T, B, size)`` features with every layer a head may read (``d`` each, or
+    the ``layer_sizes`` of a head that reads layers)."""
     t = max(1, tokens // 8)
     b = tokens // t
-    sizes = list(layer_sizes) if layer_sizes else [d, d]
+    sizes = list(head.layer_sizes) if head.reads_layers else [d, d]
 
     def rand(size: int) -> torch.Tensor:
         return torch.randn(t, b, size, generator=gen).to(device).requires_grad_(True)
@@ -237,12 +239,13 @@ def _features(head, tokens: int, d: int, layer_sizes: Sequence[int] | None,
 
 def score_bytes(head: OutputHead, positions: int, element_size: int) -> int:
     """Bytes of the largest score tensor ``head`` materialises for ``positions`` contexts
-    in training (a vMF head scores no words then: 0)."""
-    if not isinstance(head, SoftmaxFamilyHead | MixtureHead):
+    in training (a head that is no distribution, vMF, scores no words then: 0)."""
+    if not head.is_distribution:
         return 0
-    components = head.n_vectors if isinstance(head, MixtureHead) else 1
-    chunk = getattr(head, "chunk_size", None) or positions
-    return components * min(chunk, positions) * head.vocab_size * element_size
+    if not head.is_mixture:
+        return positions * head.vocab_size * element_size
+    chunk = min(head.chunk_size or positions, positions)
+    return head.n_vectors * chunk * head.vocab_size * element_size
 
 
 def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,
@@ -261,17 +264,18 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
     device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
     d_hidden = d if d_hidden is None else d_hidden
-    shares = isinstance(HEADS.get(kind), type) and issubclass(HEADS[kind], EmbeddingHead)
+    cls = HEADS.get(kind)  # an unknown kind: build_head names the choices
     embedding = None
-    if shares:  # initialised as the AWD-LSTM does: nn.Embedding's N(0, 1) would give
-        # logits of size ~sqrt(d), whose softmax underflows into subnormal floats that
-        # slow a CPU down many times over (a cost no trained model pays)
+    if cls is not None and cls.shares_embedding:
+        # initialised as the AWD-LSTM does: nn.Embedding's N(0, 1) would give logits of
+        # size ~sqrt(d), whose softmax underflows into subnormal floats that slow a CPU
+        # down many times over (a cost no trained model pays)
         embedding = nn.Embedding(vocab_size, d)
         nn.init.uniform_(embedding.weight, -0.1, 0.1)
         embedding = embedding.to(device)
     head = build_head(kind, vocab_size=vocab_size, d_hidden=d_hidden, embedding=embedding,
                       **options).to(device)
-    feats = _features(head, tokens, d, getattr(head, "layer_sizes", None), device, gen)
+    feats = _features(head, tokens, d, device, gen)
     n = feats.last.shape[0] * feats.last.shape[1]
     target = torch.randint(0, vocab_size, feats.last.shape[:-1], generator=gen).to(device)
 
@@ -362,10 +366,10 @@ def check_names(names: Sequence[str], sizes: Sequence[str] = ()) -> None:
     """Raise a ValueError naming unknown head or size names and the valid ones."""
     unknown = sorted(set(names) - set(BENCH_HEADS))
     if unknown:
-        raise ValueError(f"unknown head(s) {unknown}; choose from {sorted(BENCH_HEADS)}")
+        raise ConfigError(f"unknown head(s) {unknown}; choose from {sorted(BENCH_HEADS)}")
     bad = sorted(set(sizes) - set(SIZES))
     if bad:
-        raise ValueError(f"unknown size(s) {bad}; choose from {sorted(SIZES)}")
+        raise ConfigError(f"unknown size(s) {bad}; choose from {sorted(SIZES)}")
 
 
 def fit_layers(options: dict, n_layers: int) -> dict:
@@ -381,7 +385,7 @@ def fit_layers(options: dict, n_layers: int) -> dict:
     while len(counts) > n_layers and counts[0] == 0:
         counts.pop(0)
     if len(counts) > n_layers:
-        raise ValueError(f"vectors_per_layer={options['vectors_per_layer']} reads more layers "
+        raise ConfigError(f"vectors_per_layer={options['vectors_per_layer']} reads more layers "
                          f"than the encoder's {n_layers} (embedding included); use an "
                          f"encoder with more layers (model.nlayers)")
     return {**options, "vectors_per_layer": [0] * (n_layers - len(counts)) + counts}
@@ -437,7 +441,8 @@ def run_bench(names: Sequence[str], sizes: Sequence[str], *, d: int = 400, token
     for size in sizes:
         kinds = [(name, BENCH_HEADS[name][0], fit_layers(BENCH_HEADS[name][1], 3))
                  for name in names]
-        kinds = [(n, k, {**o, "layer_sizes": [d, d, d]} if k == "doc" else o)
+        # a head that reads layers reads three of size d (embedding and two layers)
+        kinds = [(n, k, {**o, "layer_sizes": [d, d, d]} if HEADS[k].reads_layers else o)
                  for n, k, o in kinds]
         measured = compare_heads([(k, o) for _, k, o in kinds], vocab_size=SIZES[size], d=d,
                                  tokens=tokens, device=device, repeats=repeats,

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from ..configs import Config, HeadConfig, apply_overrides, get_config
+from ..heads import HEADS
 from ..models import build_model
 from ..train import training_loss
 from .bench import (
@@ -165,23 +166,28 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
     Returns:
         one dict per head: the :class:`ModelCost` fields plus ``train_ratio`` and
         ``eval_ratio`` (head / tied; the mean of tied's two measurements divides, see
-        :func:`~.bench.add_ratios`). A head that runs out of memory gives a row with
-        ``skipped`` (the reason) and no timings; the others are still measured.
+        :func:`~.bench.add_ratios`). A head that runs out of memory, or that cannot end a
+        language model (``is_distribution`` false: vMF), gives a row with ``skipped`` (the
+        reason) and no timings; the others are still measured.
     """
     check_names(names, [size])
     order = ["tied", *(n for n in names if n != "tied")]
     device = torch.device(settings.get("device", "cpu"))
 
+    def skipped(name: str, reason: str) -> dict:
+        kind, options = BENCH_HEADS[name]
+        return {"name": name, "kind": kind, "options": options, "size": size,
+                "vocab_size": SIZES[size], "device": str(device), "skipped": reason}
+
     def measure(name: str) -> dict:
+        if not HEADS[BENCH_HEADS[name][0]].is_distribution:
+            return skipped(name, "not a language-model head (no distribution over words)")
         try:
             row = model_cost(name, size, **settings).to_dict()
         except (RuntimeError, MemoryError) as err:
             if not is_out_of_memory(err):
                 raise
-            kind, options = BENCH_HEADS[name]
-            row = {"name": name, "kind": kind, "options": options, "size": size,
-                   "vocab_size": SIZES[size], "device": str(device),
-                   "skipped": out_of_memory_note(err)}
+            row = skipped(name, out_of_memory_note(err))
         free_memory(device)
         return row
 

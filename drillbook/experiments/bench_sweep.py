@@ -12,7 +12,8 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from ..heads import OutputHead, SoftmaxFamilyHead, VMFHead, build_head
+from ..errors import ConfigError
+from ..heads import OutputHead, build_head
 from .bench import (
     BENCH_FORMAT,
     autocast,
@@ -34,14 +35,15 @@ SWEEP_SIZES = (10_000, 25_000, 50_000, 100_000, 200_000, 400_000, 800_000)
 def greedy_decode(head: OutputHead, hidden: Tensor) -> Tensor:
     """The most likely word per position, ``(...)`` ids from ``(..., d_hidden)`` features.
 
-    A softmax-family head takes the argmax of its logits; a vMF head the nearest
-    neighbour of its predicted vector among the unit output embeddings
+    A head with logits takes their argmax, any other distribution the argmax of its
+    log-probabilities; a head that is no distribution (vMF) the nearest neighbour of its
+    predicted vector among the unit output embeddings
     (:meth:`~drillbook.heads.VMFHead.decode`, cosine). No autograd.
     """
     with torch.no_grad():
-        if isinstance(head, VMFHead):
+        if not head.is_distribution:
             return head.decode(hidden)
-        if isinstance(head, SoftmaxFamilyHead):
+        if head.has_logits:
             return head.logits(hidden).argmax(-1)
         return head.log_prob(hidden).argmax(-1)
 
@@ -106,12 +108,12 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
     """
     sizes = sorted({int(v) for v in vocab_sizes})
     if not sizes or sizes[0] < 2:
-        raise ValueError(f"vocab_sizes must be integers >= 2, got {list(vocab_sizes)}")
+        raise ConfigError(f"vocab_sizes must be integers >= 2, got {list(vocab_sizes)}")
     decode_positions = tokens if decode_positions is None else int(decode_positions)
     if decode_positions < 1:
-        raise ValueError(f"decode_positions must be a positive integer, got {decode_positions}")
+        raise ConfigError(f"decode_positions must be a positive integer, got {decode_positions}")
     if max_seconds is not None and max_seconds <= 0:
-        raise ValueError(f"max_seconds must be positive or None, got {max_seconds}")
+        raise ConfigError(f"max_seconds must be positive or None, got {max_seconds}")
     device = torch.device(device)
     autocast(device, precision)  # checks the precision before any work
     heads = {"softmax": ("softmax", {}), f"vmf-{dim}": ("vmf", {"dim": dim})}

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError, MissingFileError
 from .results import load_results
 
 __all__ = ["find_results", "fmt", "format_rows", "full_command", "plot_curves", "ratios_to",
@@ -60,7 +61,7 @@ def find_results(start: str | Path = ".", *, clone: str | None = None) -> Path:
         if (folder / "results" / "REPORT.md").is_file():
             return folder / "results"
     if clone is None:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"no results/ folder with a REPORT.md in {here} or above: run from a checkout of "
             f"the drillbook repository, or pass clone='git+URL@BRANCH' to fetch one")
     import subprocess
@@ -103,7 +104,7 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
     from .reproduce import TABLES
 
     if table not in TABLES:
-        raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+        raise ConfigError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
     ours = {d["row"]: d for d in load_results(folder) if d["table"] == table}
     out = []
     for row in TABLES[table]:
@@ -161,7 +162,7 @@ def full_command(table: str, *, colab: bool = False) -> str:
     from .reproduce import TABLES
 
     if table not in TABLES:
-        raise ValueError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+        raise ConfigError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
     command = f"drillbook reproduce {table}"
     if colab:
         command += " --runs /content/drive/MyDrive/drillbook/runs" \

@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..errors import ResultFileError
+
 __all__ = ["FINETUNED_REQUIRED", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
            "load_results", "validate_result", "write_json", "write_result"]
 
@@ -69,8 +71,10 @@ STATUSES = ("done", "budget", "epochs")
 FINETUNED_STATUSES = ("converged", *STATUSES)
 
 
-def validate_result(doc: dict[str, Any]) -> list[str]:
+def validate_result(doc: Any) -> list[str]:
     """Every way ``doc`` breaks the schema (an empty list when it is valid)."""
+    if not isinstance(doc, dict):
+        return [f"expected a JSON object, got {type(doc).__name__}"]
     problems = _check_fields(doc, REQUIRED, "", STATUSES)
     if doc.get("format") not in (None, *READABLE_FORMATS):
         problems.append(f"format {doc.get('format')!r} is not one of {READABLE_FORMATS}")
@@ -97,12 +101,11 @@ def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], wh
                             f"expected {' or '.join(t.__name__ for t in types)}")
     if "status" in doc and doc["status"] not in statuses:
         problems.append(f"{where}status {doc['status']!r} is not one of {statuses}")
-    metrics = doc.get("metrics", {})
+    metrics, curve = doc.get("metrics"), doc.get("curve")
     for name, value in (metrics.items() if isinstance(metrics, dict) else ()):
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             problems.append(f"{where}metric {name!r} must be a number, got {value!r}")
-    curve = doc.get("curve", [])
-    for point in curve if isinstance(curve, list) else ():
+    for point in (curve if isinstance(curve, list) else ()):
         if not isinstance(point, dict) or "epoch" not in point:
             problems.append(f"{where}curve points must be dicts with an 'epoch', got {point!r}")
             break
@@ -136,16 +139,34 @@ def write_json(path: str | Path, doc: Any, *, sort_keys: bool = False) -> Path:
 def load_results(folder: str | Path) -> list[dict[str, Any]]:
     """Every ``<table>/<row>.json`` under ``folder`` (sorted), each validated.
 
+    A folder that does not exist, or holds no result files, gives an empty list.
+
     Raises:
-        ValueError: a file breaks the schema (the message names the file).
+        ResultFileError: a file is not UTF-8 JSON or breaks the schema; the one-line
+            message names the file, what is wrong and how to rewrite it. (A ``ValueError``.)
     """
     docs = []
     for path in sorted(Path(folder).glob("*/*.json")):
         if path.parent.name == "bench":
             continue  # benchmark reports have their own format
-        doc = json.loads(path.read_text())
-        problems = validate_result(doc)
-        if problems:
-            raise ValueError(f"{path}: " + "; ".join(problems))
-        docs.append(doc)
+        docs.append(_read_result(path))
     return docs
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    """One result file, parsed and validated (:class:`ResultFileError` naming it if not)."""
+    fix = (f"rewrite it with `drillbook reproduce {path.parent.name} --rows {path.stem}`, "
+           f"or move it out of the results folder")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ResultFileError(f"result file {path} is not UTF-8 text (byte {err.start}: "
+                              f"{err.reason}); {fix}") from None
+    except json.JSONDecodeError as err:
+        raise ResultFileError(f"result file {path} is not valid JSON ({err.msg} at line "
+                              f"{err.lineno}, column {err.colno}); {fix}") from None
+    problems = validate_result(doc)
+    if problems:
+        raise ResultFileError(f"result file {path} is not a valid {RESULT_FORMAT} document: "
+                              + "; ".join(problems) + f"; {fix}")
+    return doc

@@ -10,24 +10,55 @@ torch.Size([4, 7, 100])
 Every head is an :class:`OutputHead`: ``log_prob``, ``loss`` and ``param_counts``
 mean the same thing for all of them.
 
-=============  =====================  =====================================================
-kind           class                  logits (DRILL paper's numbering)
-=============  =====================  =====================================================
-``softmax``    :class:`SoftmaxHead`   ``W^T h + b`` (Eq. 1)
-``tied``       :class:`TiedHead`      ``E h + b`` (Eq. 2)
-``bilinear``   :class:`BilinearHead`  ``E W h + b`` (Eq. 3)
-``dual``       :class:`DualHead`      ``σ(E U + b_u) σ(V h + b_v) + b`` (Eq. 5)
-``drill``      :class:`DrillHead`     ``E^(K) h + b``, deep residual ``E^(K)`` (Eqs. 8-12)
-=============  =====================  =====================================================
+==============  =======================  ====================================================
+kind            class                    logits (DRILL paper's numbering)
+==============  =======================  ====================================================
+``softmax``     :class:`SoftmaxHead`     ``W^T h + b`` (Eq. 1)
+``tied``        :class:`TiedHead`        ``E h + b`` (Eq. 2)
+``bilinear``    :class:`BilinearHead`    ``E W h + b`` (Eq. 3)
+``dual``        :class:`DualHead`        ``σ(E U + b_u) σ(V h + b_v) + b`` (Eq. 5)
+``drill``       :class:`DrillHead`       ``E^(K) h + b``, deep residual ``E^(K)`` (Eqs. 8-12)
+``mos``         :class:`MoSHead`         ``log sum_k pi_k softmax(E k_k + b)`` (Yang et al.)
+``doc``         :class:`DOCHead`         MoS with vectors from several layers (Takase et al.)
+``sigsoftmax``  :class:`SigSoftmaxHead`  ``z + log σ(z)``, ``z = E h + b`` (Kanai et al.)
+``vmf``         :class:`VMFHead`         no logits: a vector ``W h + b_w`` (Kumar & Tsvetkov)
+==============  =======================  ====================================================
+
+What a head is and needs
+------------------------
+Each class declares it in class attributes (documented on :class:`OutputHead`), so code
+that uses a head asks the head instead of testing its type:
+
+``is_distribution``
+    ``log_prob`` is a distribution over the words (every head but ``vmf``, which
+    predicts a vector). Language models and beam search need it.
+``has_logits``
+    one softmax over per-word scores, with ``logits``/``logits_subset`` (sampled softmax).
+``is_mixture``
+    several softmaxes mixed (``mos``, ``doc``).
+``reads_layers``
+    may read the encoder's middle layers and takes ``layer_sizes`` (``doc``).
+``shares_embedding``
+    needs the encoder's input embedding (``tied``, ``bilinear``, ``dual``, ``drill``,
+    ``mos``, ``doc``, ``sigsoftmax``).
+``options``
+    the keyword options the constructor takes.
+
+>>> HEADS["vmf"].is_distribution, HEADS["doc"].reads_layers, HEADS["softmax"].shares_embedding
+(False, True, False)
+
+:func:`build_head` reads these declarations and nothing else: it checks that
+``vocab_size`` and ``d_hidden`` are positive integers, refuses options that are not in the
+class's ``options``, and passes ``embedding=`` only to a head that ``shares_embedding``
+(other heads do not receive it, so passing an embedding to every head is harmless).
 """
 
 from __future__ import annotations
 
-import inspect
-
 from torch import nn
 
-from .base import Features, OutputHead, ParamCounts, SoftmaxFamilyHead
+from ..errors import ConfigError
+from .base import Features, OutputHead, ParamCounts, SoftmaxFamilyHead, check_positive_int
 from .bilinear import BilinearHead
 from .drill import DrillHead
 from .dual import DualHead
@@ -70,11 +101,6 @@ HEADS: dict[str, type[OutputHead]] = {
 }
 
 
-def _options_of(cls: type[OutputHead]) -> list[str]:
-    params = inspect.signature(cls.__init__).parameters
-    return [n for n in params if n not in ("self", "vocab_size", "d_hidden", "embedding")]
-
-
 def build_head(
     kind: str,
     *,
@@ -87,28 +113,31 @@ def build_head(
 
     Args:
         kind: one of :data:`HEADS` (``"softmax"``, ``"tied"``, ...).
-        vocab_size: ``V``.
-        d_hidden: size of the encoder feature the head reads.
-        embedding: the encoder's input embedding, for heads that share it.
-        **options: head-specific keyword options (see each class).
+        vocab_size: ``V``, a positive integer (a NumPy integer will do).
+        d_hidden: size of the encoder feature the head reads, a positive integer.
+        embedding: the encoder's input embedding; passed to the head when its class
+            declares ``shares_embedding`` (such a head needs it), ignored otherwise.
+        **options: head-specific keyword options, those in the class's ``options``
+            (see each class).
 
     Raises:
-        ValueError: unknown kind, unknown option, or inconsistent sizes; the message
-            lists what is valid.
+        ConfigError: unknown kind, unknown option, or a ``vocab_size``/``d_hidden`` that
+            is not a positive integer; the message names what is wrong and what is valid.
+        ValueError: sizes that do not fit together (raised by the head itself).
     """
     try:
         cls = HEADS[kind]
-    except KeyError:
-        raise ValueError(
+    except (KeyError, TypeError):
+        raise ConfigError(
             f"unknown head kind {kind!r}; choose one of {sorted(HEADS)}"
         ) from None
-    valid = _options_of(cls)
-    unknown = sorted(set(options) - set(valid))
+    vocab_size = check_positive_int(vocab_size, "build_head: vocab_size")
+    d_hidden = check_positive_int(d_hidden, "build_head: d_hidden")
+    unknown = sorted(set(options) - set(cls.options))
     if unknown:
-        raise ValueError(
-            f"unknown option(s) {unknown} for head {kind!r}; valid options: {valid}"
+        raise ConfigError(
+            f"unknown option(s) {unknown} for head {kind!r}; valid options: {list(cls.options)}"
         )
-    takes_embedding = "embedding" in inspect.signature(cls.__init__).parameters
-    if takes_embedding:
+    if cls.shares_embedding:
         return cls(vocab_size, d_hidden, embedding=embedding, **options)
     return cls(vocab_size, d_hidden, **options)

@@ -14,18 +14,27 @@ a mixture of softmaxes, a point on the sphere), every head answers the same call
 :class:`Features` object that also carries the per-layer outputs, for heads such as
 DOC that read middle layers. Heads never keep global state and never pick a device:
 they run wherever their parameters live.
+
+What a head *is* and *needs* is declared on its class (:attr:`OutputHead.is_distribution`,
+:attr:`~OutputHead.has_logits`, :attr:`~OutputHead.is_mixture`,
+:attr:`~OutputHead.reads_layers`, :attr:`~OutputHead.shares_embedding`,
+:attr:`~OutputHead.options`). Models, trainers, decoders, benchmarks and analyses read
+these declarations; none of them tests a head's type or inspects its signature.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead"]
+from ..errors import ConfigError
+
+__all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead", "check_positive_int"]
 
 
 class Features(NamedTuple):
@@ -62,6 +71,15 @@ class ParamCounts:
         return self.dedicated + self.shared
 
 
+def check_positive_int(value: object, what: str) -> int:
+    """``value`` as an ``int`` if it is a positive integer (a Python or NumPy integer, not a
+    bool), else a one-line :class:`~drillbook.errors.ConfigError`
+    ``"<what> must be a positive integer, got <value>"``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ConfigError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 def last_layer(features: Tensor | Features) -> Tensor:
     """The ``(..., d_hidden)`` tensor a single-layer head reads."""
     return features.last if isinstance(features, Features) else features
@@ -70,25 +88,63 @@ def last_layer(features: Tensor | Features) -> Tensor:
 class OutputHead(nn.Module):
     """Base class of all output layers.
 
-    Subclasses implement :meth:`log_prob`; everything else has a sound default.
+    Subclasses implement :meth:`log_prob`; everything else has a sound default. Each
+    subclass also declares, in the class attributes below, what it is and what it needs;
+    code that uses a head reads these rather than the head's type.
 
     Args:
         vocab_size: ``V``, the number of output labels.
         d_hidden: ``d_h``, the size of the encoder feature each prediction is made from.
+
+    Raises:
+        ConfigError: ``vocab_size`` or ``d_hidden`` is not a positive integer.
     """
 
     #: short name used by :func:`drillbook.heads.build_head`
-    kind: str = "abstract"
+    kind: ClassVar[str] = "abstract"
+
+    #: the keyword options of the constructor beyond ``vocab_size``, ``d_hidden`` and
+    #: ``embedding``; :func:`~drillbook.heads.build_head` refuses any other.
+    options: ClassVar[tuple[str, ...]] = ()
+
+    #: True: :meth:`log_prob` is a normalised distribution over the ``V`` words and
+    #: :meth:`loss` its mean negative log-likelihood, so the head can end a language
+    #: model (perplexity, rank of the log-probability matrix) and be decoded by beam
+    #: search. False: the head predicts a vector in a fixed embedding space (vMF):
+    #: :meth:`log_prob` raises, :meth:`loss` is a loss on vectors, and the head provides
+    #: ``predict_vectors(features)`` ``(..., m)``, the unit-row table
+    #: ``target_embeddings`` ``(V, m)``, ``scores(features)`` ``(..., V)`` (not
+    #: normalised over words) and ``decode(features)`` (nearest word ids).
+    is_distribution: ClassVar[bool] = True
+
+    #: True: the distribution is one softmax over per-word scores, and the head provides
+    #: ``logits(features)`` ``(..., V)`` and ``logits_subset(features, ids)`` (what
+    #: sampled-softmax training scores); see :class:`SoftmaxFamilyHead`.
+    has_logits: ClassVar[bool] = False
+
+    #: True: :meth:`log_prob` mixes several softmaxes over the vocabulary (MoS, DOC). The
+    #: head has ``n_vectors`` (components per position), ``chunk_size`` (positions scored
+    #: at once, ``None``: all), ``mixture_weights(features)`` ``(..., n_vectors)``, and,
+    #: when it also :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
+    is_mixture: ClassVar[bool] = False
+
+    #: True: the head may read the encoder's middle layers (``Features.layers``), as DOC
+    #: does. It takes a ``layer_sizes`` option (the sizes of ``Features.layers``,
+    #: embedding first; :func:`drillbook.models.build_model` fills it in from the
+    #: encoder) and keeps it as ``layer_sizes``. Models whose encoder exposes no layers
+    #: (the translation decoder) refuse such a head.
+    reads_layers: ClassVar[bool] = False
+
+    #: True: the head scores words against the encoder's input embedding ``E`` and cannot
+    #: be built without it (tied, bilinear, dual, DRILL, sigsoftmax, MoS, DOC):
+    #: :func:`~drillbook.heads.build_head` passes ``embedding=`` to it and to no other.
+    shares_embedding: ClassVar[bool] = False
 
     def __init__(self, vocab_size: int, d_hidden: int) -> None:
         super().__init__()
-        if int(vocab_size) < 1 or int(d_hidden) < 1:
-            raise ValueError(
-                f"vocab_size and d_hidden must be positive integers, got "
-                f"vocab_size={vocab_size!r}, d_hidden={d_hidden!r}"
-            )
-        self.vocab_size = int(vocab_size)
-        self.d_hidden = int(d_hidden)
+        name = type(self).__name__
+        self.vocab_size = check_positive_int(vocab_size, f"{name}: vocab_size")
+        self.d_hidden = check_positive_int(d_hidden, f"{name}: d_hidden")
 
     # ------------------------------------------------------------------ checks
     def _hidden(self, features: Tensor | Features) -> Tensor:
@@ -196,6 +252,8 @@ class SoftmaxFamilyHead(OutputHead):
     ``d``, the ``N x V`` logit matrix of ``N`` contexts has rank at most ``d + 1``: this
     is the softmax bottleneck (DOC paper, Sec. 3).
     """
+
+    has_logits = True
 
     def logits(self, features: Tensor | Features) -> Tensor:
         """Unnormalised scores, shape ``(..., V)``."""

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .dual import ACTIVATIONS, check_activation
+from .dual import (
+    ACTIVATIONS,
+    DROPOUT_KINDS,
+    check_activation,
+    check_dropout,
+    label_dropout,
+    variational_dropout,
+)
 from .label_cache import LabelEncoderHead
 
 __all__ = ["DrillHead", "variational_dropout"]
-
-
-def variational_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """Drop whole columns of a ``(V, d)`` label matrix with one shared mask.
-
-    One Bernoulli mask of shape ``(1, d)`` is drawn per call and broadcast over all
-    rows, so every label loses the same embedding dimensions; kept entries are scaled
-    by ``1 / (1 - p)``. The identity when ``training`` is false or ``p == 0``.
-    """
-    if not training or p == 0.0:
-        return x
-    mask = x.new_empty(1, x.shape[-1]).bernoulli_(1.0 - p).div_(1.0 - p)
-    return x * mask
 
 
 class DrillHead(LabelEncoderHead):
@@ -88,8 +81,10 @@ class DrillHead(LabelEncoderHead):
     """
 
     kind = "drill"
+    options = ("depth", "activation", "dropout", "dropout_kind", "residual",
+               "residual_previous", "bias")
     activations = ("sigmoid", "relu", "tanh", "identity")
-    dropout_kinds = ("variational", "standard")
+    dropout_kinds = DROPOUT_KINDS
 
     def __init__(
         self,
@@ -115,20 +110,9 @@ class DrillHead(LabelEncoderHead):
             raise ValueError(
                 f"depth must be a non-negative integer (0 gives the tied head), got {depth!r}"
             )
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \
-                or not 0.0 <= dropout < 1.0:
-            raise ValueError(
-                f"dropout must be a probability in [0, 1) (0 disables it), got {dropout!r}"
-            )
-        if dropout_kind not in self.dropout_kinds:
-            raise ValueError(
-                f"unknown dropout_kind {dropout_kind!r} for the 'drill' head; choose one of "
-                f"{list(self.dropout_kinds)}"
-            )
+        self.dropout, self.dropout_kind = check_dropout(dropout, dropout_kind, self.kind)
         self.activation = check_activation(activation, self.activations, self.kind)
         self.depth = depth
-        self.dropout = float(dropout)
-        self.dropout_kind = dropout_kind
         self.residual = bool(residual)
         self.residual_previous = bool(residual_previous)
         weight = self.embedding_weight
@@ -147,11 +131,7 @@ class DrillHead(LabelEncoderHead):
     # ------------------------------------------------------------ label side
     def _drop(self, x: Tensor) -> Tensor:
         """Dropout ``δ`` on a layer input (identity in eval mode or with ``p = 0``)."""
-        if not self.training or self.dropout == 0.0:
-            return x
-        if self.dropout_kind == "variational":
-            return variational_dropout(x, self.dropout)
-        return F.dropout(x, self.dropout, training=True)
+        return label_dropout(x, self.dropout, self.dropout_kind, self.training)
 
     def _encode_labels(self, rows: Tensor | None = None) -> Tensor:
         """``E^{(K)}`` (of the given embedding rows, default all), always computed afresh

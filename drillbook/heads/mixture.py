@@ -37,6 +37,7 @@ from .base import Features
 from .softmax import EmbeddingHead
 
 __all__ = [
+    "CV_FORMS",
     "DOCHead",
     "MixtureHead",
     "MoSHead",
@@ -82,19 +83,55 @@ def mixture_log_prob_reference(vectors: Tensor, log_prior: Tensor, weight: Tenso
     return torch.log((log_prior.exp().unsqueeze(-1) * probs).sum(1))
 
 
-def coefficient_of_variation(prior: Tensor) -> Tensor:
-    """DOC's ``sqrt(beta)``: ``std(B) / avg(B)`` with ``B = sum_t pi_t`` (Eqs. 12-13).
+#: the two forms of DOC's coefficient-of-variation regulariser (see
+#: :func:`coefficient_of_variation`)
+CV_FORMS = ("authors", "paper")
+
+
+def coefficient_of_variation(prior: Tensor, form: str = "paper") -> Tensor:
+    """DOC's ``sqrt(beta)``: the coefficient of variation of the summed mixture weights.
 
     Args:
-        prior: mixture weights ``(..., J)`` of the positions of one minibatch.
+        prior: mixture weights ``pi`` of one minibatch, ``(T, B, J)`` (time first, as the
+            language models lay out a batch); a 2-d ``(T, J)`` is one sequence. Any further
+            leading axes after the first count as sequences.
+        form: which quantity (the regulariser is ``lambda_beta * cv ** 2``):
 
-    ``B`` sums the weights over every position, giving one total per component; ``std`` is
-    the population standard deviation over the ``J`` totals. 0 when every component gets
-    the same total weight. (The authors' code computes a variant over per-sequence sums;
-    drillbook follows the paper's equations.)
+            * ``"paper"``, the paper's Eqs. 12-13: ``B = sum_t pi_t``, one total per
+              component over every position of the minibatch (``J`` numbers), and
+
+              .. math::  \\sqrt{\\beta} = \\operatorname{std}(B) / \\operatorname{avg}(B)
+
+              with the population standard deviation over the ``J`` totals;
+            * ``"authors"``, what the authors' code (``main.py`` of nttcslab-nlp/doc_lm)
+              computes: ``S = sum_t pi_t`` per *sequence*, a ``(B, J)`` matrix, and
+
+              .. math::  \\sqrt{\\beta} = \\sqrt{(J - 1)\\, \\operatorname{var}(S)}
+                         / \\operatorname{mean}(S)
+
+              with the unbiased variance and the mean over all ``B J`` entries of ``S``.
+
+    Both are 0 when every entry they compare is equal. They differ in scale: the
+    ``(J - 1)`` factor and the spread between sequences (which the paper's batch totals
+    average away) make the authors' ``beta`` much larger: at DOC's PTB shape (``J = 20``,
+    ``B = 20``) about ``J - 1 = 19`` times when every sequence has the same imbalance, and
+    hundreds of times when sequences lean on different components. ``lambda_beta = 0.001``
+    was tuned with the authors' form. For a single sequence (``B = 1``) the authors'
+    ``beta`` is exactly ``J`` times the paper's.
     """
-    totals = prior.reshape(-1, prior.shape[-1]).sum(0)
-    return totals.std(correction=0) / totals.mean()
+    if form not in CV_FORMS:
+        raise ValueError(f"unknown coefficient-of-variation form {form!r}; choose one of "
+                         f"{list(CV_FORMS)}")
+    if prior.dim() < 2:  # one position
+        prior = prior.unsqueeze(0)
+    j = prior.shape[-1]
+    if form == "paper":
+        totals = prior.reshape(-1, j).sum(0)
+        return totals.std(correction=0) / totals.mean()
+    sums = prior.sum(0).reshape(-1, j)  # (B, J): each sequence's weight per component
+    if j == 1:  # one component: nothing can be uneven ((J - 1) = 0)
+        return sums.new_zeros(())
+    return torch.sqrt((j - 1) * sums.var(correction=1)) / sums.mean()
 
 
 class MixtureHead(EmbeddingHead):
@@ -104,9 +141,11 @@ class MixtureHead(EmbeddingHead):
     Subclasses implement :meth:`components`.
     """
 
+    is_mixture = True
+
     def __init__(self, vocab_size: int, d_hidden: int, embedding, *, bias: bool,
                  n_vectors: int, latent_dropout: float, shared_mask: bool,
-                 chunk_size: int | None, cv_weight: float) -> None:
+                 chunk_size: int | None, cv_weight: float, cv_form: str = "paper") -> None:
         super().__init__(vocab_size, d_hidden, embedding, bias=bias)
         if n_vectors < 1:
             raise ValueError(f"a mixture needs at least one component, got {n_vectors}")
@@ -117,11 +156,15 @@ class MixtureHead(EmbeddingHead):
                              f"got {chunk_size}")
         if cv_weight < 0:
             raise ValueError(f"cv_weight must be >= 0, got {cv_weight}")
+        if cv_form not in CV_FORMS:
+            raise ValueError(f"unknown cv_form {cv_form!r}; choose one of {list(CV_FORMS)} "
+                             f"(see drillbook.heads.mixture.coefficient_of_variation)")
         self.n_vectors = int(n_vectors)
         self.latent_dropout = float(latent_dropout)
         self.shared_mask = bool(shared_mask)
         self.chunk_size = chunk_size
         self.cv_weight = float(cv_weight)
+        self.cv_form = cv_form
 
     # ----------------------------------------------------------- components
     def components(self, features: Tensor | Features) -> tuple[Tensor, Tensor]:
@@ -177,10 +220,12 @@ class MixtureHead(EmbeddingHead):
         return total / keep.sum()  # nan when nothing is kept, like F.nll_loss
 
     def regularizer(self, features: Tensor | Features) -> Tensor | None:
-        """``cv_weight * beta`` (DOC's Eq. 13) on this batch's mixture weights, or None."""
+        """``cv_weight * beta`` on this batch's mixture weights (DOC's Eq. 13, in the form
+        ``cv_form``: see :func:`coefficient_of_variation`), or None."""
         if self.cv_weight == 0.0:
             return None
-        return self.cv_weight * coefficient_of_variation(self.mixture_weights(features)) ** 2
+        cv = coefficient_of_variation(self.mixture_weights(features), self.cv_form)
+        return self.cv_weight * cv ** 2
 
 
 class MoSHead(MixtureHead):
@@ -211,6 +256,7 @@ class MoSHead(MixtureHead):
     """
 
     kind = "mos"
+    options = ("n_experts", "latent_dropout", "chunk_size", "bias")
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *, n_experts: int = 15,
                  latent_dropout: float = 0.0, chunk_size: int | None = None,
@@ -247,7 +293,16 @@ class DOCHead(MixtureHead):
     last layer. The paper writes ``k = W h`` (Eq. 11); drillbook follows the authors' code
     and adds a bias and a tanh, which makes DOC with every vector from the last layer
     exactly MoS. Training adds ``cv_weight * beta`` (Eq. 13), the squared coefficient of
-    variation of the batch's summed mixture weights, through :meth:`regularizer`.
+    variation of the summed mixture weights, through :meth:`regularizer`. ``beta`` comes
+    in two forms (:func:`coefficient_of_variation`): ``cv_form="authors"`` (default),
+    ``(J - 1) var(S) / mean(S)^2`` over the ``(B, J)`` per-sequence sums ``S`` as the
+    authors' code computes it, which produced the published numbers and with which
+    ``lambda_beta = 0.001`` was tuned; and ``cv_form="paper"``, ``std(B)^2 / avg(B)^2``
+    over the ``J`` batch totals of Eqs. 12-13, which is at least about ``J - 1`` times
+    smaller at the PTB shape, so the same ``cv_weight`` regularises far less.
+
+    Init (as the authors' code): the ``W_j`` ``nn.Linear``'s default weights, zero biases
+    ``b_j``; the prior has no bias; the per-word bias ``b`` is zero.
 
     Args:
         vocab_size: ``V``.
@@ -261,6 +316,7 @@ class DOCHead(MixtureHead):
         latent_dropout: locked dropout on the ``J`` vectors, ONE mask per sequence shared
             over time and over all ``J`` vectors (0.6 on PTB).
         cv_weight: ``lambda_beta`` (0.001 on PTB).
+        cv_form: ``"authors"`` (default) or ``"paper"``, the form of ``beta`` (above).
         chunk_size, bias: as for :class:`MoSHead`.
 
     Parameters:
@@ -268,18 +324,21 @@ class DOCHead(MixtureHead):
     """
 
     kind = "doc"
+    options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight", "cv_form",
+               "chunk_size", "bias")
+    reads_layers = True
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *,
                  vectors_per_layer: Sequence[int] = (0, 0, 5, 15),
                  layer_sizes: Sequence[int] | None = None, latent_dropout: float = 0.0,
-                 cv_weight: float = 0.001, chunk_size: int | None = None,
-                 bias: bool = True) -> None:
+                 cv_weight: float = 0.001, cv_form: str = "authors",
+                 chunk_size: int | None = None, bias: bool = True) -> None:
         counts = [int(i) for i in vectors_per_layer]
         if any(i < 0 for i in counts):
             raise ValueError(f"vectors_per_layer must be counts >= 0, got {counts}")
         super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=sum(counts),
                          latent_dropout=latent_dropout, shared_mask=True,
-                         chunk_size=chunk_size, cv_weight=cv_weight)
+                         chunk_size=chunk_size, cv_weight=cv_weight, cv_form=cv_form)
         if layer_sizes is None:
             if any(counts[:-1]):
                 raise ValueError("the doc head reads several layers: pass layer_sizes=[d_0, "
@@ -297,6 +356,17 @@ class DOCHead(MixtureHead):
             str(n): nn.Linear(size, i * self.d_embedding, **factory)
             for n, (i, size) in enumerate(zip(counts, sizes, strict=True)) if i > 0})
         self.prior = nn.Linear(d_hidden, self.n_vectors, bias=False, **factory)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The authors' init: ``W_j`` and the prior keep ``nn.Linear``'s default weights,
+        the biases ``b_j`` of every projection (middle layers and the last) are zero, and
+        so is the per-word bias ``b``; the shared embedding is left alone."""
+        super().reset_parameters()
+        for proj in self.projections.values():
+            proj.reset_parameters()
+            nn.init.zeros_(proj.bias)
+        self.prior.reset_parameters()
 
     def _layers(self, features: Tensor | Features) -> tuple[Tensor, ...]:
         if not any(self.vectors_per_layer[:-1]):  # MoS-like: the last layer suffices
@@ -325,5 +395,5 @@ class DOCHead(MixtureHead):
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, vectors_per_layer={self.vectors_per_layer}, "
                 f"latent_dropout={self.latent_dropout}, cv_weight={self.cv_weight}, "
-                f"chunk_size={self.chunk_size}")
+                f"cv_form={self.cv_form!r}, chunk_size={self.chunk_size}")
 

@@ -34,6 +34,7 @@ class SoftmaxHead(SoftmaxFamilyHead):
     """
 
     kind = "softmax"
+    options = ("bias",)
 
     def __init__(self, vocab_size: int, d_hidden: int, *, bias: bool = True) -> None:
         super().__init__(vocab_size, d_hidden)
@@ -93,6 +94,8 @@ class EmbeddingHead(OutputHead):
             also says why (``why``).
     """
 
+    shares_embedding = True
+
     def __init__(self, vocab_size: int, d_hidden: int,
                  embedding: nn.Embedding | nn.Parameter | None, *, bias: bool,
                  need: str | None = None, why: str = "") -> None:
@@ -140,6 +143,7 @@ class TiedHead(EmbeddingHead, SoftmaxFamilyHead):
     """
 
     kind = "tied"
+    options = ("bias",)
 
     def __init__(
         self,

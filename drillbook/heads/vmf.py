@@ -12,8 +12,10 @@ does not grow with the vocabulary; decoding is a nearest-neighbour search in the
 
 This head is the one :class:`~drillbook.heads.OutputHead` that is **not** a distribution over
 the vocabulary: ``log_prob`` raises, and ``loss`` is the chosen continuous loss rather than a
-cross-entropy. ``scores`` gives the vMF log-density of every word's vector (unnormalised over
-words) and ``decode`` the nearest word.
+cross-entropy. ``scores`` rates every word by the distance the loss defines and ``decode``
+picks the best one (paper Sec. 4.3: the vMF density for NLLvMF and its variants, cosine for
+the cosine and max-margin losses, Euclidean distance for the squared error; see
+:data:`drillbook.losses.DECODE_METRICS`).
 
 Parameter counts (paper Table 4)
 --------------------------------
@@ -39,9 +41,11 @@ The frozen ``(V, m)`` table is a buffer: it is saved in ``state_dict`` and moves
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..losses.vmf import LOSSES, log_cm, max_margin_loss, nearest_neighbour
+from ..errors import DataError
+from ..losses.vmf import DECODE_METRICS, LOSSES, log_cm, max_margin_loss, nearest_neighbour
 from .base import Features, OutputHead
 
 __all__ = ["VMFHead"]
@@ -64,21 +68,27 @@ class VMFHead(OutputHead):
         target_embeddings: the pretrained ``(V, m)`` word vectors of the output vocabulary
             (fastText/word2vec in the paper). Rows are normalised to unit length; all-zero
             rows are left at zero (no NaN): such a word scores ``cos = 0`` against every
-            prediction and, as a target, makes the vMF losses favour ``κ → 0``. ``None``
+            prediction and, as a target, makes the vMF losses favour ``κ → 0`` (the
+            translation tables give ``<pad>`` and ``<bos>`` zero rows: never targets, never
+            decoded). A row with a NaN or infinite entry is refused (it would silently
+            become a zero target). ``None``
             draws a random unit table: **only for tests and shape checks** - a head trained
             against random vectors learns nothing transferable; real use passes pretrained
             vectors.
         dim: ``m``. With ``target_embeddings`` it must equal the table's width (checked);
             without, it is the random table's width (default 300).
         loss: ``"nllvmf"`` (NLLvMF), ``"reg1"`` (+ ``λ1 ‖ê‖``), ``"reg2"`` (``λ2``-weighted
-            alignment), ``"pseudo"`` (the appendix's gradient surrogate), ``"l2"``,
-            ``"cosine"`` or ``"maxmargin"``.
+            alignment), ``"pseudo"`` (the appendix's gradient surrogate), ``"l2"`` (the
+            squared error ``‖ê - e(w)‖²``), ``"cosine"`` or ``"maxmargin"``. It also fixes
+            the decoding distance, :attr:`decode_metric`.
         lambda1, lambda2, margin: the paper's 0.02, 0.1 and 0.5.
         bias: learn ``b_w`` (the paper's count of 307.2K has no bias).
 
     Raises:
         ValueError: unknown loss; a table whose shape does not match ``(vocab_size, dim)``
             (the message shows both); a table that is not a 2-d floating tensor.
+        DataError: a table with non-finite rows (the message names them), here, in
+            :meth:`set_target_embeddings` and in ``load_state_dict``.
 
     Shapes:
         hidden ``(..., d_h)`` -> predicted vectors ``(..., m)``, scores ``(..., V)``,
@@ -86,6 +96,8 @@ class VMFHead(OutputHead):
     """
 
     kind = "vmf"
+    options = ("target_embeddings", "dim", "loss", "lambda1", "lambda2", "margin", "bias")
+    is_distribution = False
 
     def __init__(
         self,
@@ -109,6 +121,8 @@ class VMFHead(OutputHead):
         table = self._unit_table(target_embeddings, dim)
         self.dim = int(table.shape[1])
         self.loss_name = loss
+        #: the :func:`~drillbook.losses.nearest_neighbour` metric of this loss
+        self.decode_metric = DECODE_METRICS[loss]
         self.lambda1 = float(lambda1)
         self.lambda2 = float(lambda2)
         self.margin = float(margin)
@@ -133,6 +147,7 @@ class VMFHead(OutputHead):
                 f"mismatch between embeddings and model is an error; pass the table of this "
                 f"output vocabulary, with dim equal to its width (or dim=None)"
             )
+        _check_finite_rows(table)
         table = table.detach().to(device="cpu", dtype=torch.get_default_dtype())
         norms = torch.linalg.vector_norm(table, dim=-1, keepdim=True)
         return torch.where(norms > 0, table / norms.clamp_min(torch.finfo(table.dtype).tiny),
@@ -141,6 +156,20 @@ class VMFHead(OutputHead):
     def reset_parameters(self) -> None:
         """Re-draw ``W`` and ``b_w`` (``nn.Linear``'s init); the frozen table is kept."""
         self.proj.reset_parameters()
+
+    def set_target_embeddings(self, table: Tensor) -> None:
+        """Replace the frozen table by ``table`` ``(V, m)``, checked and unit-normalised as
+        at construction; it keeps the current table's device and dtype."""
+        if table is None:
+            raise ValueError("set_target_embeddings needs a (V, m) tensor of word vectors")
+        unit = self._unit_table(table, self.dim)
+        self.target_embeddings = unit.to(self.target_embeddings)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        table = state_dict.get(prefix + "target_embeddings")
+        if isinstance(table, Tensor):
+            _check_finite_rows(table)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # --------------------------------------------------------------- outputs
     def predict_vectors(self, features: Tensor | Features) -> Tensor:
@@ -158,24 +187,38 @@ class VMFHead(OutputHead):
         )
 
     def scores(self, features: Tensor | Features) -> Tensor:
-        """vMF log-densities ``log C_m(‖ê‖) + ê^T e_j`` of every word's unit vector, ``(..., V)``.
+        """Every word's score by this loss's decoding distance, ``(..., V)``, higher is
+        better (:attr:`decode_metric`; paper Sec. 4.3):
 
-        Differentiable. Per position these rank the words exactly as cosine similarity does
-        (``C_m`` depends only on ``‖ê‖``); unlike ``log_prob`` they do not sum to one over
-        words (they are densities on the sphere, evaluated at ``V`` points).
+        * ``"vmf"`` (NLLvMF and variants): the vMF log-density ``log C_m(‖ê‖) + ê^T e_j`` of
+          each word's unit vector. Per position it ranks the words exactly as cosine does
+          (``C_m`` depends only on ``‖ê‖``); the values do not sum to one over words
+          (densities on the sphere at ``V`` points, not a distribution over the vocabulary);
+        * ``"cosine"`` (cosine, max-margin): ``cos(ê, e_j)`` (0 against a zero row);
+        * ``"l2"`` (squared error): ``-‖ê - e_j‖²``, minus the loss each word would incur.
+
+        Differentiable.
         """
         pred = self.predict_vectors(features)
-        kappa = torch.linalg.vector_norm(pred, dim=-1, keepdim=True)
-        return log_cm(kappa, self.dim) + pred @ self.target_embeddings.T
+        table = self.target_embeddings
+        if self.decode_metric == "vmf":
+            kappa = torch.linalg.vector_norm(pred, dim=-1, keepdim=True)
+            return log_cm(kappa, self.dim) + pred @ table.T
+        if self.decode_metric == "cosine":  # the rows are unit (or zero) already
+            return F.normalize(pred, dim=-1, eps=1e-12) @ table.T
+        squared = (pred.square().sum(-1, keepdim=True) - 2.0 * pred @ table.T
+                   + table.square().sum(-1))
+        return -squared.clamp_min(0.0)
 
-    def decode(self, features: Tensor | Features, metric: str = "cosine",
+    def decode(self, features: Tensor | Features, metric: str | None = None,
                chunk_size: int | None = None) -> Tensor:
-        """Nearest-neighbour word ids ``(...)`` (greedy decoding); see
-        :func:`drillbook.losses.nearest_neighbour` for the metrics (``"cosine"``, ``"vmf"``:
-        the same ranking, ``"l2"``). The table is stored unit-normalised, so it is not
-        normalised again per call."""
+        """Nearest-neighbour word ids ``(...)`` (greedy decoding) by ``metric``, default
+        this loss's own :attr:`decode_metric`; see :func:`drillbook.losses.nearest_neighbour`
+        for the metrics (``"cosine"``, ``"vmf"``: the same ranking, ``"l2"``). The table is
+        stored unit-normalised, so it is not normalised again per call."""
         ids, _ = nearest_neighbour(self.predict_vectors(features), self.target_embeddings,
-                                   metric=metric, k=1, chunk_size=chunk_size, unit_rows=True)
+                                   metric=metric or self.decode_metric, k=1,
+                                   chunk_size=chunk_size, unit_rows=True)
         return ids.squeeze(-1)
 
     def output_embeddings(self) -> Tensor:
@@ -212,4 +255,16 @@ class VMFHead(OutputHead):
 
     def extra_repr(self) -> str:
         return (f"vocab_size={self.vocab_size}, d_hidden={self.d_hidden}, dim={self.dim}, "
-                f"loss={self.loss_name!r}")
+                f"loss={self.loss_name!r}, decode_metric={self.decode_metric!r}")
+
+
+def _check_finite_rows(table: Tensor) -> None:
+    """DataError naming the rows of ``(V, m)`` ``table`` that hold a NaN or an infinity."""
+    bad = (~torch.isfinite(table.detach())).any(-1).nonzero().flatten().tolist()
+    if bad:
+        shown = ", ".join(map(str, bad[:10])) + (f", ... ({len(bad)} rows)" if len(bad) > 10
+                                                 else "")
+        raise DataError(
+            f"target_embeddings rows [{shown}] hold NaN or infinite values (those words "
+            f"would be trained towards a zero vector); repair or replace those vectors "
+            f"(e.g. with the <unk> vector) before building the vMF head")

@@ -3,7 +3,8 @@
 :mod:`drillbook.losses.vmf` holds the continuous-output losses of Kumar & Tsvetkov (2019):
 the von Mises-Fisher negative log-likelihood and its variants, with a device-native,
 float64-accurate ``log C_m(κ)`` (no ``scipy``, no underflow), the paper's baselines
-(L2, cosine, max-margin) and nearest-neighbour decoding.
+(squared error, cosine, max-margin) and nearest-neighbour decoding by each loss's own
+distance.
 
 >>> import torch
 >>> from drillbook.losses import log_cm, nll_vmf
@@ -14,6 +15,7 @@ tensor(True)
 from __future__ import annotations
 
 from .vmf import (
+    DECODE_METRICS,
     LOSSES,
     bessel_ratio,
     cosine_loss,
@@ -30,6 +32,7 @@ from .vmf import (
 from .vmf_sample import sample_vmf
 
 __all__ = [
+    "DECODE_METRICS",
     "LOSSES",
     "bessel_ratio",
     "cosine_loss",

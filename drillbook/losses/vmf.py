@@ -85,8 +85,10 @@ Other things here
 * :func:`vmf_pseudo_loss`: the paper appendix's surrogate ``A(κ)``. Its *derivative*
   approximates the Bessel ratio; its *value* is not ``-log C_m`` (the authors said so
   later), so it is labelled as a gradient surrogate.
-* the paper's baselines: :func:`l2_loss`, :func:`cosine_loss`, :func:`max_margin_loss`.
-* :func:`nearest_neighbour`: batched, chunked decoding by cosine, vMF density or L2.
+* the paper's baselines: :func:`l2_loss` (its "Squared Error"), :func:`cosine_loss`,
+  :func:`max_margin_loss`.
+* :func:`nearest_neighbour`: batched, chunked decoding by cosine, vMF density or L2, and
+  :data:`DECODE_METRICS`, the distance each loss decodes by (paper Sec. 4.3).
 
 Losses take ``pred`` (``ê``, shape ``(..., m)``) and ``target`` (``e(w)``, shape ``(..., m)``,
 unit rows) and return per-position losses ``(...)`` unless ``reduction`` is ``"mean"`` or
@@ -104,6 +106,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
+    "DECODE_METRICS",
     "LOSSES",
     "bessel_ratio",
     "cosine_loss",
@@ -588,9 +591,16 @@ def vmf_pseudo_loss(pred: Tensor, target: Tensor, *, reduction: str = "none") ->
 
 
 def l2_loss(pred: Tensor, target: Tensor, *, reduction: str = "none") -> Tensor:
-    """The paper's L2 baseline: the Euclidean distance ``‖ê - e(w)‖`` (square-rooted)."""
+    """The paper's "Squared Error" baseline (Sec. 4.2): ``‖ê - e(w)‖² = Σ_i (ê_i - e_i)²``.
+
+    Summed over the ``m`` dimensions, one value per position; ``reduction="mean"`` (and
+    :class:`~drillbook.heads.VMFHead`) average over positions. (The authors' code sums it
+    over the tokens of a batch and divides by the number of sentences, a different
+    constant scale.) Unlike the unsquared distance it is smooth at ``ê = e(w)``. Models
+    trained with it decode by Euclidean distance (:data:`DECODE_METRICS`).
+    """
     _check_pair(pred, target, "l2_loss")
-    return _reduce(torch.linalg.vector_norm(pred - target, dim=-1), reduction)
+    return _reduce((pred - target).square().sum(-1), reduction)
 
 
 def cosine_loss(pred: Tensor, target: Tensor, *, reduction: str = "none") -> Tensor:
@@ -685,6 +695,24 @@ LOSSES = {
 # ----------------------------------------------------------------- decoding
 _METRICS = ("cosine", "vmf", "l2")
 
+#: loss name -> the :func:`nearest_neighbour` metric a model trained with it decodes by.
+#: Paper Sec. 4.3: for the empirical losses "the nearest neighbour ... in terms of the
+#: distance (loss) defined", for NLLvMF the word of highest vMF density. So: the squared
+#: error decodes by Euclidean distance; the cosine and max-margin losses (both defined on
+#: cosines) by cosine; NLLvMF and its variants by vMF density, which ranks the words of
+#: one position exactly as cosine does (``C_m`` depends on ``‖ê‖`` only). On a table of
+#: unit rows Euclidean distance ranks like cosine too (``‖ê - e‖² = ‖ê‖² - 2 ‖ê‖ cos + 1``)
+#: except against zero rows, which are at distance ``‖ê‖`` from every prediction.
+DECODE_METRICS: dict[str, str] = {
+    "nllvmf": "vmf",
+    "reg1": "vmf",
+    "reg2": "vmf",
+    "pseudo": "vmf",
+    "l2": "l2",
+    "cosine": "cosine",
+    "maxmargin": "cosine",
+}
+
 
 def nearest_neighbour(pred: Tensor, table: Tensor, *, metric: str = "cosine", k: int = 1,
                       chunk_size: int | None = None,
@@ -693,13 +721,13 @@ def nearest_neighbour(pred: Tensor, table: Tensor, *, metric: str = "cosine", k:
 
     Scores (higher is better):
 
-    * ``"cosine"``: ``cos(ê, e_j)``, the paper's decoding rule;
+    * ``"cosine"``: ``cos(ê, e_j)``, the cosine and max-margin models' rule;
     * ``"vmf"``: the vMF log-density of each (unit) word vector,
       ``log C_m(‖ê‖) + ê^T e_j / ‖e_j‖``. Since ``C_m`` depends only on ``‖ê‖``, this ranks the
       words exactly as ``"cosine"`` does: for greedy decoding the density adds nothing but a
       per-position constant (it matters when comparing positions or hypotheses);
     * ``"l2"``: ``-‖ê - e_j‖``, the negative Euclidean distance to the raw table rows (the
-      L2-trained models' rule). The returned scores are recomputed exactly for the chosen
+      squared-error models' rule). The returned scores are recomputed exactly for the chosen
       words; the ranking uses the expanded ``‖ê‖² - 2 ê^T e_j + ‖e_j‖²``.
 
     Cosine and vMF scores use unit-normalised table rows (a zero row scores 0 / ``log C_m``).

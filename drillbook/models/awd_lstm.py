@@ -24,6 +24,7 @@ import warnings
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
+from ..errors import ConfigError
 from ..heads.base import Features
 from .base import Encoder, EncoderOutput
 from .dropout import DropConnect, LockedDropout, check_p, embedding_dropout
@@ -65,7 +66,7 @@ class AWDLSTM(Encoder):
     ) -> None:
         super().__init__()
         if nlayers < 1:
-            raise ValueError(f"nlayers must be >= 1, got {nlayers}")
+            raise ConfigError(f"nlayers must be >= 1, got {nlayers}")
         self.vocab_size, self.emsize, self.nhid, self.nlayers = vocab_size, emsize, nhid, nlayers
         self.d_out = emsize if d_out is None else int(d_out)
         self.dropoute = check_p(dropoute, "dropoute")

@@ -8,9 +8,10 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from ..heads.base import Features, OutputHead
 
-__all__ = ["Encoder", "EncoderOutput", "LanguageModel", "eval_windows"]
+__all__ = ["Encoder", "EncoderOutput", "LanguageModel", "eval_windows", "lm_head_problem"]
 
 
 class EncoderOutput(NamedTuple):
@@ -43,8 +44,9 @@ class Encoder(nn.Module):
 
     @property
     def layer_sizes(self) -> list[int]:
-        """Feature sizes of ``features.layers``: the embedding first, the last layer last."""
-        raise NotImplementedError
+        """Feature sizes of ``features.layers``: the embedding first, the last layer last;
+        empty for an encoder that exposes no layers (a head that reads them is refused)."""
+        return []
 
     def init_hidden(self, batch_size: int) -> Any:
         """A fresh recurrent state (``None`` for stateless encoders)."""
@@ -60,16 +62,43 @@ class Encoder(nn.Module):
         return type(hidden)(Encoder.detach_hidden(h) for h in hidden)
 
 
+def lm_head_problem(head: OutputHead | type[OutputHead], encoder: Encoder) -> str | None:
+    """Why ``head`` (a head or a head class) cannot end a language model over ``encoder``,
+    in one line naming the fix; ``None`` when it can.
+
+    A language model needs a distribution over the words (perplexity is ``exp`` of its
+    mean NLL), so a head that predicts vectors (``is_distribution`` false: vMF) is
+    refused; a head that ``reads_layers`` (DOC) needs an encoder that exposes them.
+    """
+    if not head.is_distribution:
+        return (f"the {head.kind!r} head predicts word vectors, not a distribution over words, "
+                f"so it cannot end a language model (no perplexity); set head.kind to a "
+                f"distribution head such as 'tied' ({head.kind!r} is a translation head: "
+                f"drillbook.nmt)")
+    if head.reads_layers and not encoder.layer_sizes:
+        return (f"the {head.kind!r} head reads the encoder's middle layers, but "
+                f"{type(encoder).__name__} exposes none; use an encoder that returns "
+                f"Features.layers (every drillbook encoder does) or head.kind='mos'")
+    return None
+
+
 class LanguageModel(nn.Module):
     """An encoder and an output head.
 
     Shapes:
         input ``(T, B)`` word ids -> :class:`EncoderOutput`; ``model.head.log_prob(
         out.features)`` is ``(T, B, V)``.
+
+    Raises:
+        ConfigError: a head that cannot end a language model (:func:`lm_head_problem`).
+        ValueError: the head's ``d_hidden`` differs from the encoder's ``d_out``.
     """
 
     def __init__(self, encoder: Encoder, head: OutputHead) -> None:
         super().__init__()
+        problem = lm_head_problem(head, encoder)
+        if problem is not None:
+            raise ConfigError(problem)
         if head.d_hidden != encoder.d_out:
             raise ValueError(f"head reads d_hidden={head.d_hidden} features but the encoder "
                              f"outputs d_out={encoder.d_out}; size them to agree")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import inspect
-
 from ..configs.schema import Config, ConfigError
 from ..heads import HEADS, build_head
 from .awd_lstm import AWDLSTM
-from .base import Encoder, LanguageModel
+from .base import Encoder, LanguageModel, lm_head_problem
 from .transformer import TransformerLM
 
 __all__ = ["ENCODERS", "build_encoder", "build_model"]
@@ -31,12 +29,22 @@ def build_encoder(config: Config, vocab_size: int) -> Encoder:
 
 
 def build_model(config: Config, vocab_size: int) -> LanguageModel:
-    """Encoder + head as the config says; the head shares the encoder's embedding."""
+    """Encoder + head as the config says; the head shares the encoder's embedding.
+
+    Raises:
+        ConfigError: a head that cannot end a language model (a vMF head, which has no
+            distribution over words; a head that reads layers the encoder does not
+            expose), or head options that do not fit (the message names the config).
+    """
     encoder = build_encoder(config, vocab_size)
     options = dict(config.head.options)
-    head_cls = HEADS.get(config.head.kind)
-    if head_cls is not None and "layer_sizes" in inspect.signature(head_cls).parameters:
-        options.setdefault("layer_sizes", encoder.layer_sizes)  # DOC reads every layer
+    head_cls = HEADS.get(config.head.kind)  # an unknown kind: build_head names the choices
+    if head_cls is not None:
+        problem = lm_head_problem(head_cls, encoder)
+        if problem is not None:
+            raise ConfigError(f"config {config.name!r}: {problem}")
+        if head_cls.reads_layers:  # DOC: the sizes of every layer it may read
+            options.setdefault("layer_sizes", encoder.layer_sizes)
     try:
         head = build_head(config.head.kind, vocab_size=vocab_size, d_hidden=encoder.d_out,
                           embedding=encoder.embedding, **options)

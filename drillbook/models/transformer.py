@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from ..heads.base import Features
 from .base import Encoder, EncoderOutput
 from .dropout import check_p
@@ -35,7 +36,7 @@ class TransformerLM(Encoder):
                  d_ff: int = 1024, *, dropout: float = 0.1, max_len: int = 512) -> None:
         super().__init__()
         if d_model % nhead:
-            raise ValueError(f"d_model={d_model} must be divisible by nhead={nhead}")
+            raise ConfigError(f"d_model={d_model} must be divisible by nhead={nhead}")
         self.d_out, self.max_len = d_model, max_len
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.position = nn.Embedding(max_len, d_model)
@@ -58,7 +59,7 @@ class TransformerLM(Encoder):
                              f"{tuple(input.shape)}")
         t = input.shape[0]
         if t > self.max_len:
-            raise ValueError(f"window of {t} tokens exceeds max_len={self.max_len}; build the "
+            raise ConfigError(f"window of {t} tokens exceeds max_len={self.max_len}; build the "
                              f"model with a larger max_len or use a shorter bptt")
         pos = torch.arange(t, device=input.device)
         x = self.drop(self.embedding(input) + self.position(pos)[:, None, :])

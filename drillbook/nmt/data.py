@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 from ..data import DATA_ENV, Vocabulary, corpus_file, corpus_spec, read_lines
+from ..errors import ConfigError, DataError, MissingFileError
 
 __all__ = [
     "BOS",
@@ -120,7 +121,7 @@ def _read_sentences(path: Path, unescape: bool) -> list[list[str]]:
     for line_no, line in enumerate(read_lines(path), start=1):
         tokens = (moses_unescape(line) if unescape else line).split()
         if not tokens:
-            raise ValueError(
+            raise DataError(
                 f"{path}, line {line_no}: empty sentence (no tokens). A parallel corpus has "
                 f"one sentence per line on both sides; remove the line from both files, or "
                 f"re-download the corpus if it is a published one."
@@ -153,11 +154,11 @@ def read_parallel_files(
     src_path, tgt_path = Path(src_path).expanduser(), Path(tgt_path).expanduser()
     for path in (src_path, tgt_path):
         if not path.is_file():
-            raise FileNotFoundError(f"parallel corpus file not found: {path}")
+            raise MissingFileError(f"parallel corpus file not found: {path}")
     src = _read_sentences(src_path, unescape)
     tgt = _read_sentences(tgt_path, unescape)
     if len(src) != len(tgt):
-        raise ValueError(
+        raise DataError(
             f"the two sides of a parallel corpus must have one line per sentence pair, but "
             f"{src_path} has {len(src):,} lines and {tgt_path} has {len(tgt):,}. Use the "
             f"files of the same split, or re-download them (drillbook.data.download)."
@@ -220,7 +221,7 @@ class ParallelCorpus:
 def _check_pair(src_lang: str, tgt_lang: str) -> None:
     if (src_lang, tgt_lang) not in PAIRS:
         valid = ", ".join(f"{s}->{t}" for s, t in PAIRS)
-        raise ValueError(
+        raise ConfigError(
             f"unsupported language pair {src_lang!r} -> {tgt_lang!r}; valid pairs: {valid}"
         )
 
@@ -271,7 +272,7 @@ def load_parallel(
                  if n != MULTI30K_SIZES[s]}
         if wrong:
             detail = "; ".join(f"{s}: {n:,} pairs (expected {e:,})" for s, (n, e) in wrong.items())
-            raise ValueError(
+            raise DataError(
                 f"the Multi30k files under {paths['train'][0].parent} are not the published "
                 f"release: {detail}. Check them with drillbook.data.verify({CORPUS!r}), "
                 f"replace them with drillbook.data.download({CORPUS!r}, force=True), or "

@@ -1,10 +1,13 @@
 """Greedy and beam-search decoding for :class:`~drillbook.nmt.model.Seq2Seq`.
 
-Softmax-family heads pick the most probable word (greedy) or keep the ``K`` most probable
+A head that is a distribution over words (softmax, tied, bilinear, dual, DRILL, MoS,
+sigsoftmax) picks the most probable word (greedy) or keeps the ``K`` most probable
 prefixes (beam search). A continuous (vMF) head has no distribution over words: greedy
-decoding then picks the word whose embedding is nearest, by cosine, to the predicted
-vector, which is also the word of highest vMF density (the normaliser ``C_m(||e||)``
-does not depend on the word).
+decoding then picks the word whose embedding is nearest to the predicted vector by the
+distance its loss defines (vMF paper Sec. 4.3; ``VMFHead.scores``): the highest vMF density
+for NLLvMF, which is also the nearest by cosine (the normaliser ``C_m(||e||)`` does not
+depend on the word), cosine for the cosine and max-margin losses, Euclidean distance for
+the squared error.
 
 Both decoders run all sentences of a batch together; a finished hypothesis keeps its
 score and emits padding. ``<pad>`` and ``<bos>`` can never be generated.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..errors import ConfigError
 from .model import Seq2Seq
 
 __all__ = ["beam_search", "greedy_decode", "strip_at_eos"]
@@ -58,18 +62,23 @@ def greedy_decode(model: Seq2Seq, src: Tensor, src_lengths: Tensor, *, bos: int,
 def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, *, bos: int, eos: int,
                 beam: int = 5, max_len: int = 80, length_penalty: float = 0.0
                 ) -> list[list[int]]:
-    """Beam search for softmax-family heads.
+    """Beam search, for a head that is a distribution over words.
 
     Keeps the ``beam`` highest-scoring prefixes (sum of log-probabilities) per sentence.
     A prefix that has emitted ``<eos>`` stays in the beam with its score frozen. The
     final choice divides scores by ``length ** length_penalty`` (0: plain sum). With
     ``beam=1`` this is exactly :func:`greedy_decode`.
+
+    Raises:
+        ConfigError: a continuous (vMF) head, which has no distribution to search; a
+            ``beam`` below 1.
     """
     if model.is_continuous:
-        raise ValueError("beam search needs a distribution over words; a vMF head decodes "
-                         "greedily by nearest neighbour (use greedy_decode)")
+        raise ConfigError(f"beam search needs a distribution over words; the "
+                          f"{model.head.kind!r} head predicts vectors and decodes greedily "
+                          f"by nearest neighbour: use beam 1 (greedy_decode)")
     if beam < 1:
-        raise ValueError(f"beam must be >= 1, got {beam}")
+        raise ConfigError(f"beam must be >= 1, got {beam}")
     model.eval()
     batch, k = src.shape[1], beam
     device = src.device

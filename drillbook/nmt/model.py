@@ -8,8 +8,11 @@ The architecture of the vMF and joint-embedding papers, at a size a laptop can t
   ``score(h_t, s_i) = h_t^T W_a s_i`` and the attentional state
   ``h~_t = tanh(W_c [c_t; h_t])``;
 * **output layer**: ``h~_t`` goes to an output head, the same :mod:`drillbook.heads`
-  modules the language models use (softmax, tied, bilinear, dual, DRILL, vMF). Heads
-  that share the decoder's input embedding receive it as ``embedding=``.
+  modules the language models use: every head that is a distribution over words
+  (softmax, tied, bilinear, dual, DRILL, MoS, sigsoftmax) and the continuous vMF head.
+  Heads that share the decoder's input embedding receive it as ``embedding=``. A head
+  that reads an encoder's middle layers (DOC) is refused: the decoder hands the head
+  only ``h~_t``.
 
 Teacher forcing runs the decoder LSTM over the whole target at once (no input feeding,
 unlike OpenNMT's default), so a training step is a handful of large matrix products.
@@ -21,11 +24,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..heads import OutputHead, SoftmaxFamilyHead, build_head
+from ..errors import ConfigError
+from ..heads import HEADS, OutputHead, build_head
 
 __all__ = ["DecoderState", "Seq2Seq"]
 
@@ -54,16 +57,23 @@ class Seq2Seq(nn.Module):
 
     Args:
         src_vocab, tgt_vocab: vocabulary sizes (pad id 0 in both).
-        emb_size: word embedding size of both sides (also the head's tied ``d``).
+        emb_size: word embedding size of both sides (also the ``d`` of a head that shares
+            the embedding; ``tied``, ``sigsoftmax`` and ``drill`` need ``emb_size ==
+            hidden``).
         hidden: decoder size ``H``; each encoder direction has ``H / 2`` units.
         dec_layers: decoder LSTM layers.
         dropout: on embeddings and on the attentional state.
-        head: an output head kind (``drillbook.heads.HEADS``).
+        head: an output head kind (``drillbook.heads.HEADS``) that does not read layers.
         head_options: its keyword options (e.g. ``{"d_joint": 512}`` or, for ``"vmf"``,
             ``{"target_embeddings": table}``).
         input_from_targets: decoder inputs are the frozen target embeddings of the vMF
-            head, projected to ``emb_size`` (the vMF paper's "tied" input); needs a vMF
-            head.
+            head, projected to ``emb_size`` by a trained ``Linear(m, emb_size)`` (the vMF
+            paper's "tied" input, its best setup); needs a head that is not a distribution
+            (vMF). The model then has no trained target embedding (``tgt_embed`` is None).
+
+    Raises:
+        ConfigError: a head that reads layers (DOC), ``input_from_targets`` without a vMF
+            head, or head options and sizes that do not fit (the head's message).
 
     Shapes:
         src ``(S, B)``, src_lengths ``(B,)``, tgt_in ``(T, B)`` ->
@@ -77,29 +87,39 @@ class Seq2Seq(nn.Module):
         super().__init__()
         if hidden % 2:
             raise ValueError(f"hidden must be even (two encoder directions), got {hidden}")
+        head_cls = HEADS.get(head)  # an unknown kind: build_head names the choices
+        if input_from_targets and head_cls is not None and head_cls.is_distribution:
+            raise ConfigError(f"input_from_targets feeds the decoder the frozen target "
+                              f"vectors of a vmf head, and the {head!r} head has none; "
+                              f"use head 'vmf' or turn input_from_targets off")
         self.pad_id, self.hidden_size, self.dec_layers = pad_id, hidden, dec_layers
         self.src_embed = nn.Embedding(src_vocab, emb_size, padding_idx=pad_id)
         self.encoder = nn.LSTM(emb_size, hidden // 2, bidirectional=True)
         self.bridge = nn.Linear(hidden, 2 * dec_layers * hidden)
-        self.tgt_embed = nn.Embedding(tgt_vocab, emb_size, padding_idx=pad_id)
+        self.tgt_embed = (None if input_from_targets  # the inputs read the head's table
+                          else nn.Embedding(tgt_vocab, emb_size, padding_idx=pad_id))
         self.decoder = nn.LSTM(emb_size, hidden, num_layers=dec_layers,
                                dropout=dropout if dec_layers > 1 else 0.0)
         self.attn_score = nn.Linear(hidden, hidden, bias=False)  # W_a (general score)
         self.attn_out = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
         self.drop = nn.Dropout(dropout)
-        options = dict(head_options or {})
-        head_d = hidden
-        self.head: OutputHead = build_head(head, vocab_size=tgt_vocab, d_hidden=head_d,
-                                           embedding=self.tgt_embed, **options)
+        if head_cls is not None and head_cls.reads_layers:
+            raise ConfigError(f"the {head!r} head reads an encoder's middle layers, but the "
+                              f"translation decoder hands its head only the attentional "
+                              f"state; use head 'mos' (DOC with every vector from the last "
+                              f"layer is MoS)")
+        try:
+            self.head: OutputHead = build_head(head, vocab_size=tgt_vocab, d_hidden=hidden,
+                                               embedding=self.tgt_embed,
+                                               **dict(head_options or {}))
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"translation head {head!r}: {err}") from err
         self.input_from_targets = input_from_targets
         if input_from_targets:
-            table = getattr(self.head, "target_embeddings", None)
-            if table is None:
-                raise ValueError("input_from_targets needs a vmf head with "
-                                 "target_embeddings")
-            self.input_proj = nn.Linear(table.shape[1], emb_size)
-        for p in (self.src_embed.weight, self.tgt_embed.weight):
-            nn.init.uniform_(p, -0.1, 0.1)
+            self.input_proj = nn.Linear(self.head.target_embeddings.shape[1], emb_size)
+        for embed in (self.src_embed, self.tgt_embed):
+            if embed is not None:
+                nn.init.uniform_(embed.weight, -0.1, 0.1)
 
     # ------------------------------------------------------------- encoder
     def encode(self, src: Tensor, src_lengths: Tensor) -> DecoderState:
@@ -152,13 +172,15 @@ class Seq2Seq(nn.Module):
     # ------------------------------------------------------------- helpers
     @property
     def is_continuous(self) -> bool:
-        """True for a vMF-style head (decoding by nearest neighbour, no softmax)."""
-        return not isinstance(self.head, SoftmaxFamilyHead)
+        """True for a head that predicts a vector, not a distribution over words (vMF):
+        decoding by nearest neighbour, no beam search."""
+        return not self.head.is_distribution
 
     def next_token_scores(self, features: Tensor) -> Tensor:
-        """Log-probabilities ``(..., V)`` for softmax heads; for continuous heads the
-        negative cosine distance to every word (higher is better)."""
+        """Log-probabilities ``(..., V)`` for a head that is a distribution over words; for
+        a continuous head every word's score by the head's own decoding distance
+        (``VMFHead.scores``: vMF density, cosine, or minus the squared Euclidean distance;
+        higher is better)."""
         if self.is_continuous:
-            pred = F.normalize(self.head.predict_vectors(features), dim=-1)
-            return pred @ self.head.target_embeddings.T
+            return self.head.scores(features)
         return self.head.log_prob(features)

@@ -3,12 +3,14 @@
 A run folder holds ``config.json``, ``log.jsonl`` (one line per epoch: losses, BLEU,
 seconds per step), ``last.pt`` (weights, optimiser, RNG, epoch and position: a stopped
 run resumes where it was) and ``best.pt`` (the weights with the best validation BLEU).
-Both checkpoints carry the vocabularies, so a run can translate on its own.
+Both checkpoints carry the vocabularies, so a run can translate on its own. The folder
+follows the rules of :mod:`drillbook.train.runs` (a lock, checks before any write,
+resumable ``train.lr``/``train.clip``, a log that matches the checkpoint, finite
+checkpoints only).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -19,9 +21,17 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from ..heads import SoftmaxFamilyHead
-from ..train.checkpoint import load_checkpoint, save_atomic
-from ..train.runs import BEST, CONFIG, LAST, LOG, open_run_folder
+from ..errors import ConfigError
+from ..heads import HEADS, OutputHead
+from ..train.checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
+from ..train.runs import (
+    apply_learning_rate,
+    checkpoint_path,
+    diverged,
+    nonfinite_update,
+    open_run_folder,
+    read_run_config,
+)
 from .bleu import corpus_bleu
 from .config import NMTConfig
 from .data import NMTVocab, load_parallel, make_batches
@@ -31,8 +41,17 @@ from .model import Seq2Seq
 __all__ = ["NMTTrainer", "load_nmt_run", "sampled_softmax_loss", "translate_pairs"]
 
 
+def check_negative_sampling(head: OutputHead | type[OutputHead]) -> None:
+    """Raise a ConfigError unless ``head`` (a head or a head class) scores each word with
+    one logit (``has_logits``), which is what sampled-softmax training samples from."""
+    if not head.has_logits:
+        with_logits = sorted(kind for kind, cls in HEADS.items() if cls.has_logits)
+        raise ConfigError(f"negative sampling scores a sample of the words with one softmax, "
+                          f"and the {head.kind!r} head has no per-word logits; unset "
+                          f"train.negative_sampling or use one of {with_logits}")
 
-def sampled_softmax_loss(head: SoftmaxFamilyHead, features: Tensor, target: Tensor, *,
+
+def sampled_softmax_loss(head: OutputHead, features: Tensor, target: Tensor, *,
                          percent: float, ignore_index: int, exclude: tuple[int, ...] = (),
                          generator: torch.Generator | None = None) -> tuple[Tensor, int]:
     """Cross-entropy over a sampled set of candidate words (joint-embedding paper §3.2).
@@ -40,13 +59,15 @@ def sampled_softmax_loss(head: SoftmaxFamilyHead, features: Tensor, target: Tens
     The candidates are every distinct target word of the batch (all positives, always)
     plus words drawn uniformly without replacement from the rest of the vocabulary, up
     to ``percent`` % of ``V`` in total (more if the positives alone exceed that). Only
-    the candidates' scores are computed (:meth:`SoftmaxFamilyHead.logits_subset`).
+    the candidates' scores are computed (``head.logits_subset``).
 
     Returns:
         the mean loss over the kept positions, and the number of candidates.
+
+    Raises:
+        ConfigError: a head without per-word logits (``has_logits`` false: MoS, DOC, vMF).
     """
-    if not isinstance(head, SoftmaxFamilyHead):
-        raise TypeError("negative sampling needs a softmax-family head (one score per word)")
+    check_negative_sampling(head)
     keep = target != ignore_index
     flat_t = target[keep]
     feats = features[keep]
@@ -80,14 +101,25 @@ class NMTTrainer:
             of loading ``config.data.target_embeddings`` (tests, notebooks).
         resume: continue from ``run_dir/last.pt``.
         progress: tqdm bar (default: only on a terminal).
+
+    Like the language-model trainer, it holds the run folder's lock from construction
+    until :meth:`fit` returns (:meth:`close` gives it up earlier).
     """
 
     def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,
                  corpus=None, target_vectors: tuple[list[str], Any] | None = None,
                  resume: bool = False, progress: bool | None = None) -> None:
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
+        head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
+        if head_cls is not None and config.train.negative_sampling is not None:
+            check_negative_sampling(head_cls)  # before anything is written or loaded
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        resume_from = open_run_folder(self.run_dir, config, resume)
+        self.folder = open_run_folder(self.run_dir, config, resume)
+        self.folder.start(NMT_CHECKPOINT, self.device, restore=self._restore,
+                          build=lambda _: self._build(corpus, target_vectors))
+
+    def _build(self, corpus, target_vectors) -> None:
+        config = self.config
         d, t = config.data, config.train
         torch.manual_seed(t.seed)
         self.corpus = corpus if corpus is not None else load_parallel(d.src, d.tgt,
@@ -96,7 +128,8 @@ class NMTTrainer:
         self.src_vocab = NMTVocab.build([s for s, _ in self.train_pairs], min_freq=d.min_freq)
         self.tgt_vocab = NMTVocab.build([g for _, g in self.train_pairs], min_freq=d.min_freq)
         options = dict(config.head.options)
-        if config.head.kind == "vmf":
+        head_cls = HEADS.get(config.head.kind)
+        if head_cls is not None and not head_cls.is_distribution:  # vMF: a frozen table
             options["target_embeddings"] = self._target_table(target_vectors)
         self.model = Seq2Seq(len(self.src_vocab), len(self.tgt_vocab),
                              emb_size=config.model.emb_size, hidden=config.model.hidden,
@@ -109,8 +142,11 @@ class NMTTrainer:
         self.epoch, self.step, self.position = 1, 0, 0
         self.best_bleu, self.elapsed = -math.inf, 0.0
         self.epoch_loss, self.epoch_tokens, self.step_times = 0.0, 0, []
-        if resume_from is not None:
-            self._load(resume_from)
+        self.changes: list[dict[str, Any]] = []  # resumable values changed on resume
+
+    def close(self) -> None:
+        """Give up the run folder's lock now (:meth:`fit` takes it again)."""
+        self.folder.release()
 
     # ------------------------------------------------------------- setup
     def _target_table(self, target_vectors) -> Tensor:
@@ -121,18 +157,18 @@ class NMTTrainer:
             words, vectors = target_vectors
         elif source == "glove-50d":
             if self.config.data.tgt != "en":
-                raise ValueError(f"GloVe-50d is English; the target language is "
-                                 f"{self.config.data.tgt!r}: use "
-                                 f"data.target_embeddings=word2vec")
+                raise ConfigError(f"GloVe-50d is English; the target language is "
+                                  f"{self.config.data.tgt!r}: use "
+                                  f"data.target_embeddings=word2vec")
             words, vectors = load_glove_50d()
         elif source == "word2vec":
             words, vectors = train_word2vec([g for _, g in self.train_pairs], dim=100,
                                             seed=self.config.train.seed, epochs=10,
                                             min_count=1)
         else:
-            raise ValueError(f"a vmf head needs target word vectors: set "
-                             f"data.target_embeddings to 'glove-50d' or 'word2vec' (got "
-                             f"{source!r})")
+            raise ConfigError(f"a vmf head needs target word vectors: set "
+                              f"data.target_embeddings to 'glove-50d' or 'word2vec' (got "
+                              f"{source!r})")
         table, self.coverage = target_embeddings(self.tgt_vocab, words, vectors)
         return table
 
@@ -144,34 +180,38 @@ class NMTTrainer:
 
     # ------------------------------------------------------------- checkpoints
     def _state(self) -> dict[str, Any]:
-        return {"format": "drillbook-nmt-checkpoint/1", "model": self.model.state_dict(),
+        return {"format": NMT_CHECKPOINT, "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
                 "step": self.step, "position": self.position, "best_bleu": self.best_bleu,
                 "elapsed": self.elapsed, "rng_cpu": torch.get_rng_state(),
                 "rng_sampler": self.sampler.get_state(),
                 "epoch_acc": [self.epoch_loss, self.epoch_tokens],
                 "src_vocab": self.src_vocab.state_dict(),
-                "tgt_vocab": self.tgt_vocab.state_dict()}
+                "tgt_vocab": self.tgt_vocab.state_dict(), "changes": self.changes}
 
-    def _load(self, path: Path) -> None:
-        state = load_checkpoint(path, self.device)
+    def _restore(self, state: dict[str, Any]) -> int:
+        """Continue from a ``last.pt``; returns the epoch in progress."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        apply_learning_rate(self.optimizer, self.config.train.lr)  # may change on resume
         self.epoch, self.step, self.position = state["epoch"], state["step"], state["position"]
         self.best_bleu, self.elapsed = state["best_bleu"], state["elapsed"]
         torch.set_rng_state(state["rng_cpu"].cpu())
         self.sampler.set_state(state["rng_sampler"].cpu())
         self.epoch_loss, self.epoch_tokens = state["epoch_acc"]
+        self.changes = self.folder.change_history(state.get("changes", []), self.epoch,
+                                                  self.step)
+        return self.epoch
 
     def save(self) -> Path:
-        return save_atomic(self._state(), self.run_dir / LAST)
+        return self.folder.save_last(self._state())
 
     # ------------------------------------------------------------- training
     def _loss(self, batch) -> Tensor:
         t = self.config.train
         src, lengths = batch.src.to(self.device), batch.src_lengths.to(self.device)
         tgt_in, tgt_out = batch.tgt_in.to(self.device), batch.tgt_out.to(self.device)
-        if t.negative_sampling is None or self.model.is_continuous:
+        if t.negative_sampling is None:
             return self.model.loss(src, lengths, tgt_in, tgt_out)
         features = self.model(src, lengths, tgt_in)
         loss, _ = sampled_softmax_loss(
@@ -182,7 +222,19 @@ class NMTTrainer:
         return loss
 
     def fit(self, max_epochs: int | None = None, max_minutes: float | None = None) -> dict:
-        """Train to ``train.epochs`` (or the limits given); returns the last log record."""
+        """Train to ``train.epochs`` (or the limits given); returns the last log record.
+
+        Raises:
+            TrainingDiverged: a non-finite loss, or non-finite weights after a step;
+                ``last.pt`` keeps the last finite state.
+        """
+        self.folder.acquire()
+        try:
+            return self._fit(max_epochs, max_minutes)
+        finally:
+            self.folder.release()
+
+    def _fit(self, max_epochs: int | None, max_minutes: float | None) -> dict:
         t = self.config.train
         start, started = time.monotonic(), self.elapsed
         last_ckpt = start
@@ -198,20 +250,24 @@ class NMTTrainer:
                 batch = batches[self.position]
                 tic = time.perf_counter()
                 loss = self._loss(batch)
-                if not torch.isfinite(loss):
-                    raise RuntimeError(f"loss became {loss.item()} at epoch {self.epoch}, "
-                                       f"step {self.step}; lower train.lr and resume")
+                value = loss.item()
+                if not math.isfinite(value):
+                    raise self._diverged(f"the loss became {value}")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
+                if t.clip:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
                 self.optimizer.step()
                 if self.device.type == "cuda":
                     torch.cuda.synchronize()
                 self.step_times.append(time.perf_counter() - tic)
+                bad = nonfinite_update(self.model)
+                if bad:  # stop before a checkpoint could save them
+                    raise self._diverged(bad)
                 self.step += 1
                 self.position += 1
                 tokens = int((batch.tgt_out != self.tgt_vocab.pad_id).sum())
-                self.epoch_loss += loss.item() * tokens
+                self.epoch_loss += value * tokens
                 self.epoch_tokens += tokens
                 bar.update(1)
                 now = time.monotonic()
@@ -233,6 +289,10 @@ class NMTTrainer:
             last_ckpt = time.monotonic()
         return record
 
+    def _diverged(self, what: str):
+        return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
+                        folder=self.folder)
+
     def _end_epoch(self) -> dict:
         t = self.config.train
         valid = self.corpus.valid[: t.max_eval_pairs]
@@ -240,18 +300,17 @@ class NMTTrainer:
         bleu = self.bleu(valid)
         if bleu > self.best_bleu:
             self.best_bleu = bleu
-            save_atomic({"format": "drillbook-nmt-weights/1", "model": self.model.state_dict(),
-                         "epoch": self.epoch, "val_bleu": bleu,
-                         "src_vocab": self.src_vocab.state_dict(),
-                         "tgt_vocab": self.tgt_vocab.state_dict()}, self.run_dir / BEST)
+            self.folder.save_best({"format": NMT_WEIGHTS, "model": self.model.state_dict(),
+                                   "epoch": self.epoch, "val_bleu": bleu,
+                                   "src_vocab": self.src_vocab.state_dict(),
+                                   "tgt_vocab": self.tgt_vocab.state_dict()})
         record = {"epoch": self.epoch, "step": self.step,
                   "train_loss": self.epoch_loss / max(self.epoch_tokens, 1),
                   "val_loss": val_loss, "val_bleu": bleu, "best_val_bleu": self.best_bleu,
                   "seconds_per_step": statistics.median(self.step_times)
                   if self.step_times else None, "elapsed_seconds": self.elapsed,
-                  "tokens": self.epoch_tokens}
-        with open(self.run_dir / LOG, "a") as f:
-            f.write(json.dumps(record) + "\n")
+                  "tokens": self.epoch_tokens, "lr": t.lr, "clip": t.clip}
+        self.folder.append_log(record)
         return record
 
     # ------------------------------------------------------------- evaluation
@@ -295,17 +354,22 @@ def translate_pairs(model: Seq2Seq, pairs, src_vocab: NMTVocab, tgt_vocab: NMTVo
 
 def load_nmt_run(run_dir: str | Path, *, which: str = "best", device: str | None = None
                  ) -> tuple[NMTConfig, Seq2Seq, NMTVocab, NMTVocab]:
-    """Rebuild a trained translation model and its vocabularies from a run folder."""
+    """Rebuild a trained translation model and its vocabularies from a run folder.
+
+    Raises:
+        RunFolderError: no or an invalid ``config.json``.
+        CheckpointError: the checkpoint is missing, unreadable, or not a translation one.
+    """
     run_dir = Path(run_dir)
-    if not (run_dir / CONFIG).exists():
-        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
-    config = NMTConfig.from_dict(json.loads((run_dir / CONFIG).read_text()))
+    config = read_run_config(run_dir, NMTConfig)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    state = load_checkpoint(run_dir / (BEST if which == "best" else LAST), device)
+    path = checkpoint_path(run_dir, which)
+    state = load_checkpoint(path, device, formats=(NMT_WEIGHTS, NMT_CHECKPOINT))
     src_vocab = NMTVocab.from_state_dict(state["src_vocab"])
     tgt_vocab = NMTVocab.from_state_dict(state["tgt_vocab"])
     options = dict(config.head.options)
-    if config.head.kind == "vmf":  # the frozen table is in the checkpoint
+    head_cls = HEADS.get(config.head.kind)
+    if head_cls is not None and not head_cls.is_distribution:  # its table: in the checkpoint
         options["target_embeddings"] = state["model"]["head.target_embeddings"]
     model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_size=config.model.emb_size,
                     hidden=config.model.hidden, dec_layers=config.model.dec_layers,

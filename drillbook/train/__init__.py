@@ -2,17 +2,20 @@
 
 from .checkpoint import load_checkpoint, save_atomic
 from .lm import (
+    MAX_LOSS,
     RunStatus,
     Trainer,
     TrainingDiverged,
     evaluate,
     finetune,
     load_run,
+    perplexity,
     read_log,
     training_loss,
 )
 
 __all__ = [
+    "MAX_LOSS",
     "RunStatus",
     "Trainer",
     "TrainingDiverged",
@@ -20,6 +23,7 @@ __all__ = [
     "finetune",
     "load_checkpoint",
     "load_run",
+    "perplexity",
     "read_log",
     "save_atomic",
     "training_loss",

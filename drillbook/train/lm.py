@@ -15,13 +15,20 @@ State that a resumed run needs to continue *exactly* (tested: a killed CPU run r
 from its last checkpoint ends bit-identical to an uninterrupted one): weights, optimiser
 (kind and state), epoch, position in the epoch and the window-length generator, the
 carried LSTM state, the global RNG (dropout masks), the validation history.
+
+The run folder follows :mod:`drillbook.train.runs` (locked while training, checked before
+anything is written, a log that matches the checkpoint); a non-finite loss or parameter
+stops training with :class:`~drillbook.errors.TrainingDiverged` before it is saved.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,15 +39,35 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import ConfigError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, DataError, MissingFileError, TrainingDiverged
 from ..models import LanguageModel, build_model, eval_windows
-from .checkpoint import load_checkpoint, save_atomic
-from .runs import BEST, CONFIG, LAST, LOG, open_run_folder
+from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
+from .runs import (
+    BEST,
+    CONFIG,
+    apply_learning_rate,
+    checkpoint_path,
+    diverged,
+    nonfinite_update,
+    open_run_folder,
+    read_log,
+    read_run_config,
+)
 
-__all__ = ["RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
-           "finetune_trainer", "load_run", "read_log", "training_loss"]
+__all__ = ["MAX_LOSS", "RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
+           "finetune_trainer", "load_run", "perplexity", "read_log", "training_loss"]
+
+#: the largest loss (nats per token) whose perplexity is a finite float, ~709.78. A
+#: training loss above it means the run diverged (a uniform guess costs only ``ln V``).
+MAX_LOSS = math.log(sys.float_info.max)
 
 
+def perplexity(loss: float) -> float:
+    """``exp(loss)``, or ``inf`` where that overflows a float (``nan`` stays ``nan``)."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
 
 @dataclass
 class RunStatus:
@@ -60,7 +87,8 @@ class RunStatus:
 
     @property
     def best_val_ppl(self) -> float:
-        return math.exp(self.best_val_loss)
+        """``exp(best_val_loss)`` (``inf`` where it overflows or no epoch finished)."""
+        return perplexity(self.best_val_loss)
 
 
 def training_loss(model: LanguageModel, x: Tensor, y: Tensor, hidden, *, alpha: float,
@@ -105,7 +133,8 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
         total += float(model.head.loss(out.features, y)) * y.numel()
         count += y.numel()
     if count == 0:
-        raise ValueError("evaluation stream is empty: not enough tokens for one window")
+        raise DataError(f"the evaluation stream of shape {tuple(data.shape)} is too short "
+                        f"for one window: use a smaller batch size (or more tokens)")
     return total / count, count
 
 
@@ -126,6 +155,15 @@ class Trainer:
             fine-tuning run evaluates them once: their validation loss is the best so far
             and they are its first ``best.pt``, so it never saves a worse model than the
             one it loaded (as AWD-LSTM's ``finetune.py`` does).
+
+    The trainer holds the run folder's lock from construction until :meth:`fit` returns
+    (:meth:`close` gives it up earlier); a second trainer on the same folder fails with
+    :class:`~drillbook.errors.RunFolderError`.
+
+    Raises:
+        ConfigError: an invalid config.
+        RunFolderError: the folder is in use, holds another run, or holds none to resume.
+        CheckpointError: ``last.pt`` (or ``init_from``) is unreadable or of another kind.
     """
 
     def __init__(self, config: Config, run_dir: str | Path, *, device: str | None = None,
@@ -137,7 +175,26 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.progress = progress
-        resume_from = open_run_folder(self.run_dir, config, resume)
+        self.folder = open_run_folder(self.run_dir, config, resume)
+        self.folder.start(
+            LM_CHECKPOINT, self.device, restore=self._restore,
+            build=lambda state: self._build(config, corpus, stage, init_from, state))
+        if stage == "finetune" and init_from is not None and not resume:
+            try:  # the loaded weights are the first best.pt: none worse is ever saved
+                if math.isfinite(self.best_val_loss):
+                    self._save_best(self.model.state_dict(), epoch=0,
+                                    val_loss=self.best_val_loss)
+            except BaseException:
+                self.folder.release()
+                raise
+
+    def _build(self, config: Config, corpus: Corpus | None, stage: str,
+               init_from: str | Path | None, state: dict | None) -> None:
+        if state is not None and state["stage"] != stage:
+            raise CheckpointError(f"{self.folder.last} is a {state['stage']!r} checkpoint, "
+                                  f"not {stage!r}: resume it with the command that started "
+                                  f"it")
+        init_from = init_from if state is None else None
         self.config = config
         t = config.train
         torch.manual_seed(t.seed)
@@ -149,8 +206,10 @@ class Trainer:
         self.sampler = BPTTSampler(self.train_data, t.bptt, seed=t.seed,
                                    variable=t.variable_bptt)
         self.stage, self.finished = stage, False
-        if init_from is not None and not resume:
-            self.model.load_state_dict(load_checkpoint(init_from, self.device)["model"])
+        if init_from is not None:
+            weights = load_checkpoint(init_from, self.device, formats=(LM_WEIGHTS,
+                                                                       LM_CHECKPOINT))
+            self.model.load_state_dict(weights["model"])
         first = "adam" if t.optimizer == "adam" else "sgd"
         self.optimizer = self._make_optimizer("asgd" if stage == "finetune" else first)
         self.epoch = 1  # the epoch in progress
@@ -160,12 +219,15 @@ class Trainer:
         self.best_val_loss = math.inf
         self.elapsed = 0.0
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
-        if resume_from is not None:
-            self._load(resume_from)
-        elif stage == "finetune" and init_from is not None:
-            self.best_val_loss = evaluate(self.model, self.valid_data, t.bptt,
-                                          t.max_eval_tokens)[0]
-            self._save_best(self.model.state_dict(), epoch=0, val_loss=self.best_val_loss)
+        self.changes: list[dict[str, Any]] = []  # resumable values changed on resume
+        if stage == "finetune" and init_from is not None:
+            # the loaded model is the one to beat (written as best.pt once the folder is up)
+            loaded = evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
+            self.best_val_loss = loaded if math.isfinite(loaded) else math.inf
+
+    def close(self) -> None:
+        """Give up the run folder's lock now (:meth:`fit` takes it again)."""
+        self.folder.release()
 
     # ------------------------------------------------------------ optimisers
     @property
@@ -180,7 +242,7 @@ class Trainer:
             return torch.optim.ASGD(params, lr=t.lr, t0=0, lambd=0.0, weight_decay=t.wdecay)
         if kind == "adam":
             return torch.optim.Adam(params, lr=t.lr, weight_decay=t.wdecay)
-        raise ValueError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
+        raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
 
     def _optimizer_kind(self) -> str:
         return {torch.optim.SGD: "sgd", torch.optim.ASGD: "asgd",
@@ -189,7 +251,7 @@ class Trainer:
     # ------------------------------------------------------------ checkpoints
     def _state(self) -> dict[str, Any]:
         return {
-            "format": "drillbook-lm-checkpoint/1",
+            "format": LM_CHECKPOINT,
             "config_hash": self.config.resume_key(),
             "model": self.model.state_dict(),
             "optimizer_kind": self._optimizer_kind(),
@@ -206,13 +268,15 @@ class Trainer:
             "epoch_acc": [self.epoch_loss, self.epoch_tokens, self.epoch_batches],
             "stage": self.stage,
             "finished": self.finished,
+            "changes": self.changes,
         }
 
-    def _load(self, path: Path) -> None:
-        state = load_checkpoint(path, map_location=self.device)
+    def _restore(self, state: dict[str, Any]) -> int:
+        """Continue from a ``last.pt``; returns the epoch in progress."""
         self.model.load_state_dict(state["model"])
         self.optimizer = self._make_optimizer(state["optimizer_kind"])
         self.optimizer.load_state_dict(state["optimizer"])
+        apply_learning_rate(self.optimizer, self.config.train.lr)  # may change on resume
         self.epoch, self.step = state["epoch"], state["step"]
         self.sampler.load_state_dict(state["sampler"])
         self.hidden = state["hidden"]
@@ -223,13 +287,14 @@ class Trainer:
         self.best_val_loss = state["best_val_loss"]
         self.elapsed = state["elapsed"]
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = state["epoch_acc"]
-        if state["stage"] != self.stage:
-            raise ValueError(f"{path} is a {state['stage']!r} checkpoint, not {self.stage!r}")
         self.finished = state["finished"]
+        self.changes = self.folder.change_history(state.get("changes", []), self.epoch,
+                                                  self.step)
+        return self.epoch
 
     def save(self) -> Path:
         """Write ``last.pt`` atomically."""
-        return save_atomic(self._state(), self.run_dir / LAST)
+        return self.folder.save_last(self._state())
 
     # ------------------------------------------------------------ training
     def _train_step(self, batch) -> float:
@@ -242,13 +307,9 @@ class Trainer:
                             enabled=t.amp and self.device.type == "cuda"):
             loss, raw_loss, out = training_loss(self.model, batch.x, batch.y, hidden,
                                                 alpha=t.alpha, beta=t.beta)
-        if not torch.isfinite(loss):
-            where = self.run_dir / LAST
-            kept = (f"the last good checkpoint is {where}" if where.exists()
-                    else "no checkpoint was written yet")
-            raise TrainingDiverged(
-                f"loss became {loss.item()} at epoch {self.epoch}, step {self.step}; {kept}. "
-                f"Lower train.lr or train.clip, and resume from the checkpoint.")
+        value, raw = loss.item(), raw_loss.item()
+        if not math.isfinite(value) or raw > MAX_LOSS:
+            raise self._diverged(f"the loss became {raw if raw > MAX_LOSS else value}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if t.clip:
@@ -258,23 +319,44 @@ class Trainer:
         group["lr"] = base_lr * batch.lr_scale
         self.optimizer.step()
         group["lr"] = base_lr
+        bad = nonfinite_update(self.model)
+        if bad:  # stop before a checkpoint could save them
+            raise self._diverged(bad)
         self.hidden = self.model.encoder.detach_hidden(out.hidden)
         self.step += 1
-        return raw_loss.item()
+        return raw
+
+    def _diverged(self, what: str) -> TrainingDiverged:
+        return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
+                        folder=self.folder)
+
+    @contextmanager
+    def _averaged_weights(self) -> Iterator[None]:
+        """Swap NT-ASGD's averaged weights in, and back afterwards.
+
+        The copies are in-place updates of the parameters (under ``no_grad``, not
+        through ``.data``), so they bump each parameter's version counter: the label
+        caches of DRILL/dual heads (:class:`~drillbook.heads.label_cache.LabelCache`)
+        see both swaps and never serve ``g_out(E)`` of the other weights.
+        """
+        params = [p for p in self.model.parameters() if "ax" in self.optimizer.state[p]]
+        saved = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            for p in params:
+                p.copy_(self.optimizer.state[p]["ax"])
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for p, value in zip(params, saved, strict=True):
+                    p.copy_(value)
 
     def _validate(self) -> float:
         t = self.config.train
         if not self.averaging:
             return evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
-        saved = {}
-        for p in self.model.parameters():  # evaluate with the averaged weights
-            saved[p] = p.detach().clone()
-            p.data.copy_(self.optimizer.state[p]["ax"])
-        try:
+        with self._averaged_weights():
             return evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
-        finally:
-            for p, value in saved.items():
-                p.data.copy_(value)
 
     def _best_state(self) -> dict[str, Any]:
         if not self.averaging:
@@ -287,9 +369,9 @@ class Trainer:
         return state
 
     def _save_best(self, state: dict[str, Any], *, epoch: int, val_loss: float) -> None:
-        save_atomic({"format": "drillbook-lm-weights/1", "model": state,
-                     "config": self.config.to_dict(), "epoch": epoch, "val_loss": val_loss},
-                    self.run_dir / BEST)
+        self.folder.save_best({"format": LM_WEIGHTS, "model": state,
+                               "config": self.config.to_dict(), "epoch": epoch,
+                               "val_loss": val_loss})
 
     def _end_epoch(self, seconds: float) -> dict[str, Any]:
         t = self.config.train
@@ -310,15 +392,14 @@ class Trainer:
         train_loss = self.epoch_loss / max(self.epoch_batches, 1)
         record = {
             "epoch": self.epoch, "step": self.step, "train_loss": train_loss,
-            "train_ppl": math.exp(min(train_loss, 50)), "val_loss": val_loss,
-            "val_ppl": math.exp(min(val_loss, 50)), "best_val_ppl": math.exp(
-                min(self.best_val_loss, 50)), "optimizer": self._optimizer_kind(),
-            "switched_to_asgd": switched, "stage": self.stage, "lr": self.config.train.lr,
+            "train_ppl": perplexity(train_loss), "val_loss": val_loss,
+            "val_ppl": perplexity(val_loss), "best_val_ppl": perplexity(self.best_val_loss),
+            "optimizer": self._optimizer_kind(), "switched_to_asgd": switched,
+            "stage": self.stage, "lr": t.lr, "clip": t.clip,
             "epoch_seconds": seconds, "elapsed_seconds": self.elapsed,
             "tokens": self.epoch_tokens, "batches": self.epoch_batches,
         }
-        with open(self.run_dir / LOG, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        self.folder.append_log(record)
         return record
 
     def _train_batches(self, start: float, started_elapsed: float,
@@ -339,7 +420,7 @@ class Trainer:
                 self.elapsed = started_elapsed + now - start
                 bar.update(1)
                 if self.step % t.log_interval == 0:
-                    bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(loss, 50)):.1f}")
+                    bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{perplexity(loss):.1f}")
                 last_time, last_step = self._last_ckpt
                 due = (now - last_time >= 60 * t.checkpoint_minutes or bool(
                     t.checkpoint_steps and self.step - last_step >= t.checkpoint_steps))
@@ -363,7 +444,22 @@ class Trainer:
             max_epochs: stop after this many *completed* epochs in total.
             max_minutes: wall-clock budget for this call; the run checkpoints and stops.
             max_steps: stop after this many optimiser steps in total (tests use it).
+
+        The run folder stays locked until this returns (or raises).
+
+        Raises:
+            TrainingDiverged: a non-finite (or overflowing) loss, or non-finite weights
+                after a step; ``last.pt`` keeps the last finite state.
+            CheckpointError: a checkpoint could not be written (disk full).
         """
+        self.folder.acquire()
+        try:
+            return self._fit(max_epochs, max_minutes, max_steps)
+        finally:
+            self.folder.release()
+
+    def _fit(self, max_epochs: int | None, max_minutes: float | None,
+             max_steps: int | None) -> RunStatus:
         t = self.config.train
         start = time.monotonic()
         started_elapsed = self.elapsed
@@ -401,8 +497,9 @@ def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str 
     Args:
         lr: the learning rate (default: the run's ``train.lr``). MoS's README fine-tunes
             at 25 on PTB and 20 on WikiText-2 (see :data:`drillbook.configs.FINETUNE_LR`).
-            It is written into the new folder's ``config.json`` and every log record; a
-            resumed fine-tuning run keeps it (giving another one is an error).
+            It is written into the new folder's ``config.json`` and every log record. A
+            resumed fine-tuning run keeps it unless another one is given (a resumable
+            change, recorded like ``drillbook train --resume --set train.lr=...``).
     """
     trainer = finetune_trainer(run_dir, out=out, device=device, resume=resume,
                                progress=progress, corpus=corpus, lr=lr)
@@ -417,15 +514,13 @@ def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
     needs more than the stage's :class:`RunStatus` (steps, wall time, device)."""
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).exists():
-        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
     config = Config.from_dict(json.loads((run_dir / CONFIG).read_text()))
     out = Path(out) if out is not None else run_dir / "finetune"
     if lr is None and resume and (out / CONFIG).exists():  # continue at the rate it began
         lr = json.loads((out / CONFIG).read_text())["train"]["lr"]
     if lr is not None:
-        if not lr > 0:
-            raise ConfigError(f"the fine-tuning learning rate must be positive, got {lr}")
-        config.train.lr = float(lr)
+        config.train.lr = float(lr)  # validated (positive) when the run folder opens
     return Trainer(config, out, device=device, resume=resume, progress=progress,
                    corpus=corpus, stage="finetune", init_from=None if resume else run_dir / BEST)
 
@@ -437,27 +532,18 @@ def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = N
     Args:
         which: ``"best"`` (``best.pt``, averaged weights if NT-ASGD had switched) or
             ``"last"`` (``last.pt``).
+
+    Raises:
+        RunFolderError: no or an invalid ``config.json``.
+        CheckpointError: the checkpoint is missing, unreadable, or not a language model's.
     """
     run_dir = Path(run_dir)
-    cfg_path = run_dir / CONFIG
-    if not cfg_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
-                                f"train one with `drillbook train CONFIG --out {run_dir}`")
-    config = Config.from_dict(json.loads(cfg_path.read_text()))
-    corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
+    config = read_run_config(run_dir, Config)
+    path = checkpoint_path(run_dir, which)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    state = load_checkpoint(path, device, formats=(LM_WEIGHTS, LM_CHECKPOINT))
+    corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
     model = build_model(config, len(corpus.vocab)).to(device)
-    if which not in ("best", "last"):
-        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
-    state = load_checkpoint(run_dir / (BEST if which == "best" else LAST), device)
     model.load_state_dict(state["model"])
     model.eval()
     return config, model, corpus
-
-
-def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The per-epoch records of a run (``log.jsonl``), oldest first."""
-    path = Path(run_dir) / LOG
-    if not path.exists():
-        raise FileNotFoundError(f"no training log at {path}")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
