@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -45,6 +44,7 @@ from .errors import (
     ResultFileError,
     RunFolderError,
 )
+from .metrics import perplexity
 
 __all__ = ["DEBUG_ENV", "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_USER_ERROR",
            "CommandError", "build_parser", "main"]
@@ -58,14 +58,6 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 class CommandError(DrillbookError):
     """A command-line combination that cannot work: ``drillbook: error: ...``, exit 2."""
-
-
-def _perplexity(loss: float) -> float:
-    """``exp(loss)``, or ``inf`` where that overflows a float (a loss above ~709.8)."""
-    try:
-        return math.exp(loss)
-    except OverflowError:
-        return math.inf
 
 
 def _print_json(obj) -> None:
@@ -241,7 +233,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                       progress=not args.quiet)
     status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
     print(f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
-          f"best valid ppl {_perplexity(status.best_val_loss):.2f}; run folder {out}")
+          f"best valid ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
     return 0
 
 
@@ -253,7 +245,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                            max_epochs=args.max_epochs, max_minutes=args.max_minutes,
                            progress=not args.quiet, lr=args.lr)
     print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
-          f"ppl {_perplexity(status.best_val_loss):.2f}; run folder {out}")
+          f"ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
     return 0
 
 
@@ -275,7 +267,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     data = _split_data(config, corpus, args.split).to(next(model.parameters()).device)
     loss, n = evaluate(model, data, config.train.bptt, args.max_tokens)
     result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
-              "loss": loss, "ppl": _perplexity(loss), "tokens": n}
+              "loss": loss, "ppl": perplexity(loss), "tokens": n}
     return _emit(args, result, f"{args.split} perplexity {result['ppl']:.2f} over {n:,} "
                                f"tokens ({args.which} weights of {args.run_dir})")
 

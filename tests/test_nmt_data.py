@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from drillbook.data import CORPORA, DATA_ENV, corpus_file, download, verify
+from drillbook.data import CORPORA, DATA_ENV, ChecksumError, corpus_file, download, verify
 from drillbook.nmt import (
     BOS,
     EOS,
@@ -476,3 +476,22 @@ def test_word2vec_fallback_for_german_targets(tiny):
     assert cov2["type_coverage"] == 1.0 and cov2["unk_mean_over"] > 0  # singletons -> <unk>
     with pytest.raises(ValueError, match="min_count"):
         train_word2vec(sentences, 8, min_count=1000)
+
+
+def test_load_parallel_verifies_checksums_even_when_the_counts_match(tmp_path):
+    """One changed word keeps every split's pair count: only the sha256 sees it."""
+    import shutil
+
+    spec = CORPORA["multi30k"]
+    real = _real_root() / spec.subdir
+    shutil.copytree(real, tmp_path / spec.subdir)
+    train_de = tmp_path / spec.subdir / spec.files["train.de"]
+    lines = train_de.read_text(encoding="utf-8").split("\n")
+    lines[0] = lines[0] + " extra"
+    train_de.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(ChecksumError) as exc:
+        load_parallel("de", "en", tmp_path)
+    message = str(exc.value)
+    assert "\n" not in message and str(train_de) in message
+    assert "drillbook data download multi30k --force" in message
+    assert len(load_parallel("de", "en", tmp_path, check=False).train) == 29_000

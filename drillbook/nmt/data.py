@@ -50,7 +50,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..data import DATA_ENV, Vocabulary, corpus_file, corpus_spec, read_lines
+from ..data import DATA_ENV, Vocabulary, check_sha256, corpus_file, corpus_spec, read_lines
 from ..errors import ConfigError, DataError, MissingFileError
 
 __all__ = [
@@ -244,7 +244,8 @@ def load_parallel(
             :func:`drillbook.data.data_root`). Files are ``<root>/multi30k/tok/...``.
         download: fetch missing files first (checksum-verified, the whole corpus).
         unescape: undo Moses' XML escapes (``&apos;`` -> ``'``; see the module notes).
-        check: compare every split's number of pairs with :data:`MULTI30K_SIZES`.
+        check: compare every file's sha256 with the registry and every split's number of
+            pairs with :data:`MULTI30K_SIZES`.
 
     Returns:
         a :class:`ParallelCorpus` with ``train``, ``valid`` (``val``), ``test``
@@ -266,6 +267,9 @@ def load_parallel(
                 corpus_file(CORPUS, f"{stem}.{tgt}", root, download=download))
         for split, stem in wanted.items()
     }
+    if check:  # the bytes first: a changed word keeps the counts but not the sha256
+        check_sha256(CORPUS, {f"{stem}.{lang}": path for split, stem in wanted.items()
+                              for lang, path in zip((src, tgt), paths[split], strict=True)})
     corpus = load_parallel_from_files(paths, src, tgt, unescape=unescape, name=CORPUS)
     if check:
         wrong = {s: (n, MULTI30K_SIZES[s]) for s, n in corpus.sizes().items()

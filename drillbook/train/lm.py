@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +39,7 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
 from ..errors import CheckpointError, ConfigError, DataError, MissingFileError, TrainingDiverged
+from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
 from .runs import (
@@ -56,18 +56,6 @@ from .runs import (
 
 __all__ = ["MAX_LOSS", "RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
            "finetune_trainer", "load_run", "perplexity", "read_log", "training_loss"]
-
-#: the largest loss (nats per token) whose perplexity is a finite float, ~709.78. A
-#: training loss above it means the run diverged (a uniform guess costs only ``ln V``).
-MAX_LOSS = math.log(sys.float_info.max)
-
-
-def perplexity(loss: float) -> float:
-    """``exp(loss)``, or ``inf`` where that overflows a float (``nan`` stays ``nan``)."""
-    try:
-        return math.exp(loss)
-    except OverflowError:
-        return math.inf
 
 @dataclass
 class RunStatus:
