@@ -32,9 +32,10 @@
 #
 # The papers' numbers come from one place, the package's record of what the papers report
 # (`drillbook.papers`): each entry is one printed row with its table, its label as
-# printed, and whether it is after fine-tuning, and the test suite finds every entry in the
-# papers' texts. Each row of a table below names its own entries. Everything else printed
-# below is read from the result files. A row that has not been run shows a dash: this
+# printed, and whether it is after fine-tuning, and the test suite finds each one in its
+# paper's text (the few numbers from the authors' repositories say so). Each row of a
+# table below names its own entries. Everything else printed below is read from the
+# result files. A row that has not been run shows a dash: this
 # chapter never fills a gap with a number that was not measured.
 
 # %%

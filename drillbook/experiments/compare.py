@@ -99,7 +99,8 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
           ``finetuned_curve``.
 
     Raises:
-        ValueError: unknown table, or an invalid result file.
+        ConfigError: unknown table.
+        ResultFileError: an invalid result file.
     """
     from .reproduce import TABLES
 
