@@ -168,12 +168,15 @@ def _cmd_configs(args: argparse.Namespace) -> int:
 
 
 def param_report(config, vocab_size: int | None = None) -> dict:
-    """Parameter counts of a config's model (built on the meta device: no memory)."""
+    """Parameter counts of a config's model (built on the meta device: no memory), and
+    ``paper``: record key -> millions as printed, for every paper row of this model."""
     import torch
 
-    from .configs import paper_millions, paper_row
+    from .configs import paper_millions
     from .data import corpus_spec
+    from .experiments.reproduce import records_for
     from .models import build_model
+    from .papers import paper_number
 
     vocab_size = vocab_size or corpus_spec(config.data.corpus).vocab_size
     with torch.device("meta"):
@@ -184,7 +187,9 @@ def param_report(config, vocab_size: int | None = None) -> dict:
         "config": config.name, "vocab_size": vocab_size, "total": total,
         "total_m_as_printed_in_drill": paper_millions(total),
         "encoder": total - head.dedicated, "output_layer_dedicated": head.dedicated,
-        "output_layer_shared": head.shared, "paper": paper_row(config).get("params_m"),
+        "output_layer_shared": head.shared,
+        "paper": {k: paper_number(k)["params_m"] for k in records_for(config)
+                  if "params_m" in paper_number(k).values},
     }
 
 
@@ -204,8 +209,8 @@ def _cmd_params(args: argparse.Namespace) -> int:
     print(f"  output layer, dedicated    {report['output_layer_dedicated']:>12,}")
     print(f"  output layer, shared       {report['output_layer_shared']:>12,}  "
           f"(the input embedding)")
-    if report["paper"] is not None:
-        print(f"  paper                      {report['paper']:>11}M")
+    for key, millions in report["paper"].items():
+        print(f"  paper                      {millions:>11}M  ({key})")
     return 0
 
 
@@ -238,7 +243,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     _language_model_run(args.run_dir, "finetune")
     status, out = finetune(args.run_dir, out=args.out, device=args.device, resume=args.resume,
                            max_epochs=args.max_epochs, max_minutes=args.max_minutes,
-                           progress=not args.quiet)
+                           progress=not args.quiet, lr=args.lr)
     print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
           f"ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
     return 0
@@ -618,9 +623,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("finetune", help="AWD-LSTM's fine-tuning stage on a trained run",
                        description="Restart from a run's best weights with averaged SGD and "
-                                   "stop at the first non-monotone validation epoch.")
+                                   "stop at the first non-monotone validation epoch; the "
+                                   "loaded model is the best to beat (never saved worse).")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--out", type=Path, help="run folder (default RUN_DIR/finetune)")
+    p.add_argument("--lr", type=_positive_float,
+                   help="learning rate (default: the run's train.lr; MoS's README uses 25 "
+                        "on PTB, 20 on WikiText-2)")
     _add_run_limits(p)
     p.set_defaults(func=_cmd_finetune)
 

@@ -288,7 +288,17 @@ for label, trainer in trainers.items():
 # one row per target word ($|V| \times H + |V|$), the continuous layer one projection
 # ($H \times m + m$), whatever the vocabulary. With $|V| = 50{,}000$, a 1,024-unit
 # decoder and $m = 300$, as in the paper, that is 51.2M against 307.2K.
-#
+
+# %% tags=["nbval-check-output"]
+from drillbook.papers import assert_quoted
+
+v_paper, h_paper, m_paper = 50_000, 1_024, 300  # the paper's |V|, H and m
+print(f"softmax |V| x H = {v_paper * h_paper / 1e6:.1f}M, "
+      f"continuous H x m = {h_paper * m_paper / 1e3:.1f}K")
+print(assert_quoted({"vmf:table4:word-ce": {"output_params_m": 51.2},
+                     "vmf:table4:emb-cosine": {"output_params_k": 307.2}}))
+
+# %% [markdown]
 # ## Speed: per step, and as the vocabulary grows
 #
 # A softmax layer's work per position grows with $|V|$; a continuous layer's does not.
@@ -328,7 +338,11 @@ speed.round(2)
 #   it is faster *convergence*, not faster steps. Measure both, as above.
 # * **Decoding**: nearest-neighbour search over $|V|$ embeddings costs about what a
 #   softmax's argmax costs; the savings are in training.
-#
+
+# %% tags=["nbval-check-output"]
+print(assert_quoted({"vmf:sec1:training-speedup": {"training_speedup": 2.5}}))
+
+# %% [markdown]
 # ## Which words does each model get right?
 #
 # The vMF paper (Table 5) reports that continuous outputs produce rare words more

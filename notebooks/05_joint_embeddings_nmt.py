@@ -133,6 +133,18 @@ table3.round({"valid BLEU": 2})
 # $|V| \times d_h$, the shared heads pay only for their small projections.
 
 # %% tags=["nbval-check-output"]
+from drillbook.papers import assert_quoted, paper_value
+
+print(assert_quoted({"joint:table3:nmt": {"test_bleu": 15.85, "params_m": 65.0},
+                     "joint:table3:nmt-tied": {"test_bleu": 16.51, "params_m": 46.7},
+                     "joint:table3:bilinear": {"test_bleu": 16.23},
+                     "joint:table3:joint-512": {"test_bleu": 17.54},
+                     "joint:table3:joint-2048": {"test_bleu": 18.11}}))
+added = paper_value("joint:table3:joint-512", "params_m") - paper_value(
+    "joint:table3:nmt-tied", "params_m")
+print(f"the joint model (d_j = 512) adds {added:.1f}M parameters to the tied one")
+
+# %% tags=["nbval-check-output"]
 c = table3["output-layer params"]
 print("tied < bilinear <= dual and drill < softmax:",
       c["tied"] < c["bilinear"] <= c["dual"] < c["softmax"]

@@ -133,7 +133,18 @@ for name in ["drill-1", "drill-4", "mos-15"]:
 # MoS-15 behind the same encoder, the prediction is 3.4 times. The MoS paper's own config
 # uses a smaller encoder and a smaller batch, which is part of why DRILL Table 3's 3.0
 # times is lower.
-#
+
+# %% tags=["nbval-check-output"]
+from drillbook.papers import assert_quoted
+
+# the papers' ratios quoted in the introduction and above (DRILL Sec. 4.1.1, vMF Sec. 1)
+print(assert_quoted({"drill:sec4.1.1:ptb-drill-speed": {"ratio_to_tied": 1.2},
+                     "drill:sec4.1.1:wt2-drill-speed": {"ratio_to_tied": 1.2},
+                     "drill:sec4.1.1:ptb-mos-speed": {"ratio_to_tied": 3.0},
+                     "drill:sec4.1.1:wt2-mos-speed": {"ratio_to_tied": 9.7},
+                     "vmf:sec1:training-speedup": {"training_speedup": 2.5}}))
+
+# %% [markdown]
 # Arithmetic is not time, for two reasons. First, an LSTM is sequential: on a GPU its 70
 # small time steps leave most of the chip idle, so the encoder takes longer than its FLOPs
 # suggest, and every head ratio shrinks towards 1. Second, large square products (the

@@ -15,6 +15,8 @@ from drillbook.configs import (
     list_configs,
     paper_millions,
 )
+from drillbook.experiments import TABLES
+from drillbook.papers import paper_value
 
 V_PTB, V_WT2 = 10_000, 33_278
 
@@ -35,31 +37,30 @@ def test_awd_lstm_ptb_is_24_2m_exactly_as_computed():
     assert total("ptb/awd-lstm") == 24_221_600
 
 
-@pytest.mark.parametrize(("name", "overrides", "paper"), [
-    ("ptb/awd-lstm-full-softmax", (), 43.8),
-    ("ptb/awd-lstm", (), 24.2),
-    ("ptb/awd-lstm-bilinear", (), 24.3),
-    ("ptb/awd-lstm-dual", (), 24.5),
-    ("ptb/awd-lstm-drill", ("head.options.depth=1",), 24.3),
-    ("ptb/awd-lstm-drill", ("head.options.depth=2",), 24.5),
-    ("ptb/awd-lstm-drill", ("head.options.depth=3",), 24.7),
-    ("ptb/awd-lstm-drill", (), 24.8),
-])
-def test_drill_table_4_parameter_counts(name, overrides, paper):
-    """DRILL Table 4 prints counts truncated to 0.1M."""
-    assert paper_millions(total(name, *overrides)) == paper
+@pytest.mark.parametrize("row", TABLES["drill-table4"][:8], ids=lambda r: r.name)
+def test_drill_table_4_parameter_counts(row):
+    """DRILL Table 4 prints counts truncated to 0.1M; each row's count is in its record."""
+    printed = paper_value(row.paper_finetuned, "params_m")
+    assert printed == {"full-softmax": 43.8, "tied": 24.2, "bilinear": 24.3, "dual": 24.5,
+                       "drill-1": 24.3, "drill-2": 24.5, "drill-3": 24.7,
+                       "drill-4": 24.8}[row.name]  # as printed, read off the table by hand
+    assert paper_millions(total(row.config, *row.overrides)) == printed
 
 
 def test_main_tables_parameter_counts():
     """DRILL Tables 1-2 print whole millions (truncated): 24M PTB, 33M/34M WT2."""
-    assert math.floor(total("ptb/awd-lstm-drill") / 1e6) == 24
-    assert math.floor(total("wt2/awd-lstm", vocab=V_WT2) / 1e6) == 33
-    assert math.floor(total("wt2/awd-lstm-drill", vocab=V_WT2) / 1e6) == 34
+    assert math.floor(total("ptb/awd-lstm-drill") / 1e6) == 24 == paper_value(
+        "drill:table1:awd-lstm-drill", "params_m")
+    assert math.floor(total("wt2/awd-lstm", vocab=V_WT2) / 1e6) == 33 == paper_value(
+        "drill:table2:awd-lstm", "params_m")
+    assert math.floor(total("wt2/awd-lstm-drill", vocab=V_WT2) / 1e6) == 34 == paper_value(
+        "drill:table2:awd-lstm-drill", "params_m")
 
 
-def test_paper_numbers_recorded_for_the_table_configs():
-    assert get_config("ptb/awd-lstm-drill").paper["test_ppl"] == 55.7
-    assert get_config("ptb/awd-lstm").paper["params_m"] == 24.2
+def test_configs_name_their_paper_record():
+    assert get_config("ptb/awd-lstm-drill").paper == "drill:table1:awd-lstm-drill"
+    assert paper_value(get_config("ptb/awd-lstm").paper, "test_ppl") == 57.3
+    assert get_config("tutorial/ptb-tied").paper is None
 
 
 def test_overrides_are_typed_and_unknown_keys_list_valid_ones():
@@ -87,19 +88,23 @@ def test_a_bad_head_option_is_a_config_error():
         param_report(cfg, 100)
 
 
-def test_hash_ignores_names_but_not_hyperparameters():
+def test_hash_ignores_names_and_paper_but_not_hyperparameters():
     a = get_config("ptb/awd-lstm")
     b = a.copy()
-    b.name, b.description = "renamed", "..."
-    assert a.hash() == b.hash()
+    b.name, b.description, b.paper = "renamed", "...", "drill:table4:dual"
+    assert a.hash() == b.hash() and a.resume_key() == b.resume_key()
     assert apply_overrides(a, ["train.lr=1"]).hash() != a.hash()
+    # a run folder written when configs carried the numbers themselves still loads
+    old = {**a.to_dict(), "paper": {"valid_ppl": 60.0, "test_ppl": 57.3}}
+    assert Config.from_dict(old).paper is None and Config.from_dict(old).hash() == a.hash()
 
 
-def test_paper_row_follows_the_depth_override():
-    from drillbook.configs import paper_row
-
+def test_params_report_finds_the_paper_rows_of_the_same_model():
     drill = get_config("ptb/awd-lstm-drill")
-    assert paper_row(drill)["test_ppl"] == 55.7
-    assert paper_row(apply_overrides(drill, ["head.options.depth=2"]))["params_m"] == 24.5
-    assert paper_row(apply_overrides(drill, ["head.options.depth=7"])) == {}
-    assert paper_row(get_config("ptb/awd-lstm"))["params_m"] == 24.2
+    report = param_report(apply_overrides(drill, ["head.options.depth=2", "train.epochs=3"]),
+                          V_PTB)
+    assert report["paper"] == {"drill:table4:drill-2-layers": 24.5}
+    assert param_report(apply_overrides(drill, ["head.options.depth=7"]), V_PTB)["paper"] == {}
+    assert param_report(get_config("ptb/awd-lstm"), V_PTB)["paper"] == {
+        "drill:table1:awd-lstm-wo-finetune": 24, "drill:table4:weight-tying": 24.2,
+        "drill:table1:awd-lstm": 24}

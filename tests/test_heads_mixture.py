@@ -18,6 +18,7 @@ from drillbook.heads.mixture import (
     mixture_log_prob,
     mixture_log_prob_reference,
 )
+from drillbook.papers import paper_value
 
 F64 = torch.float64
 V, D, DH = 23, 5, 7
@@ -231,7 +232,8 @@ def test_locked_masks_doc_shares_over_vectors_mos_does_not():
 def test_parameter_counts_round_to_the_papers(name, vocab, paper_m):
     """MoS and DOC print whole millions, rounded (MoS PTB: 21,500,620 -> 22M)."""
     report = param_report(get_config(name), vocab)
-    assert round(report["total"] / 1e6) == paper_m == get_config(name).paper["params_m_main"]
+    assert round(report["total"] / 1e6) == paper_m == paper_value(get_config(name).paper,
+                                                                 "params_m")
 
 
 def test_sigsoftmax_is_exp_times_sigmoid_normalised_and_escapes_the_rank_ceiling():

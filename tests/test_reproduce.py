@@ -109,18 +109,33 @@ def _doc(table: str, row: str, config: str, **metrics) -> dict:
 
 
 def test_table_rows_give_every_row_with_the_papers_numbers_and_none_where_not_run(tmp_path):
-    from drillbook.experiments import table_rows
+    from drillbook.experiments import format_rows, table_rows
 
     rows = table_rows("drill-table4", tmp_path)
     assert [r["row"] for r in rows] == [r.name for r in TABLES["drill-table4"]]
     by = {r["row"]: r for r in rows}
-    assert (by["tied"]["paper_valid"], by["tied"]["paper_test"]) == (60.0, 57.3)
-    assert (by["drill-2"]["paper_valid"], by["drill-2"]["paper_test"]) == (58.7, 56.0)
-    assert by["drill-4"]["paper_test"] == 55.7
-    assert all(r["valid"] is None and r["status"] is None and r["curve"] == [] for r in rows)
+    # the main run beside DRILL Table 1's "w/o finetune", the fine-tuned one beside Table 4
+    assert (by["tied"]["paper_valid"], by["tied"]["paper_test"]) == (60.7, 58.8)
+    assert (by["tied"]["paper_finetuned_valid"], by["tied"]["paper_finetuned_test"]) == (
+        60.0, 57.3)
+    assert (by["drill-2"]["paper_finetuned_valid"], by["drill-2"]["paper_finetuned_test"]) == (
+        58.7, 56.0)
+    assert by["drill-2"]["paper_finetuned_params_m"] == 24.5
+    assert by["drill-4"]["paper_finetuned_test"] == 55.7
+    assert all(r["valid"] is None and r["status"] is None and r["curve"] == [] and
+               r["finetuned_test"] is None for r in rows)
+    shown = format_rows(rows, ["row", "paper_valid", "paper_finetuned_test", "test"])
+    assert shown[1] == {"row": "tied", "paper_valid": "60.70", "paper_finetuned_test": "57.30",
+                        "test": "-"}
+    assert shown[0]["paper_valid"] == "-"  # Table 4 gives no number before fine-tuning
     speed = {r["row"]: r for r in table_rows("speed", tmp_path)}
-    assert speed["ptb-mos"]["paper_seconds_per_epoch"] == 138.0
-    assert {r["paper_rank"] for r in table_rows("rank", tmp_path)} == {400.0, 401.0, 10000.0}
+    assert speed["ptb-mos"]["paper_seconds_per_epoch"] == 138
+    assert speed["wt2-mos"]["paper_ratio_to_tied"] == 9.7
+    rank = {r["row"]: r for r in table_rows("rank", tmp_path)}
+    assert {r["paper_rank_test"] for r in rank.values() if "paper_rank_test" in r} == {
+        401, 10000}
+    assert (rank["drill"]["paper_rank"], rank["drill"]["paper_rank_tol_1"]) == (400, 402)
+    assert rank["mos"]["paper_rank"] == rank["mos"]["paper_rank_tol_1"] == 9981
     with pytest.raises(ValueError, match="unknown table 'nope'"):
         table_rows("nope", tmp_path)
 
@@ -140,8 +155,27 @@ def test_table_rows_read_our_files_and_the_report_shows_speed_ratios_and_rank(tm
     assert len(by["mos"]["curve"]) == 2 and by["doc"]["valid"] is None
     assert ratios_to(rows, "tied") == {"tied": 1.0, "drill": None, "mos": 2.5, "doc": None}
     report = render_report(tmp_path)
-    assert "| rank (tol 1) | rank (numpy tol) | positions | paper rank |" in report
-    assert "| 25.0 | 2.50 | 5000 | 4999 | 5000 | 10000 | cpu |" in report
+    assert ("| rank (tol 1) | rank (numpy tol) | positions | authors' code (tol 1) | "
+            "DRILL Sec. 4.1.1 | DOC Table 5 (test) | device |") in report
+    assert "| 25.0 | 2.50 | 5000 | 4999 | 5000 | 9981 | 9981 | 10000 | cpu |" in report
+    assert "| tied | `ptb/awd-lstm` |" in report and "ft status" not in report
+
+
+def test_the_report_reads_paper_numbers_from_the_record_not_the_file(tmp_path):
+    """An old result file froze the parent config's (wrong) numbers; they are ignored."""
+    doc = _doc("drill-table4", "drill-4-residual-previous", "ptb/awd-lstm-drill",
+               val_ppl=90.0, test_ppl=85.0)
+    doc["paper"] = {"valid_ppl": 58.2, "test_ppl": 55.7}
+    write_result(tmp_path / "drill-table4" / "drill-4-residual-previous.json", doc)
+    report = render_report(tmp_path)
+    line = next(x for x in report.splitlines() if x.startswith("| drill-4-residual-previous"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    header = next(x for x in report.splitlines() if x.startswith("| row |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    got = dict(zip(columns, cells, strict=True))
+    assert (got["paper ft valid"], got["paper ft test"]) == ("59.60", "57.50")
+    assert (got["paper valid"], got["ft valid"], got["ft status"]) == ("-", "-", "-")
+    assert (got["valid"], got["test"]) == ("90.00", "85.00") and "58.20" not in line
 
 
 def test_full_command_and_curve_figures(tmp_path, capsys):
@@ -178,3 +212,59 @@ def test_find_results_walks_up_and_clones_when_asked(tmp_path, monkeypatch):
     found = find_results(tmp_path / "elsewhere", clone=f"git+file://{repo}@main")
     assert found == Path("drillbook-src/results").resolve()
     assert (found / "REPORT.md").read_text() == "# Reproduction results\n"
+
+
+def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch):
+    """On the tiny corpus: the main run, then AWD-LSTM's fine-tuning, each in the result
+    file and each beside its own paper number in the report."""
+    from drillbook.data import load_corpus_from_files
+    from drillbook.experiments import Row, table_rows
+    from drillbook.experiments.reproduce import TABLES as tables
+
+    tiny = ROOT / "tests" / "data" / "tiny"
+    corpus = load_corpus_from_files({s: tiny / f"{s}.txt" for s in ("train", "valid", "test")},
+                                    name="tiny")
+    monkeypatch.setitem(tables, "tiny-ft", [Row(
+        "tied", "tutorial/ptb-tied", paper=("drill:table1:awd-lstm-wo-finetune",),
+        paper_finetuned="drill:table4:weight-tying")])
+    small = ["model.emsize=12", "model.nhid=16", "train.batch_size=4", "train.bptt=6",
+             "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=2",
+             "train.nonmono=1", "train.lr=5"]
+    kwargs = dict(out=tmp_path / "r", runs=tmp_path / "runs", overrides=small, corpus=corpus,
+                  device="cpu", progress=False)
+    first = json.loads(reproduce("tiny-ft", budget_minutes=1e-6, **kwargs)[0].read_text())
+    assert first["status"] == "budget" and "finetuned" not in first  # main run not done
+    doc = json.loads(reproduce("tiny-ft", **kwargs)[0].read_text())
+    assert validate_result(doc) == [] and doc["format"] == "drillbook-result/2"
+    assert doc["status"] == "done" and "paper" not in doc
+    block = doc["finetuned"]
+    assert block["status"] in ("done", "converged") and block["lr"] == 5.0
+    assert block["epochs_done"] == len(block["curve"]) >= 1 and block["steps_done"] > 0
+    assert {"val_ppl", "test_ppl"} <= set(block["metrics"])
+    # fine-tuning started from the main run's best model: never worse on validation
+    assert block["metrics"]["val_ppl"] <= doc["metrics"]["val_ppl"] * (1 + 1e-9)
+    assert (tmp_path / "runs" / "tiny-ft" / "tied" / "finetune" / "best.pt").exists()
+    row = table_rows("tiny-ft", tmp_path / "r")[0]
+    assert row["finetuned_valid"] == block["metrics"]["val_ppl"]
+    assert (row["paper_valid"], row["paper_finetuned_valid"]) == (60.7, 60.0)
+    report = render_report(tmp_path / "r")
+    assert "| ft status | ft epochs | ft valid | ft test | paper ft valid | paper ft test |" in (
+        report)
+    assert f"| {block['status']} | {block['epochs_done']} |" in report
+    assert "| 60.70 | 58.80 |" in report and "| 60.00 | 57.30 |" in report
+    # a later call with no time left for fine-tuning keeps the block it recorded
+    again = json.loads(reproduce("tiny-ft", budget_minutes=1e-9, **kwargs)[0].read_text())
+    assert again["finetuned"] == block
+
+
+def test_the_finetuned_block_is_validated():
+    doc = _doc("tutorial", "tied", "tutorial/ptb-tied", val_ppl=1.0)
+    doc["finetuned"] = {"status": "stopped", "epochs_done": 1, "steps_done": 2,
+                        "wall_seconds": 1.0, "metrics": {"val_ppl": "x"}, "curve": [{}]}
+    problems = " ".join(validate_result(doc))
+    assert "finetuned.status 'stopped'" in problems and "missing field 'finetuned.lr'" in (
+        problems)
+    assert "finetuned.metric 'val_ppl'" in problems and "finetuned.curve points" in problems
+    doc["finetuned"] = {"status": "converged", "epochs_done": 1, "steps_done": 2,
+                        "wall_seconds": 1.0, "lr": 25.0, "metrics": {}, "curve": []}
+    assert validate_result(doc) == []

@@ -251,3 +251,53 @@ def test_finetune_starts_averaged_and_stops_at_the_trigger(tmp_path, monkeypatch
     records = log(out)
     assert {r["stage"] for r in records} == {"finetune"}
     assert {r["optimizer"] for r in records} == {"asgd"}
+
+
+def test_finetune_starts_from_the_loaded_model_and_never_saves_a_worse_one(tmp_path,
+                                                                          monkeypatch):
+    """As AWD-LSTM's finetune.py: the loaded model's validation loss is the one to beat."""
+    loss0 = make(tmp_path / "run").fit().best_val_loss
+    loaded = load_checkpoint(tmp_path / "run" / "best.pt", "cpu")["model"]
+    for name, deltas, best_epoch in [("worse", (0.5, 0.2, 0.9), 0),
+                                     ("better", (0.5, -0.25, 0.9), 2)]:
+        values = iter([loss0 + d for d in deltas])  # epoch 3 triggers (nonmono 1)
+        monkeypatch.setattr(Trainer, "_validate", lambda self, v=values: next(v))
+        status, out = finetune(tmp_path / "run", out=tmp_path / name, corpus=tiny_corpus(),
+                               device="cpu", progress=False)
+        assert status.reason == "converged" and status.epoch == 3
+        best = load_checkpoint(out / "best.pt", "cpu")
+        assert best["epoch"] == best_epoch
+        expected = loss0 + min(0.0, *deltas)
+        assert math.isclose(status.best_val_loss, expected, rel_tol=1e-6)
+        assert math.isclose(best["val_loss"], expected, rel_tol=1e-6)
+        same = all(torch.equal(best["model"][k], v) for k, v in loaded.items())
+        assert same == (name == "worse")  # the loaded weights, until a better epoch
+        assert log(out)[0]["best_val_ppl"] == pytest.approx(math.exp(loss0), rel=1e-6)
+
+
+def test_finetune_learning_rate_is_settable_recorded_and_kept_on_resume(tmp_path,
+                                                                        monkeypatch):
+    from drillbook.cli import main
+    from drillbook.configs import ConfigError
+    from drillbook.train.lm import finetune_trainer
+
+    make(tmp_path / "run").fit()
+    run = tmp_path / "run"
+    finetune(run, corpus=tiny_corpus(), device="cpu", progress=False, lr=2.5, max_epochs=1)
+    saved = json.loads((run / "finetune" / "config.json").read_text())
+    assert saved["train"]["lr"] == 2.5 and [r["lr"] for r in log(run / "finetune")] == [2.5]
+    resumed = finetune_trainer(run, corpus=tiny_corpus(), device="cpu", progress=False,
+                               resume=True)  # no lr given: the one it began with
+    assert resumed.config.train.lr == 2.5 == resumed.optimizer.param_groups[0]["lr"]
+    resumed.close()
+    changed = finetune_trainer(run, corpus=tiny_corpus(), device="cpu", progress=False,
+                               resume=True, lr=3.0)  # a resumable change, as for training
+    assert changed.config.train.lr == 3.0 == changed.optimizer.param_groups[0]["lr"]
+    changed.close()
+    with pytest.raises(ConfigError, match=r"train\.lr"):
+        finetune(run, out=tmp_path / "x", corpus=tiny_corpus(), device="cpu", lr=0.0)
+    monkeypatch.setattr("drillbook.train.lm.load_corpus", lambda name: tiny_corpus())
+    assert main(["finetune", str(run), "--out", str(tmp_path / "cli"), "--lr", "4",
+                 "--max-epochs", "1", "--device", "cpu", "--quiet"]) == 0
+    assert json.loads((tmp_path / "cli" / "config.json").read_text())["train"]["lr"] == 4.0
+    assert json.loads((run / "config.json").read_text())["train"]["lr"] == 5.0  # untouched

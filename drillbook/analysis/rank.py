@@ -8,8 +8,10 @@ tolerance, and the papers use different ones:
   count. This is what ``numpy.linalg.matrix_rank(M)`` returns.
 * **DRILL's rule** (absolute, :data:`DRILL_TOL` ``= 1.0``): singular values above 1
   count (``matrix_rank(M, tol=1.0)`` in the authors' code). It ignores directions that
-  move log-probabilities by less than about one nat in total, and is the rule behind
-  "softmax 402, DRILL 402, MoS 9,981" on PTB.
+  move log-probabilities by less than about one nat in total. With it the authors'
+  repository reports softmax 402, DRILL 402 and MoS 9,981 on PTB; the paper's text
+  (Sec. 4.1.1) says 400 for AWD-LSTM and DRILL and 9,981 for MoS, and states no
+  tolerance (both are in :mod:`drillbook.papers`).
 
 Two ways to get the singular values, both in float64:
 
@@ -40,7 +42,8 @@ from torch import Tensor
 
 __all__ = ["DRILL_TOL", "Spectrum", "log_prob_chunks", "matrix_rank", "singular_values"]
 
-#: The absolute tolerance the DRILL authors used: count singular values > 1.
+#: The absolute tolerance of the DRILL authors' code (their paper states none): count
+#: singular values > 1.
 DRILL_TOL = 1.0
 
 _EPS64 = float(np.finfo(np.float64).eps)
@@ -74,7 +77,7 @@ class Spectrum:
 
         Args:
             tol: absolute tolerance; ``None`` means numpy's default :attr:`numpy_tol`.
-                Pass :data:`DRILL_TOL` for the DRILL paper's rule.
+                Pass :data:`DRILL_TOL` for the rule of the DRILL authors' code.
 
         Raises:
             ValueError: ``tol`` is below what the method resolves (Gram route with a
@@ -208,8 +211,8 @@ def matrix_rank(
 ) -> int:
     """Rank of a matrix with an explicit tolerance.
 
-    ``tol=None`` is numpy's relative default; ``tol=DRILL_TOL`` (1.0) the DRILL paper's
-    absolute rule. See :func:`singular_values` for ``method`` and ``device``.
+    ``tol=None`` is numpy's relative default; ``tol=DRILL_TOL`` (1.0) the absolute rule of
+    the DRILL authors' code. See :func:`singular_values` for ``method`` and ``device``.
     """
     return singular_values(matrix, method=method, device=device).rank(tol)
 

@@ -1,6 +1,13 @@
 """Experiment configs: typed dataclasses, named setups, ``key=value`` overrides."""
 
-from .registry import CONFIGS, get_config, list_configs, paper_millions, paper_row
+from .registry import (
+    CONFIGS,
+    FINETUNE_LR,
+    finetune_lr,
+    get_config,
+    list_configs,
+    paper_millions,
+)
 from .schema import (
     Config,
     ConfigError,
@@ -14,6 +21,7 @@ from .schema import (
 
 __all__ = [
     "CONFIGS",
+    "FINETUNE_LR",
     "Config",
     "ConfigError",
     "DataConfig",
@@ -22,8 +30,8 @@ __all__ = [
     "SectionedConfig",
     "TrainConfig",
     "apply_overrides",
+    "finetune_lr",
     "get_config",
     "list_configs",
     "paper_millions",
-    "paper_row",
 ]

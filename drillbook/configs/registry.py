@@ -2,7 +2,10 @@
 
 Hyper-parameters follow the authors' public code (see the book's appendix on sources):
 AWD-LSTM (Merity et al., 2018) for ``*/awd-lstm*``, DRILL (Pappas & Henderson, 2019)
-for ``*/awd-lstm-drill``. ``paper`` records what the papers report, for comparison.
+for ``*/awd-lstm-drill``, MoS (Yang et al., 2018) and DOC (Takase et al., 2018) for the
+mixtures. Seeds are those of the authors' README commands for the same run. ``paper`` is
+the key in :data:`drillbook.papers.RECORD` of the authors' final result for the setup
+(after fine-tuning); the reproduction tables name their own records row by row.
 
 Parameter counts: the DRILL paper's Table 4 prints totals truncated to 0.1M (24,382,000
 is printed as 24.3M); :func:`paper_millions` does the same so tests can compare.
@@ -15,7 +18,19 @@ from collections.abc import Callable
 
 from .schema import Config, ConfigError, DataConfig, HeadConfig, ModelConfig, TrainConfig
 
-__all__ = ["CONFIGS", "get_config", "list_configs", "paper_millions", "paper_row"]
+__all__ = ["CONFIGS", "FINETUNE_LR", "finetune_lr", "get_config", "list_configs",
+           "paper_millions"]
+
+#: seeds of the authors' README commands (salesforce/awd-lstm-lm, idiap/drill,
+#: zihangdai/mos, nttcslab-nlp/doc_lm): AWD-LSTM PTB 141 (the TrainConfig default), every
+#: WikiText-2 command 1882, DRILL/MoS/DOC on PTB 28. The full-softmax, bilinear and dual
+#: baselines have no command of their own: they keep AWD-LSTM's.
+SEED_WT2, SEED_PTB_DRILL_MOS_DOC = 1882, 28
+
+#: learning rate of the authors' fine-tuning command where it differs from training's:
+#: MoS's README fine-tunes at 25 on PTB and 20 on WikiText-2 (trained at 20 and 15).
+#: AWD-LSTM's, DRILL's and DOC's fine-tuning commands repeat the training rate.
+FINETUNE_LR: dict[str, float] = {"ptb/awd-lstm-mos": 25.0, "wt2/awd-lstm-mos": 20.0}
 
 
 def paper_millions(n: int) -> float:
@@ -23,31 +38,25 @@ def paper_millions(n: int) -> float:
     return math.floor(n / 1e5) / 10
 
 
-def paper_row(config: Config) -> dict:
-    """What the papers report for this config *as overridden*: e.g. a DRILL config with
-    ``head.options.depth=2`` gets Table 4's 2-layer row. Empty when no row applies."""
-    paper = {k: v for k, v in config.paper.items() if k != "by_depth"}
-    depth = config.head.options.get("depth")
-    by_depth = config.paper.get("by_depth", {})
-    if depth is not None and str(depth) in by_depth:
-        paper.update(by_depth[str(depth)])
-    elif by_depth and depth not in (None, 4):
-        return {}
-    return paper
+def finetune_lr(name: str) -> float | None:
+    """The learning rate the authors fine-tune the named config at, when it is not the
+    training rate (None: fine-tune at ``train.lr``)."""
+    return FINETUNE_LR.get(name)
 
 
-def _ptb(name: str, description: str, head: HeadConfig, paper: dict, **model) -> Config:
+def _ptb(name: str, description: str, head: HeadConfig, paper: str | None,
+         **model) -> Config:
     return Config(name=name, description=description, data=DataConfig("ptb"),
                   model=ModelConfig(**model), head=head, train=TrainConfig(), paper=paper)
 
 
-def _wt2(cfg: Config, name: str, description: str, paper: dict) -> Config:
-    """The WikiText-2 counterpart of a PTB config (AWD-LSTM's WT2 settings)."""
+def _wt2(cfg: Config, name: str, description: str, paper: str | None) -> Config:
+    """The WikiText-2 counterpart of a PTB config (AWD-LSTM's WT2 settings and seed)."""
     cfg = cfg.copy()
     cfg.name, cfg.description, cfg.paper = name, description, paper
     cfg.data.corpus = "wikitext-2"
     cfg.model.dropouth, cfg.model.dropouti = 0.2, 0.65
-    cfg.train.batch_size, cfg.train.epochs = 80, 750
+    cfg.train.batch_size, cfg.train.epochs, cfg.train.seed = 80, 750, SEED_WT2
     return cfg
 
 
@@ -56,27 +65,20 @@ def _drill_ptb() -> Config:
                "variational dropout 0.6)",
                HeadConfig("drill", {"depth": 4, "activation": "sigmoid", "dropout": 0.6,
                                     "dropout_kind": "variational"}),
-               {"source": "DRILL Tables 1 and 4", "params_m": 24.8, "params_m_main": 24,
-                "valid_ppl": 58.2, "test_ppl": 55.7,
-                # Table 4 rows for the other depths (head.options.depth)
-                "by_depth": {"1": {"params_m": 24.3, "valid_ppl": 58.8, "test_ppl": 56.2},
-                             "2": {"params_m": 24.5, "valid_ppl": 58.7, "test_ppl": 56.0},
-                             "3": {"params_m": 24.7, "valid_ppl": 58.5, "test_ppl": 55.9}}})
-    cfg.train.epochs = 1000
+               "drill:table1:awd-lstm-drill")
+    cfg.train.epochs, cfg.train.seed = 1000, SEED_PTB_DRILL_MOS_DOC
     return cfg
 
 
 def _drill_wt2() -> Config:
     cfg = _wt2(_drill_ptb(), "wt2/awd-lstm-drill", "AWD-LSTM with a 4-layer DRILL head "
-               "(relu, standard dropout 0.6) on WikiText-2",
-               {"source": "DRILL Table 2", "params_m_main": 34, "valid_ppl": 64.9,
-                "test_ppl": 61.9})
+               "(relu, standard dropout 0.6) on WikiText-2", "drill:table2:awd-lstm-drill")
     cfg.head.options.update({"activation": "relu", "dropout_kind": "standard"})
     cfg.train.epochs = 2000
     return cfg
 
 
-def _mixture(name: str, corpus: str, head: HeadConfig, paper: dict, *, nonmono: int,
+def _mixture(name: str, corpus: str, head: HeadConfig, paper: str, *, nonmono: int,
              epochs: int, dropouti: float, dropouth: float) -> Config:
     """The MoS/DOC papers' AWD-LSTM: a narrower embedding, a 3-layer LSTM whose last layer
     is wider than the embedding (the mixture head projects it down)."""
@@ -90,7 +92,8 @@ def _mixture(name: str, corpus: str, head: HeadConfig, paper: dict, *, nonmono: 
                           dropouti=dropouti, dropoute=0.1, wdrop=0.5),
         head=head,
         train=TrainConfig(batch_size=12 if ptb else 15, lr=20.0 if ptb else 15.0,
-                          nonmono=nonmono, epochs=epochs),
+                          nonmono=nonmono, epochs=epochs,
+                          seed=SEED_PTB_DRILL_MOS_DOC if ptb else SEED_WT2),
         paper=paper)
 
 
@@ -100,9 +103,7 @@ def _mos(corpus: str) -> Config:
         f"{'ptb' if ptb else 'wt2'}/awd-lstm-mos", corpus,
         HeadConfig("mos", {"n_experts": 15, "latent_dropout": 0.29,
                            "chunk_size": None if ptb else 256}),
-        {"source": "Yang et al. 2018 (MoS), as cited in DRILL Tables 1-2 and DOC Tables "
-                   "7-8", "params_m_main": 22 if ptb else 35,
-         "valid_ppl": 56.54 if ptb else 63.88, "test_ppl": 54.44 if ptb else 61.45},
+        f"doc:table{7 if ptb else 8}:awd-lstm-mos",
         nonmono=5, epochs=1000, dropouti=0.4 if ptb else 0.55,
         dropouth=0.225 if ptb else 0.2)
 
@@ -113,10 +114,7 @@ def _doc(corpus: str) -> Config:
         f"{'ptb' if ptb else 'wt2'}/awd-lstm-doc", corpus,
         HeadConfig("doc", {"vectors_per_layer": [0, 0, 5, 15], "latent_dropout": 0.6,
                            "cv_weight": 0.001, "chunk_size": None if ptb else 256}),
-        {"source": "DOC Tables 3, 7 and 8", "params_m_main": 23 if ptb else 37,
-         "valid_ppl": 54.62 if ptb else 60.97, "test_ppl": 52.87 if ptb else 58.55,
-         "finetuned": {"valid_ppl": 54.12 if ptb else 60.29,
-                       "test_ppl": 52.38 if ptb else 58.03}},
+        f"doc:table{7 if ptb else 8}:awd-lstm-doc",
         nonmono=60, epochs=500, dropouti=0.4 if ptb else 0.65, dropouth=0.225 if ptb else 0.2)
 
 
@@ -141,31 +139,25 @@ def _builders() -> dict[str, Callable[[], Config]]:
     b: dict[str, Callable[[], Config]] = {
         "ptb/awd-lstm": lambda: _ptb(
             "ptb/awd-lstm", "AWD-LSTM with a tied softmax (the baseline)", tied,
-            {"source": "AWD-LSTM README; DRILL Table 4", "params_m": 24.2,
-             "valid_ppl": 60.0, "test_ppl": 57.3}),
+            "drill:table1:awd-lstm"),
         "ptb/awd-lstm-full-softmax": lambda: _ptb(
             "ptb/awd-lstm-full-softmax", "AWD-LSTM with an untied softmax on a 1150-d last "
             "layer", HeadConfig("softmax"),
-            {"source": "DRILL Table 4", "params_m": 43.8, "valid_ppl": 69.9, "test_ppl": 66.8},
-            d_out=1150),
+            "drill:table4:full-softmax", d_out=1150),
         "ptb/awd-lstm-bilinear": lambda: _ptb(
             "ptb/awd-lstm-bilinear", "AWD-LSTM with a bilinear output layer E W h",
-            HeadConfig("bilinear"), {"source": "DRILL Table 4", "params_m": 24.3, "valid_ppl": 60.7,
-             "test_ppl": 58.5}),
+            HeadConfig("bilinear"), "drill:table4:bilinear"),
         "ptb/awd-lstm-dual": lambda: _ptb(
             "ptb/awd-lstm-dual", "AWD-LSTM with the dual nonlinear (joint) output layer",
             HeadConfig("dual", {"d_joint": 400, "activation": "tanh"}),
-            {"source": "DRILL Table 4", "params_m": 24.5, "valid_ppl": 58.8,
-             "test_ppl": 56.4}),
+            "drill:table4:dual"),
         "ptb/awd-lstm-drill": _drill_ptb,
         "wt2/awd-lstm-drill": _drill_wt2,
     }
     for key in ["awd-lstm", "awd-lstm-full-softmax", "awd-lstm-bilinear", "awd-lstm-dual"]:
         b[f"wt2/{key}"] = (lambda key=key: _wt2(
             b[f"ptb/{key}"](), f"wt2/{key}", b[f"ptb/{key}"]().description + " on WikiText-2",
-            {"source": "DRILL Table 2" if key == "awd-lstm" else "", **(
-                {"params_m_main": 33, "valid_ppl": 68.6, "test_ppl": 65.8}
-                if key == "awd-lstm" else {})}))
+            "drill:table2:awd-lstm" if key == "awd-lstm" else None))
     for corpus in ("ptb", "wikitext-2"):
         for make in (_mos, _doc):
             b[make(corpus).name] = (lambda make=make, corpus=corpus: make(corpus))

@@ -1,8 +1,8 @@
 """Typed experiment configs and ``key=value`` overrides.
 
-A config is four plain dataclasses (data, model, head, train) plus a name and the paper
-numbers it should reproduce. Everything is JSON-serialisable; the trainer writes the
-resolved config into its run folder.
+A config is four plain dataclasses (data, model, head, train) plus a name and the key of
+the paper's number it should reproduce (:mod:`drillbook.papers`). Everything is
+JSON-serialisable; the trainer writes the resolved config into its run folder.
 
 Overrides use dotted keys: ``model.nhid=1150``, ``train.lr=20``,
 ``head.options.depth=2``. Values are parsed as JSON (``0.5``, ``true``, ``null``,
@@ -100,7 +100,7 @@ class TrainConfig:
 
 class SectionedConfig:
     """Behaviour shared by experiment configs: a ``name``, a ``description``, a ``paper``
-    dict and dataclass *sections* (``data``, ``model``, ``head``, ``train``, ...).
+    record key and dataclass *sections* (``data``, ``model``, ``head``, ``train``, ...).
 
     Subclasses are dataclasses; every field whose type is a dataclass is a section.
     """
@@ -135,6 +135,8 @@ class SectionedConfig:
         d = copy.deepcopy(d)
         sections = cls.sections()
         kwargs = {k: v for k, v in d.items() if k not in sections}
+        if isinstance(kwargs.get("paper"), dict):
+            kwargs["paper"] = None  # run folders written before the record held numbers
         for key, sub in sections.items():
             if key in d:
                 if not isinstance(d[key], dict):
@@ -158,8 +160,13 @@ class SectionedConfig:
         for key in ("description",):
             if not isinstance(getattr(self, key, ""), str):
                 raise ConfigError(f"{key} must be a string, got {getattr(self, key)!r}")
-        if not isinstance(getattr(self, "paper", {}), dict):
-            raise ConfigError(f"paper must be an object, got {self.paper!r}")
+        paper = getattr(self, "paper", None)
+        if paper is not None:
+            from ..papers import RECORD
+
+            if paper not in RECORD:
+                raise ConfigError(f"paper must be null or a key of drillbook.papers.RECORD, "
+                                  f"got {paper!r}")
         for name in self.sections():
             section = getattr(self, name)
             hints = typing.get_type_hints(type(section))
@@ -203,8 +210,9 @@ class Config(SectionedConfig):
     model: ModelConfig = field(default_factory=ModelConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    #: what the papers report for this setup (for comparison; never used in training)
-    paper: dict[str, Any] = field(default_factory=dict)
+    #: key in drillbook.papers.RECORD of the authors' result for this setup (for
+    #: comparison; never used in training, ignored by hash() and resume_key())
+    paper: str | None = None
 
     def validate(self) -> Config:
         """Types and ranges of every value (see :data:`LM_RULES`), and a head that gives

@@ -17,20 +17,19 @@ from .bench_model import ModelCost, compare_models, model_cost, run_model_bench
 from .bench_report import TARGETS, Target, evaluate_targets, format_report, run_targets
 from .bench_sweep import SWEEP_SIZES, greedy_decode, vocab_sweep
 from .compare import (
-    PAPER_EXTRAS,
     find_results,
+    format_rows,
     full_command,
     plot_curves,
     ratios_to,
     table_rows,
 )
-from .reproduce import TABLES, Row, baseline_row, render_report, reproduce
+from .reproduce import TABLES, Row, baseline_row, find_row, render_report, reproduce
 from .results import RESULT_FORMAT, load_results, validate_result, write_result
 
 __all__ = [
     "BENCH_FORMAT",
     "BENCH_HEADS",
-    "PAPER_EXTRAS",
     "RESULT_FORMAT",
     "SIZES",
     "SWEEP_SIZES",
@@ -46,7 +45,9 @@ __all__ = [
     "environment",
     "evaluate_targets",
     "find_results",
+    "find_row",
     "format_report",
+    "format_rows",
     "full_command",
     "greedy_decode",
     "head_cost",

@@ -1,12 +1,12 @@
 """The papers' numbers next to ours, table by table, and the learning curves behind ours.
 
 :func:`table_rows` lists *every* row of a reproduction table, run or not: the paper's
-numbers come from the row's config (its ``paper`` record, see
-:func:`drillbook.configs.paper_row`) or, for the speed and rank tables, from
-:data:`PAPER_EXTRAS`; ours come from the committed result files. A row nobody has run yet
-shows ``None`` for our numbers, never a made-up one. :func:`plot_curves` draws what the
-result files recorded epoch by epoch, and :func:`full_command` prints the command that runs
-a table to the end.
+numbers come from :mod:`drillbook.papers` through the keys each row names (the main run's
+and, where the paper fine-tunes, the fine-tuned run's), ours from the committed result
+files. A row nobody has run yet has ``None`` for our numbers, never a made-up one;
+:func:`format_rows` turns the rows into strings for display, with a dash for every gap.
+:func:`plot_curves` draws what the result files recorded epoch by epoch, and
+:func:`full_command` prints the command that runs a table to the end.
 """
 
 from __future__ import annotations
@@ -19,25 +19,28 @@ from typing import Any
 from ..errors import ConfigError, MissingFileError
 from .results import load_results
 
-__all__ = ["PAPER_EXTRAS", "find_results", "full_command", "plot_curves", "ratios_to",
+__all__ = ["find_results", "fmt", "format_rows", "full_command", "plot_curves", "ratios_to",
            "table_rows"]
 
-#: the papers' numbers that are not a config's perplexity: seconds per epoch (DRILL Table 3
-#: and Sec. 4.1.1; the caption's "|V| = 20K" for PTB is a slip, its vocabulary is 10k) and
-#: the rank of the PTB log-probability matrix (DOC Table 5; DRILL Sec. 4.1.1 gives 400 for
-#: AWD-LSTM and DRILL and 9,981 for MoS under its tol = 1 rule).
-PAPER_EXTRAS: dict[str, dict[str, dict[str, float]]] = {
-    "speed": {
-        "ptb-awd-lstm": {"seconds_per_epoch": 46.0},
-        "ptb-drill": {"ratio_to_tied": 1.2},
-        "ptb-mos": {"seconds_per_epoch": 138.0, "ratio_to_tied": 3.0},
-        "wt2-awd-lstm": {"seconds_per_epoch": 89.0},
-        "wt2-drill": {"ratio_to_tied": 1.2},
-        "wt2-mos": {"seconds_per_epoch": 865.0, "ratio_to_tied": 9.7},
-    },
-    "rank": {"tied": {"rank": 401.0}, "drill": {"rank": 400.0}, "mos": {"rank": 10000.0},
-             "doc": {"rank": 10000.0}},
-}
+#: what the display shows where a value is missing (a row not run, a paper without it)
+MISSING = "-"
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A table cell: floats to ``digits`` decimals, other values as they are, a dash for
+    None or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str],
+                digits: int = 2) -> list[dict[str, str]]:
+    """``columns`` of each row (from :func:`table_rows`) as display strings: numbers with
+    ``digits`` decimals, a dash where a row has no value (not run, or no paper number)."""
+    return [{c: fmt(r.get(c), digits) for c in columns} for r in rows]
 
 
 def find_results(start: str | Path = ".", *, clone: str | None = None) -> Path:
@@ -75,17 +78,29 @@ def find_results(start: str | Path = ".", *, clone: str | None = None) -> Path:
 
 
 def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any]]:
-    """Every row of ``table`` with the paper's numbers and ours (``None`` where not run).
+    """Every row of ``table`` with the papers' numbers and ours (``None`` where missing).
 
     Returns:
-        one dict per row, in the table's order: ``row``, ``config``, ``paper_valid``,
-        ``paper_test``, ``paper_source`` and the :data:`PAPER_EXTRAS` entries (prefixed
-        ``paper_``), then ours: ``valid``, ``test`` (perplexity, or BLEU for translation
-        rows), ``status``, ``epochs_done``, ``budget_minutes``, ``wall_seconds``,
-        ``device``, ``precision``, every other metric under its own name, and ``curve``.
+        one dict per row, in the table's order:
+
+        * ``row``, ``config``, ``paper_record`` (the keys compared with the main run),
+          ``paper_finetuned_record`` (the key compared with the fine-tuned run, or None),
+          ``paper_source``;
+        * the papers' numbers: ``paper_valid``, ``paper_test`` (perplexity, or BLEU for
+          translation rows) for the main run, ``paper_finetuned_valid`` and
+          ``paper_finetuned_test`` after fine-tuning, and every other value of the main
+          run's records as ``paper_<metric>`` (``paper_seconds_per_epoch``,
+          ``paper_ratio_to_tied``, ``paper_rank``, ``paper_rank_tol_1``, ...) and of the
+          fine-tuned record as ``paper_finetuned_<metric>`` (``paper_finetuned_params_m``);
+        * ours: ``valid``, ``test``, ``status``, ``epochs_done``, ``budget_minutes``,
+          ``wall_seconds``, ``device``, ``precision``, every other metric under its own
+          name, ``curve``; after fine-tuning ``finetuned_valid``, ``finetuned_test``,
+          ``finetuned_status``, ``finetuned_epochs_done``, ``finetuned_lr`` and
+          ``finetuned_curve``.
 
     Raises:
-        ValueError: unknown table, or an invalid result file.
+        ConfigError: unknown table.
+        ResultFileError: an invalid result file.
     """
     from .reproduce import TABLES
 
@@ -94,19 +109,19 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
     ours = {d["row"]: d for d in load_results(folder) if d["table"] == table}
     out = []
     for row in TABLES[table]:
-        config = row.resolve()
-        bleu = row.translation
-        paper = row.paper(config)
+        valid, test = ("val_bleu", "test_bleu") if row.translation else ("val_ppl", "test_ppl")
+        paper, tuned = row.paper_values("main"), row.paper_values("finetuned")
         entry: dict[str, Any] = {
-            "row": row.name, "config": row.config,
-            "paper_valid": paper.get("valid_bleu" if bleu else "valid_ppl"),
-            "paper_test": paper.get("test_bleu" if bleu else "test_ppl"),
-            "paper_source": paper.get("source"),
-            **{f"paper_{k}": v for k, v in PAPER_EXTRAS.get(table, {}).get(row.name, {}).items()},
+            "row": row.name, "config": row.config, "paper_record": list(row.paper),
+            "paper_finetuned_record": row.paper_finetuned,
+            "paper_source": "; ".join(row.paper_sources()) or None,
+            "paper_valid": paper.get(valid), "paper_test": paper.get(test),
+            "paper_finetuned_valid": tuned.get(valid), "paper_finetuned_test": tuned.get(test),
+            **{f"paper_{k}": v for k, v in paper.items() if k not in (valid, test)},
+            **{f"paper_finetuned_{k}": v for k, v in tuned.items() if k not in (valid, test)},
         }
         doc = ours.get(row.name)
         metrics = doc["metrics"] if doc else {}
-        valid, test = ("val_bleu", "test_bleu") if bleu else ("val_ppl", "test_ppl")
         entry.update({
             "valid": metrics.get(valid), "test": metrics.get(test),
             "status": doc["status"] if doc else None,
@@ -117,6 +132,15 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
             "precision": doc.get("precision") if doc else None,
             **{k: v for k, v in metrics.items() if k not in (valid, test)},
             "curve": doc["curve"] if doc else [],
+        })
+        block = doc.get("finetuned") if doc else None
+        entry.update({
+            "finetuned_valid": block["metrics"].get(valid) if block else None,
+            "finetuned_test": block["metrics"].get(test) if block else None,
+            "finetuned_status": block["status"] if block else None,
+            "finetuned_epochs_done": block["epochs_done"] if block else None,
+            "finetuned_lr": block["lr"] if block else None,
+            "finetuned_curve": block["curve"] if block else [],
         })
         out.append(entry)
     return out

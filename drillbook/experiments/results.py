@@ -4,9 +4,17 @@ A result file is a small JSON document, ``results/<table>/<row>.json``, written 
 :func:`drillbook.experiments.reproduce.reproduce` when a row finishes or stops at its
 budget. It records what was run (the full resolved config and its hash, the seed), where
 and with what (git commit, device, torch and CUDA versions), how far it got (epochs,
-steps, wall seconds, the budget), what it measured, the learning curve, and the paper's
-number for the same row, so the book can show ours next to theirs without typing a
-number.
+steps, wall seconds, the budget), what it measured and the learning curve.
+
+A row whose paper number is after AWD-LSTM's fine-tuning also has a ``finetuned`` block,
+once its main run is done: the same measurements for the fine-tuning stage (``status``,
+``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
+status may also be ``converged``, stopped at its non-monotone trigger).
+
+The papers' numbers are not stored: the report and the book look them up in
+:mod:`drillbook.papers` when they display a row, so a corrected paper number never leaves
+a stale copy behind. Files of the first format (``drillbook-result/1``) still load; their
+``paper`` field is ignored.
 """
 
 from __future__ import annotations
@@ -19,10 +27,12 @@ from typing import Any
 
 from ..errors import ResultFileError
 
-__all__ = ["REQUIRED", "RESULT_FORMAT", "load_results", "validate_result", "write_json",
-           "write_result"]
+__all__ = ["FINETUNED_REQUIRED", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
+           "load_results", "validate_result", "write_json", "write_result"]
 
-RESULT_FORMAT = "drillbook-result/1"
+RESULT_FORMAT = "drillbook-result/2"
+#: formats :func:`load_results` reads (the first one also carried the paper's numbers)
+READABLE_FORMATS = ("drillbook-result/1", RESULT_FORMAT)
 
 #: field -> allowed Python types (None allowed where listed)
 REQUIRED: dict[str, tuple[type, ...]] = {
@@ -44,34 +54,60 @@ REQUIRED: dict[str, tuple[type, ...]] = {
     "budget_minutes": (int, float, type(None)),
     "metrics": (dict,),
     "curve": (list,),
-    "paper": (dict,),
+}
+
+#: fields of the optional ``finetuned`` block
+FINETUNED_REQUIRED: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "epochs_done": (int,),
+    "steps_done": (int,),
+    "wall_seconds": (int, float),
+    "lr": (int, float),
+    "metrics": (dict,),
+    "curve": (list,),
 }
 
 STATUSES = ("done", "budget", "epochs")
+FINETUNED_STATUSES = ("converged", *STATUSES)
 
 
 def validate_result(doc: Any) -> list[str]:
     """Every way ``doc`` breaks the schema (an empty list when it is valid)."""
     if not isinstance(doc, dict):
         return [f"expected a JSON object, got {type(doc).__name__}"]
+    problems = _check_fields(doc, REQUIRED, "", STATUSES)
+    if doc.get("format") not in (None, *READABLE_FORMATS):
+        problems.append(f"format {doc.get('format')!r} is not one of {READABLE_FORMATS}")
+    if "finetuned" in doc:
+        block = doc["finetuned"]
+        if isinstance(block, dict):
+            problems += _check_fields(block, FINETUNED_REQUIRED, "finetuned.",
+                                      FINETUNED_STATUSES)
+        else:
+            problems.append(f"field 'finetuned' must be a dict, got {block!r}")
+    return problems
+
+
+def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], where: str,
+                  statuses: tuple[str, ...]) -> list[str]:
+    """The problems of one level of a result document: its required fields and types, its
+    status, its metrics (numbers) and its curve (dicts with an epoch)."""
     problems = []
-    for key, types in REQUIRED.items():
+    for key, types in required.items():
         if key not in doc:
-            problems.append(f"missing field {key!r}")
+            problems.append(f"missing field {where + key!r}")
         elif not isinstance(doc[key], types) or (isinstance(doc[key], bool) and bool not in types):
-            problems.append(f"field {key!r} has type {type(doc[key]).__name__}, expected "
-                            f"{' or '.join(t.__name__ for t in types)}")
-    if doc.get("format") not in (None, RESULT_FORMAT):
-        problems.append(f"format {doc.get('format')!r} is not {RESULT_FORMAT!r}")
-    if "status" in doc and doc["status"] not in STATUSES:
-        problems.append(f"status {doc['status']!r} is not one of {STATUSES}")
+            problems.append(f"field {where + key!r} has type {type(doc[key]).__name__}, "
+                            f"expected {' or '.join(t.__name__ for t in types)}")
+    if "status" in doc and doc["status"] not in statuses:
+        problems.append(f"{where}status {doc['status']!r} is not one of {statuses}")
     metrics, curve = doc.get("metrics"), doc.get("curve")
     for name, value in (metrics.items() if isinstance(metrics, dict) else ()):
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            problems.append(f"metric {name!r} must be a number, got {value!r}")
+            problems.append(f"{where}metric {name!r} must be a number, got {value!r}")
     for point in (curve if isinstance(curve, list) else ()):
         if not isinstance(point, dict) or "epoch" not in point:
-            problems.append(f"curve points must be dicts with an 'epoch', got {point!r}")
+            problems.append(f"{where}curve points must be dicts with an 'epoch', got {point!r}")
             break
     return problems
 

@@ -74,7 +74,7 @@ class NMTConfig(SectionedConfig):
     model: NMTModelConfig = field(default_factory=NMTModelConfig)
     head: HeadConfig = field(default_factory=lambda: HeadConfig("softmax"))
     train: NMTTrainConfig = field(default_factory=NMTTrainConfig)
-    paper: dict[str, Any] = field(default_factory=dict)
+    paper: str | None = None  #: a key in drillbook.papers.RECORD (none: Multi30k analogues)
 
     def validate(self) -> NMTConfig:
         """Types and ranges of every value, a known head, and word vectors for a

@@ -55,7 +55,7 @@ from .runs import (
 )
 
 __all__ = ["MAX_LOSS", "RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
-           "load_run", "perplexity", "read_log", "training_loss"]
+           "finetune_trainer", "load_run", "perplexity", "read_log", "training_loss"]
 
 @dataclass
 class RunStatus:
@@ -139,7 +139,10 @@ class Trainer:
         progress: show a tqdm bar (default: only on a terminal).
         stage: ``"train"``, or ``"finetune"``: AWD-LSTM's second stage, which starts in
             averaged SGD from ``init_from`` and stops at the first non-monotone epoch.
-        init_from: a ``best.pt``/``last.pt`` whose weights a new run starts from.
+        init_from: a ``best.pt``/``last.pt`` whose weights a new run starts from. A new
+            fine-tuning run evaluates them once: their validation loss is the best so far
+            and they are its first ``best.pt``, so it never saves a worse model than the
+            one it loaded (as AWD-LSTM's ``finetune.py`` does).
 
     The trainer holds the run folder's lock from construction until :meth:`fit` returns
     (:meth:`close` gives it up earlier); a second trainer on the same folder fails with
@@ -164,6 +167,14 @@ class Trainer:
         self.folder.start(
             LM_CHECKPOINT, self.device, restore=self._restore,
             build=lambda state: self._build(config, corpus, stage, init_from, state))
+        if stage == "finetune" and init_from is not None and not resume:
+            try:  # the loaded weights are the first best.pt: none worse is ever saved
+                if math.isfinite(self.best_val_loss):
+                    self._save_best(self.model.state_dict(), epoch=0,
+                                    val_loss=self.best_val_loss)
+            except BaseException:
+                self.folder.release()
+                raise
 
     def _build(self, config: Config, corpus: Corpus | None, stage: str,
                init_from: str | Path | None, state: dict | None) -> None:
@@ -197,6 +208,10 @@ class Trainer:
         self.elapsed = 0.0
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
         self.changes: list[dict[str, Any]] = []  # resumable values changed on resume
+        if stage == "finetune" and init_from is not None:
+            # the loaded model is the one to beat (written as best.pt once the folder is up)
+            loaded = evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
+            self.best_val_loss = loaded if math.isfinite(loaded) else math.inf
 
     def close(self) -> None:
         """Give up the run folder's lock now (:meth:`fit` takes it again)."""
@@ -341,6 +356,11 @@ class Trainer:
             state[name] = params.get(id(p), p).detach().clone()
         return state
 
+    def _save_best(self, state: dict[str, Any], *, epoch: int, val_loss: float) -> None:
+        self.folder.save_best({"format": LM_WEIGHTS, "model": state,
+                               "config": self.config.to_dict(), "epoch": epoch,
+                               "val_loss": val_loss})
+
     def _end_epoch(self, seconds: float) -> dict[str, Any]:
         t = self.config.train
         val_loss = self._validate()
@@ -356,9 +376,7 @@ class Trainer:
         improved = val_loss < self.best_val_loss
         if improved:
             self.best_val_loss = val_loss
-            self.folder.save_best({"format": LM_WEIGHTS, "model": self._best_state(),
-                                   "config": self.config.to_dict(), "epoch": self.epoch,
-                                   "val_loss": val_loss})
+            self._save_best(self._best_state(), epoch=self.epoch, val_loss=val_loss)
         train_loss = self.epoch_loss / max(self.epoch_batches, 1)
         record = {
             "epoch": self.epoch, "step": self.step, "train_loss": train_loss,
@@ -456,21 +474,43 @@ class Trainer:
 def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str | None = None,
              resume: bool = False, max_epochs: int | None = None,
              max_minutes: float | None = None, progress: bool | None = None,
-             corpus: Corpus | None = None) -> tuple[RunStatus, Path]:
+             corpus: Corpus | None = None, lr: float | None = None) -> tuple[RunStatus, Path]:
     """AWD-LSTM's fine-tuning stage: averaged SGD from a run's best weights.
 
     Writes a new run folder (default ``run_dir/finetune``) and stops at the first epoch
-    whose validation loss is worse than the best before the last ``nonmono`` epochs.
+    whose validation loss is worse than the best before the last ``nonmono`` epochs. The
+    best validation loss starts at the loaded model's, whose weights are the folder's
+    first ``best.pt``: fine-tuning never leaves a worse model than it started from.
+
+    Args:
+        lr: the learning rate (default: the run's ``train.lr``). MoS's README fine-tunes
+            at 25 on PTB and 20 on WikiText-2 (see :data:`drillbook.configs.FINETUNE_LR`).
+            It is written into the new folder's ``config.json`` and every log record. A
+            resumed fine-tuning run keeps it unless another one is given (a resumable
+            change, recorded like ``drillbook train --resume --set train.lr=...``).
     """
+    trainer = finetune_trainer(run_dir, out=out, device=device, resume=resume,
+                               progress=progress, corpus=corpus, lr=lr)
+    return trainer.fit(max_epochs=max_epochs, max_minutes=max_minutes), trainer.run_dir
+
+
+def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
+                     device: str | None = None, resume: bool = False,
+                     progress: bool | None = None, corpus: Corpus | None = None,
+                     lr: float | None = None) -> Trainer:
+    """The :class:`Trainer` that :func:`finetune` runs (same arguments), for a caller that
+    needs more than the stage's :class:`RunStatus` (steps, wall time, device)."""
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).exists():
         raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
     config = Config.from_dict(json.loads((run_dir / CONFIG).read_text()))
     out = Path(out) if out is not None else run_dir / "finetune"
-    trainer = Trainer(config, out, device=device, resume=resume, progress=progress,
-                      corpus=corpus, stage="finetune",
-                      init_from=None if resume else run_dir / BEST)
-    return trainer.fit(max_epochs=max_epochs, max_minutes=max_minutes), out
+    if lr is None and resume and (out / CONFIG).exists():  # continue at the rate it began
+        lr = json.loads((out / CONFIG).read_text())["train"]["lr"]
+    if lr is not None:
+        config.train.lr = float(lr)  # validated (positive) when the run folder opens
+    return Trainer(config, out, device=device, resume=resume, progress=progress,
+                   corpus=corpus, stage="finetune", init_from=None if resume else run_dir / BEST)
 
 
 def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = None,
