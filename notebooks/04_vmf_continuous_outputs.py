@@ -197,8 +197,9 @@ plt.show()
 # remember this when we train. Cosine ignores the length entirely. L2, the paper's
 # "squared error" $\|\hat e - e(w)\|^2 = \|\hat e\|^2 - 2\|\hat e\|\cos + 1$ for a
 # unit target, is smallest at a length equal to the cosine (0.8 here), so it shortens a
-# prediction whose direction is uncertain and grows like $\|\hat e\|^2$ beyond it; reg1 ($+\lambda_1 \|\hat e\|$) pulls the optimum in, and reg2 (the dot
-# product scaled by $\lambda_2 = 0.1$) pulls it in much further.
+# prediction whose direction is uncertain and grows like $\|\hat e\|^2$ beyond it.
+# Among the vMF variants, reg1 ($+\lambda_1 \|\hat e\|$) pulls the optimum in, and reg2
+# (the dot product scaled by $\lambda_2 = 0.1$) pulls it in much further.
 
 # %% [markdown]
 # ## Translation with continuous outputs

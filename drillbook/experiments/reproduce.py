@@ -21,7 +21,6 @@ paper number (DRILL's "w/o finetune" rows for the main run where the paper has t
 from __future__ import annotations
 
 import json
-import math
 import platform
 import time
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ import torch
 
 from ..configs import apply_overrides, finetune_lr, get_config
 from ..errors import ConfigError
+from ..metrics import perplexity
 from ..papers import paper_number, paper_values
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
@@ -325,11 +325,11 @@ def _lm_stage(trainer, corpus, max_eval_tokens: int | None,
     if log:
         metrics["seconds_per_epoch"] = sum(r["epoch_seconds"] for r in log) / len(log)
     if (run_dir / "best.pt").exists():
-        metrics["val_ppl"] = math.exp(trainer.best_val_loss)
+        metrics["val_ppl"] = perplexity(trainer.best_val_loss)
         _, model, _ = load_run(run_dir, corpus=corpus, device=str(trainer.device))
         test = batchify(corpus.test, config.train.test_batch_size).to(trainer.device)
         loss, tokens = evaluate(model, test, config.train.bptt, max_eval_tokens)
-        metrics["test_ppl"] = math.exp(loss)
+        metrics["test_ppl"] = perplexity(loss)
         metrics["test_tokens"] = tokens
         if rank_cap != _NO_RANK:
             metrics.update(_rank(model, test, config.train.bptt, rank_cap))

@@ -23,7 +23,6 @@ stops training with :class:`~drillbook.errors.TrainingDiverged` before it is sav
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import CheckpointError, ConfigError, DataError, MissingFileError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
@@ -56,6 +55,7 @@ from .runs import (
 
 __all__ = ["MAX_LOSS", "RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
            "finetune_trainer", "load_run", "perplexity", "read_log", "training_loss"]
+
 
 @dataclass
 class RunStatus:
@@ -501,12 +501,10 @@ def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
     """The :class:`Trainer` that :func:`finetune` runs (same arguments), for a caller that
     needs more than the stage's :class:`RunStatus` (steps, wall time, device)."""
     run_dir = Path(run_dir)
-    if not (run_dir / CONFIG).exists():
-        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG})")
-    config = Config.from_dict(json.loads((run_dir / CONFIG).read_text()))
+    config = read_run_config(run_dir, Config)
     out = Path(out) if out is not None else run_dir / "finetune"
     if lr is None and resume and (out / CONFIG).exists():  # continue at the rate it began
-        lr = json.loads((out / CONFIG).read_text())["train"]["lr"]
+        lr = read_run_config(out, Config).train.lr
     if lr is not None:
         config.train.lr = float(lr)  # validated (positive) when the run folder opens
     return Trainer(config, out, device=device, resume=resume, progress=progress,
