@@ -7,6 +7,14 @@ mixtures. Seeds are those of the authors' README commands for the same run. ``pa
 the key in :data:`drillbook.papers.RECORD` of the authors' final result for the setup
 (after fine-tuning); the reproduction tables name their own records row by row.
 
+DRILL Table 4's bilinear and dual baselines: the paper's footnote 6 says they used dropout
+and residual connections (to ``E`` and to ``h_t``) *where that helped validation*, without
+saying where it did, and the authors' README gives no command for them. The heads offer
+those options (``dropout``, ``dropout_kind``, ``residual`` / ``residual_label``,
+``residual_context``); ``ptb/awd-lstm-bilinear`` and ``ptb/awd-lstm-dual`` leave them off,
+so they are the plain layers of DRILL Eqs. 3 and 5. Switch them on with ``--set
+head.options.residual_label=true`` and the like to search as the authors did.
+
 Parameter counts: the DRILL paper's Table 4 prints totals truncated to 0.1M (24,382,000
 is printed as 24.3M); :func:`paper_millions` does the same so tests can compare.
 """
