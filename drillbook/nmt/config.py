@@ -9,11 +9,11 @@ Two kinds of "tied" appear in the papers, so the names say which:
   embedding (weight tying, the ``tied`` head; the joint-embedding paper's baseline);
 * ``multi30k/de-en-vmf-<loss>-tied``: a continuous-output model whose decoder *inputs* are
   the frozen pretrained target embeddings (``model.input_from_targets``), the vMF paper's
-  "tied" column (Table 1) and its best setups: max-margin (fastText, tied: 32.1 / 25.0 /
-  31.0 BLEU fr-en / de-en / en-fr on IWSLT'16) and regularised NLLvMF (fastText, tied:
-  32.1 / 25.1 / 31.7). The extracted paper text lost which regulariser that NLLvMF row
-  used, so both ``reg1`` and ``reg2`` are provided. Here the vectors are GloVe 50-d and the
-  data Multi30k, so the numbers are not comparable with the paper's.
+  "tied" column (Table 1) and its best setups, max-margin and regularised NLLvMF with
+  fastText vectors (their BLEU is in :data:`drillbook.papers.RECORD` under
+  ``vmf:table1:fasttext-tied-*``). The extracted paper text lost which regulariser that
+  NLLvMF row used, so both ``reg1`` and ``reg2`` are provided. Here the vectors are GloVe
+  50-d and the data Multi30k, so the numbers are not comparable with the paper's.
 """
 
 from __future__ import annotations
