@@ -263,7 +263,7 @@ fig.tight_layout()
 # every depth) has rank exactly $d + 2 = 130$ under numpy's tolerance, the ceiling of
 # chapter 1, however deep its label encoder. MoS, DOC and sigsoftmax reach 2,236 on 2,240
 # positions, full rank up to four. With DRILL's absolute tolerance of 1 the mixtures'
-# ranks are much lower (353 for MoS, 1,448 for DOC, 282 for sigsoftmax): most of their
+# ranks are much lower (353 for MoS, 1,418 for DOC, 282 for sigsoftmax): most of their
 # extra singular values are still small this early in training. The tolerance changes the
 # answer several-fold, which is why every rank in this book states its tolerance.
 #
@@ -281,14 +281,17 @@ for row in ["softmax", "bilinear", "dual", "drill-1", "drill-2", "drill-4", "mos
             "sigsoftmax"]:
     verdict = "better" if test[row] < test["tied"] else "worse"
     print(f"{row:<11} test ppl {test[row]:7.2f} vs tied {test['tied']:7.2f}: {verdict}")
+print("best row:", test.idxmin())
 
 # %% [markdown]
 # At the same budget, every DRILL depth beats the tied baseline (test perplexity 237 to
-# 247 against 259). So do DOC, the best row at 232, and sigsoftmax at 244. The untied
+# 247 against 259). So do DOC, the best row at 236, and sigsoftmax at 244. (The DOC row
+# is trained with its authors' regulariser on the mixture weights, the default since the
+# package matched their code; see chapter 3.) The untied
 # softmax (288) and the bilinear head (302) trail the tied one, which is also where the
 # paper puts them (Table 4: 66.8 and 58.5 against 57.3, checked above). MoS, with 5
-# experts at this size, trails the tied head here; its curve is still falling fastest,
-# and a mixture has more to learn per update.
+# experts at this size, trails the tied head here; a mixture has more to learn per
+# update, and one pass over the data says nothing about where it would end.
 #
 # The dual head did not train stably at this learning rate. Its validation perplexity
 # swings between 650 and 850 from epoch to epoch, the only curve that is not monotone, so
