@@ -15,14 +15,16 @@
 # ---
 
 # %% [markdown]
-# # Reproducing the papers
+# # Reproducing the papers: the recipes, and what has been run so far
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/06_reproductions.ipynb)
 #
 # The earlier chapters built every output layer of the four papers and trained them at a
 # size a laptop can afford. This chapter asks the harder question: do the papers' tables
 # come out of this code? A full AWD-LSTM run is 500 to 2,000 epochs, tens of GPU hours per
-# row, so the chapter keeps two things strictly apart:
+# row, and **no paper-scale row has been run yet**: every number of ours in this chapter
+# comes from CPU-sized runs, and every paper-scale row below shows a dash. The chapter
+# keeps two things strictly apart:
 #
 # 1. **Complete configs** that run a table to the end on one GPU. Each row resumes from its
 #    last checkpoint, so a Colab session that disconnects loses minutes, not the run.
@@ -142,9 +144,10 @@ print(assert_quoted({f"drill:table4:{k}": {"test_ppl": v} for k, v in [
     ("no-variational-dropout", 60.7)]}))
 
 # %% [markdown]
-# The differences between neighbouring rows are a few tenths of a point, smaller than the
-# spread between seeds of one AWD-LSTM config, so the ordering can only be tested with
-# runs that go to convergence, ideally with more than one seed. The same holds for the
+# The differences between neighbouring rows are a few tenths of a point. The papers report
+# one run per row and no spread between seeds, so they do not tell whether gaps this small
+# exceed what a change of seed alone produces; testing the ordering needs runs that go to
+# convergence, with several seeds per row. The same holds for the
 # main rows (DRILL Tables 1 and 2, the only ones that also give the numbers before
 # fine-tuning) and the mixtures (MoS and DOC, DOC Tables 3, 7 and 8). DOC's row with 20
 # vectors from the last layer (`ptb-doc-i3-20`) was trained with the MoS code and MoS's
