@@ -42,7 +42,6 @@ from .errors import (
     MissingFileError,
     MissingPackageError,
     ResultFileError,
-    RunFolderError,
 )
 from .metrics import perplexity
 
@@ -121,28 +120,12 @@ def _resolve_config(name: str, overrides: list[str] | None):
     return apply_overrides(get_config(name), overrides or [])
 
 
-def _run_config(run_dir: Path) -> dict:
-    """A run folder's ``config.json``; a package error naming the folder (or the file)
-    when it is not a run folder or its config is unreadable."""
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no config.json); "
-                               f"train one with `drillbook train CONFIG --out {run_dir}`")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RunFolderError(f"{path} is not a readable run config ({err}); restore it from "
-                             f"the run's config name and overrides, or train the run again"
-                             ) from None
-    if not isinstance(config, dict):
-        raise RunFolderError(f"{path} holds a JSON {type(config).__name__}, not a run "
-                             f"config; restore it, or train the run again")
-    return config
-
-
 def _is_nmt_run(run_dir: Path) -> bool:
-    """Whether a run folder holds a translation run (see :func:`_run_config`)."""
-    return str(_run_config(run_dir).get("name", "")).startswith("multi30k/")
+    """Whether a run folder holds a translation run (its ``config.json`` is read with
+    :func:`drillbook.train.runs.read_run_dict`, which names a missing or garbled file)."""
+    from .train.runs import read_run_dict
+
+    return str(read_run_dict(run_dir).get("name", "")).startswith("multi30k/")
 
 
 def _language_model_run(run_dir: Path, command: str) -> None:
@@ -284,8 +267,9 @@ def _eval_nmt(args: argparse.Namespace) -> int:
     from .nmt.config import NMTConfig
     from .nmt.data import load_parallel
     from .nmt.train import load_nmt_run, translate_pairs
+    from .train.runs import read_run_config
 
-    config = NMTConfig.from_dict(_run_config(args.run_dir))
+    config = read_run_config(args.run_dir, NMTConfig)
     # the corpus first: a missing one is reported before any weights are read
     corpus = load_parallel(config.data.src, config.data.tgt, download=True)
     _, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, which=args.which,

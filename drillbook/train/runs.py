@@ -50,7 +50,7 @@ from .checkpoint import load_checkpoint, save_atomic
 
 __all__ = ["BEST", "CONFIG", "LAST", "LOCK", "LOG", "RunFolder", "RunLock",
            "apply_learning_rate", "checkpoint_path", "diverged", "nonfinite_update",
-           "open_run_folder", "read_log", "read_run_config"]
+           "open_run_folder", "read_log", "read_run_config", "read_run_dict"]
 
 LAST, BEST, CONFIG, LOG, LOCK = "last.pt", "best.pt", "config.json", "log.jsonl", ".lock"
 
@@ -133,29 +133,48 @@ class RunLock:
 
 
 # ------------------------------------------------------------- config and log
+_CONFIG_FIX = ("restore the file the run was trained with (a language model's best.pt keeps "
+               "a copy under 'config'), or train into a new --out folder")
+
+
+def read_run_dict(run_dir: str | Path) -> dict[str, Any]:
+    """The raw ``run_dir/config.json`` (a JSON object), for a caller that must look at it
+    before it knows which config class it holds (a language model or a translation run).
+
+    Raises:
+        MissingFileError: no such file.
+        RunFolderError: a file that is not a JSON object (the message names the file).
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / CONFIG
+    if not path.is_file():
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
+                               f"train one with `drillbook train CONFIG --out {run_dir}`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunFolderError(f"{path} is not a readable run config ({err}); "
+                             f"{_CONFIG_FIX}") from err
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path} holds a JSON {type(data).__name__}, not a run config; "
+                             f"{_CONFIG_FIX}")
+    return data
+
+
 def read_run_config(run_dir: str | Path, cls: type[SectionedConfig]):
-    """The validated config in ``run_dir/config.json``.
+    """The validated config in ``run_dir/config.json`` (see :func:`read_run_dict`).
 
     Raises:
         MissingFileError: no such file.
         RunFolderError: a file that is not a valid ``cls`` config (the message names the
             file and what is wrong with it).
     """
-    run_dir = Path(run_dir)
-    path = run_dir / CONFIG
-    if not path.is_file():
-        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
-                             f"train one with `drillbook train CONFIG --out {run_dir}`")
-    fix = ("restore the file the run was trained with (a language model's best.pt keeps "
-           "a copy under 'config'), or train into a new --out folder")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RunFolderError(f"{path} is not a readable run config ({err}); {fix}") from err
+    data = read_run_dict(run_dir)
     try:
         return cls.from_dict(data)
     except ConfigError as err:
-        raise RunFolderError(f"{path} does not hold a valid config ({err}); {fix}") from err
+        raise RunFolderError(f"{Path(run_dir) / CONFIG} does not hold a valid config "
+                             f"({err}); {_CONFIG_FIX}") from err
 
 
 def _records(path: Path) -> list[tuple[int, str, Any]]:
