@@ -343,7 +343,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     paths = reproduce(args.table, rows=args.rows, budget_minutes=args.budget_minutes,
                       out=args.out, runs=args.runs, device=args.device, overrides=args.set,
-                      max_eval_tokens=args.max_eval_tokens, progress=not args.quiet)
+                      max_eval_tokens=args.max_eval_tokens, progress=not args.quiet,
+                      seed=args.seed)
     for path in paths:
         doc = json.loads(Path(path).read_text())
         metrics = ", ".join(f"{k} {v:.2f}" for k, v in doc["metrics"].items()
@@ -655,6 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", default="runs", help="run folders (default runs; not committed)")
     _add_overrides(p, "overrides for every row")
     p.add_argument("--max-eval-tokens", type=_positive_int, help="cap the test evaluation")
+    p.add_argument("--seed", type=int,
+                   help="train with this seed; a seed other than the config's writes "
+                        "OUT/<table>/seed-<N>/<row>.json (the spread across seeds)")
     p.add_argument("--device")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_reproduce)

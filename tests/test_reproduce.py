@@ -268,3 +268,56 @@ def test_the_finetuned_block_is_validated():
     doc["finetuned"] = {"status": "converged", "epochs_done": 1, "steps_done": 2,
                         "wall_seconds": 1.0, "lr": 25.0, "metrics": {}, "curve": []}
     assert validate_result(doc) == []
+
+
+def test_seeds_write_beside_the_row_and_give_a_spread(tmp_path, monkeypatch):
+    """``--seed``: another seed's run lands in ``seed-<N>/``; the spread reads every seed,
+    refuses runs that differ in more than the seed, and calls a difference only when the
+    ranges do not overlap."""
+    import shutil
+    import statistics
+
+    from drillbook.data import load_corpus_from_files
+    from drillbook.errors import ResultFileError
+    from drillbook.experiments import Row
+    from drillbook.experiments.reproduce import TABLES as tables
+    from drillbook.experiments.seeds import SeedSpread, resolved, seed_runs, seed_spread
+
+    tiny = ROOT / "tests" / "data" / "tiny"
+    corpus = load_corpus_from_files({s: tiny / f"{s}.txt" for s in ("train", "valid", "test")},
+                                    name="tiny")
+    monkeypatch.setitem(tables, "tiny-seeds", [Row("tied", "tutorial/ptb-tied")])
+    small = ["model.emsize=8", "model.nhid=8", "train.batch_size=4", "train.bptt=6",
+             "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=1"]
+    kwargs = dict(out=tmp_path / "r", runs=tmp_path / "runs", overrides=small, corpus=corpus,
+                  device="cpu", progress=False)
+    own = reproduce("tiny-seeds", **kwargs)[0]
+    assert own == tmp_path / "r" / "tiny-seeds" / "tied.json"
+    assert reproduce("tiny-seeds", seed=141, **kwargs)[0] == own  # the config's own seed
+    other = reproduce("tiny-seeds", seed=7, **kwargs)[0]
+    assert other == tmp_path / "r" / "tiny-seeds" / "seed-7" / "tied.json"
+    assert (tmp_path / "runs" / "tiny-seeds" / "seed-7" / "tied" / "best.pt").exists()
+    docs = seed_runs(tmp_path / "r", "tiny-seeds")["tied"]
+    assert [d["seed"] for d in docs] == [141, 7]
+    values = [d["metrics"]["test_ppl"] for d in docs]
+    assert values[0] != values[1]  # a different seed trains a different model
+    (spread,) = seed_spread(tmp_path / "r", "tiny-seeds")
+    assert spread.seeds == (141, 7) and spread.values == tuple(values)
+    assert spread.mean == pytest.approx(statistics.mean(values))
+    assert spread.std == pytest.approx(statistics.stdev(values))
+    assert seed_spread(tmp_path / "r", "tiny-seeds", min_seeds=3) == []
+    # the report's main table is the config's own seed only
+    assert [d["seed"] for d in load_results(tmp_path / "r")] == [141]
+    # a run that differs in more than its seed is refused, naming both files
+    odd = tmp_path / "r" / "tiny-seeds" / "seed-9"
+    odd.mkdir()
+    doc = json.loads(other.read_text())
+    doc["seed"], doc["config"]["train"]["lr"] = 9, 1.0
+    (odd / "tied.json").write_text(json.dumps(doc))
+    with pytest.raises(ResultFileError, match=r"seed-9/tied.json .* differ in config"):
+        seed_runs(tmp_path / "r", "tiny-seeds")
+    shutil.rmtree(odd)
+    a = SeedSpread("a", (1, 2, 3), (10.0, 11.0, 12.0))
+    assert resolved(a, SeedSpread("b", (1, 2, 3), (12.5, 13.0, 14.0)))
+    assert not resolved(a, SeedSpread("c", (1, 2, 3), (11.5, 13.0, 14.0)))
+    assert not resolved(a, SeedSpread("d", (1,), (20.0,)))  # one run has no range

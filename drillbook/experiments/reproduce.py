@@ -35,6 +35,7 @@ from ..metrics import perplexity
 from ..papers import paper_number, paper_values
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
+from .seeds import SEED_FOLDER
 
 __all__ = ["RANK_TABLES", "TABLES", "Row", "baseline_row", "find_row", "records_for",
            "render_report", "reproduce"]
@@ -236,7 +237,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
               budget_minutes: float | None = None, out: str | Path = "results",
               runs: str | Path = "runs", device: str | None = None,
               overrides: list[str] | None = None, max_eval_tokens: int | None = None,
-              corpus=None, progress: bool | None = None) -> list[Path]:
+              corpus=None, progress: bool | None = None,
+              seed: int | None = None) -> list[Path]:
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
     A row with a fine-tuned paper number (:attr:`Row.finetunes`) is fine-tuned once its
@@ -253,6 +255,10 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         runs: where run folders (checkpoints, logs; never committed) live.
         overrides: ``key=value`` applied to every row after its own.
         max_eval_tokens: cap the test evaluation (CPU tests); None evaluates it all.
+        seed: train every row with this seed instead of its config's. A seed other than
+            the config's writes ``<out>/<table>/seed-<seed>/<row>.json`` (run folders
+            ``<runs>/<table>/seed-<seed>/<row>``), beside the row's own file, so repeated
+            runs of one table give the spread across seeds (:func:`seed_spread`).
     """
     from ..train import Trainer
 
@@ -271,10 +277,15 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     written = []
     for row in chosen:
         config = row.resolve(overrides or [])
-        run_dir = Path(runs) / table / row.name
+        folder = table
+        if seed is not None and seed != config.train.seed:
+            config = row.resolve([*(overrides or []), f"train.seed={seed}"])
+            folder = f"{table}/{SEED_FOLDER}{seed}"
+        run_dir = Path(runs) / folder / row.name
         if row.translation:
-            written.append(_reproduce_nmt(table, row, config, run_dir, out, budget_minutes,
-                                          device, progress, source))
+            written.append(_reproduce_nmt(table, row, config, run_dir,
+                                          Path(out) / folder / f"{row.name}.json",
+                                          budget_minutes, device, progress, source))
             continue
         started = time.monotonic()
         trainer = Trainer(config, run_dir, device=device, corpus=corpus,
@@ -288,7 +299,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             epochs_done=status.epoch, budget_minutes=budget_minutes,
             precision=_precision(config.train.amp, trainer.device), metrics=metrics,
             curve=curve)
-        path = Path(out) / table / f"{row.name}.json"
+        path = Path(out) / folder / f"{row.name}.json"
         if row.finetunes and status.reason == "done":
             left = (None if budget_minutes is None
                     else budget_minutes - (time.monotonic() - started) / 60)
@@ -380,8 +391,8 @@ def _result_doc(table: str, row: Row, config, trainer, source: dict, *, status: 
     }
 
 
-def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minutes,
-                   device, progress, source: dict) -> Path:
+def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
+                   budget_minutes, device, progress, source: dict) -> Path:
     """A translation row: BLEU on the validation and test sets (greedy)."""
     from ..nmt.bleu import corpus_bleu
     from ..nmt.train import NMTTrainer, load_nmt_run, translate_pairs
@@ -413,7 +424,7 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, out, budget_minu
         metrics=metrics,
         curve=[{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
                 "elapsed_seconds": r["elapsed_seconds"]} for r in log])
-    return write_result(Path(out) / table / f"{row.name}.json", doc)
+    return write_result(path, doc)
 
 
 def _precision(amp: bool, device: torch.device) -> str:
