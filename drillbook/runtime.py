@@ -5,7 +5,7 @@ The *profile* decides how big an experiment a notebook or ``tutorial/`` config r
 * ``small``: sized so a whole chapter runs on a laptop CPU (and in CI) in a few minutes;
 * ``t4``: a free Colab T4 (15 GB of memory, no bfloat16, slow float64): GPU sizes that fit
   in that memory and finish a chapter in about a quarter of an hour;
-* ``full``: the sizes meant for a large GPU (an A100 or better, a workstation).
+* ``full``: the sizes meant for a GPU with bfloat16 and 20 GiB or more (an L4, A100, H100).
 
 A notebook states its sizes with :meth:`Profile.pick`, ``pick(small=..., full=...,
 t4=...)``; a cell that gives no ``t4`` value runs its ``full`` value on a T4.
