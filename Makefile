@@ -19,6 +19,7 @@ endif
 export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export TQDM_DISABLE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
+# experiment size: small (CPU), t4 (a GPU under 20 GiB or without bfloat16), full, auto
 export DRILLBOOK_PROFILE ?= auto
 
 .PHONY: help venv book book-check test lint unit notebooks sync clean

@@ -3,7 +3,7 @@
 Subpackages:
     heads     interchangeable output layers behind one interface (``build_head``)
     analysis  rank and spectra of log-probability matrices, synthetic languages
-    runtime   seeds, devices, the small/full profile switch
+    runtime   seeds, devices, the small/t4/full profile switch
     notebook  the first cell of every chapter
 """
 

@@ -3,7 +3,7 @@
 >>> from drillbook.notebook import setup
 >>> nb = setup(seed=0)               # doctest: +SKIP
 drillbook 0.1.0 | torch 2.x | device cpu | profile small (auto (cpu)) | seed 0
->>> n_steps = nb.profile.pick(small=200, full=2000)  # doctest: +SKIP
+>>> n_steps = nb.pick(small=200, t4=1000, full=2000)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ class Session:
     profile: Profile
     seed: int
 
-    def pick(self, *, small, full):
-        """Shorthand for ``self.profile.pick(small=..., full=...)``."""
-        return self.profile.pick(small=small, full=full)
+    def pick(self, *, small, full, t4=None):
+        """Shorthand for ``self.profile.pick(small=..., full=..., t4=...)``: ``t4`` is
+        optional and falls back to ``full``."""
+        return self.profile.pick(small=small, full=full, t4=t4)
 
 
 def _figure_style() -> None:
@@ -54,7 +55,8 @@ def _figure_style() -> None:
                          "axes.titleweight": "bold"})
 
 
-def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool = False) -> Session:
+def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool = False,
+          profile: str = "auto") -> Session:
     """Pick the device and profile, seed every generator, set the figure style.
 
     Args:
@@ -63,15 +65,22 @@ def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool =
             :func:`~drillbook.runtime.resolve_device` (a DeviceError if this machine
             lacks it).
         quiet: do not print the one-line summary.
+        profile: ``small``, ``t4``, ``full``, or ``auto`` (the default), which defers to
+            ``DRILLBOOK_PROFILE`` and then to the device (see :mod:`drillbook.runtime`).
+            A chapter's Colab form field passes it.
+
+    Raises:
+        DeviceError: see ``device``.
+        ConfigError: ``profile`` (or ``DRILLBOOK_PROFILE``) is not a profile.
     """
     dev = resolve_device(device)
-    profile = resolve_profile(dev)
+    chosen = resolve_profile(dev, name=profile)
     seed_everything(seed)
     _figure_style()
     if not quiet:
         print(f"drillbook {__version__} | torch {torch.__version__.split('+')[0]} | "
-              f"device {dev.type} | profile {profile.name} ({profile.source}) | seed {seed}")
-    return Session(device=dev, profile=profile, seed=seed)
+              f"device {dev.type} | profile {chosen.name} ({chosen.source}) | seed {seed}")
+    return Session(device=dev, profile=chosen, seed=seed)
 
 
 def show_source(obj) -> None:

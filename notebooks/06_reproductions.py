@@ -58,7 +58,7 @@ import pandas as pd
 from drillbook.configs import get_config
 from drillbook.experiments import (
     TABLES,
-    find_results,
+    book_results,
     format_rows,
     full_command,
     load_results,
@@ -66,18 +66,17 @@ from drillbook.experiments import (
     reproduce,
     table_rows,
 )
-from drillbook.notebook import in_colab, setup
+from drillbook.notebook import setup
 from drillbook.papers import assert_quoted, paper_value
 
 nb = setup(seed=0)
 
 # %% [markdown]
-# The result files live in the repository, not in the installed package. On Colab there is
-# no checkout, so the next cell fetches the repository's `results/` folder (a shallow
-# clone of the same repository the install cell used).
+# The result files ship with the package (`drillbook/results/`), so the next cell finds
+# them the same way in a checkout and on Colab.
 
 # %%
-RESULTS = find_results(clone=REPO if in_colab() else None)
+RESULTS = book_results()
 
 # %% [markdown]
 # ## What has been run

@@ -53,15 +53,15 @@ from torch import nn
 from drillbook.analysis import awd_lstm_flops, head_flops
 from drillbook.configs import get_config
 from drillbook.experiments import (
+    book_results,
     compare_heads,
     compare_models,
     evaluate_targets,
-    find_results,
     time_call,
     vocab_sweep,
 )
 from drillbook.heads import build_head
-from drillbook.notebook import in_colab, setup
+from drillbook.notebook import setup
 
 nb = setup(seed=0)
 
@@ -291,7 +291,7 @@ sweep_live.pivot(index="vocab_size", columns="name",
 # fit or took too long on the machine that ran it are listed as skipped.
 
 # %%
-RESULTS = find_results(clone=REPO if in_colab() else None)
+RESULTS = book_results()
 bench = {path.stem: json.loads(path.read_text())
          for path in sorted((RESULTS / "bench").glob("*.json"))}
 print({name: (r["mode"], r["environment"]["device_name"]) for name, r in bench.items()})

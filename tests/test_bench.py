@@ -335,11 +335,10 @@ def test_score_bytes_count_the_score_tensors_a_head_builds_in_training():
 
 def test_committed_bench_reports_are_valid_and_name_their_machine():
     import json
-    from pathlib import Path
 
-    from drillbook.experiments import evaluate_targets, format_report
+    from drillbook.experiments import book_results, evaluate_targets, format_report
 
-    folder = Path(__file__).resolve().parent.parent / "results" / "bench"
+    folder = book_results() / "bench"
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     for report in reports:
         assert format_report(report)  # raises on a wrong format or mode

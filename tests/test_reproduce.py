@@ -11,6 +11,7 @@ import pytest
 from drillbook.cli import main
 from drillbook.experiments import (
     TABLES,
+    book_results,
     load_results,
     render_report,
     reproduce,
@@ -36,11 +37,24 @@ def test_every_table_row_names_a_real_config():
 
 
 def test_committed_result_files_are_valid_and_the_report_is_current():
-    results = ROOT / "results"
-    load_results(results)  # raises on any invalid file
-    report = results / "REPORT.md"
-    if report.exists():  # the committed report is exactly what the files give
-        assert report.read_text() == render_report(results) + "\n"
+    results = book_results()
+    assert results == ROOT / "drillbook" / "results"  # the package's own folder
+    assert load_results(results)  # raises on any invalid file
+    # the committed report is exactly what the files give (regenerate it with
+    # `drillbook report --results drillbook/results --out drillbook/results/REPORT.md`)
+    assert (results / "REPORT.md").read_text() == render_report(results) + "\n"
+
+
+def test_book_results_says_when_the_installed_package_lacks_them(tmp_path, monkeypatch):
+    import importlib.resources
+
+    from drillbook.errors import MissingFileError
+
+    (tmp_path / "results").mkdir()  # a wheel built without its package data
+    monkeypatch.setattr(importlib.resources, "files", lambda package: tmp_path)
+    with pytest.raises(MissingFileError, match=r"results: the package's result files are "
+                                               r"missing; reinstall drillbook"):
+        book_results()
 
 
 def test_schema_rejects_what_it_should():
@@ -191,27 +205,6 @@ def test_full_command_and_curve_figures(tmp_path, capsys):
                  str(tmp_path / "fig")]) == 0
     png = tmp_path / "fig" / "tutorial.png"
     assert png.read_bytes()[:4] == b"\x89PNG" and f"wrote {png}" in capsys.readouterr().out
-
-
-def test_find_results_walks_up_and_clones_when_asked(tmp_path, monkeypatch):
-    import subprocess
-
-    from drillbook.experiments import find_results
-
-    assert find_results(ROOT / "notebooks") == ROOT / "results"
-    with pytest.raises(FileNotFoundError, match="pass clone="):
-        find_results(tmp_path)
-    repo = tmp_path / "origin"
-    (repo / "results").mkdir(parents=True)
-    (repo / "results" / "REPORT.md").write_text("# Reproduction results\n")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "r"], check=True)
-    monkeypatch.chdir(tmp_path)
-    found = find_results(tmp_path / "elsewhere", clone=f"git+file://{repo}@main")
-    assert found == Path("drillbook-src/results").resolve()
-    assert (found / "REPORT.md").read_text() == "# Reproduction results\n"
 
 
 def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch):

@@ -3,8 +3,9 @@
     python tools/notebooks.py check   every .py has its .ipynb (and back), their inputs
                                       agree cell by cell (type, source, tags), the Colab
                                       badge and install cell name the repository of
-                                      _config.yml, and every nbval-checked cell has a
-                                      stored output to compare with
+                                      _config.yml, every nbval-checked cell has a
+                                      stored output to compare with, and the outputs
+                                      were produced by the package source checked out
     python tools/notebooks.py sync [NB ...]
                                       rewrite the badge/install URLs from _config.yml,
                                       update each .ipynb's inputs from its .py, then
@@ -12,23 +13,49 @@
 
 The check compares contents, not modification times, so it means the same in a fresh
 clone as on the author's machine.
+
+Provenance: when sync executes a notebook, it asks the kernel, after the last cell, which
+``drillbook`` modules it imported, and records in the notebook's metadata
+(``metadata.drillbook.sources``) the sha256 of each module's file, keyed by its path from
+the repository root, and the kernel's torch version (``metadata.drillbook.torch``). The
+check hashes those files again: a package file that changed (a ``show_source`` output is
+one of its outputs), was renamed or deleted since, or a notebook with nothing recorded,
+means the outputs on the page may not be what today's code gives, and the notebook must be
+executed again. Only the modules the notebook imported count, so editing a head that one
+chapter never imports leaves the other chapters current.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import jupytext
 import nbformat
 import yaml
+from jupytext.cli import jupytext as jupytext_cli
+from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_TAG = "nbval-check-output"
 CHECK_COMMENT = "# NBVAL_CHECK_OUTPUT"
+PACKAGE = "drillbook"
+#: the seconds one cell may run before sync gives up
+CELL_TIMEOUT = 900
+#: run in the kernel after the notebook's last cell (never stored in the notebook): the
+#: files of the package's modules it imported, and torch's version if it imported torch
+PROBE = """\
+import json as _json, sys as _sys
+_files = {getattr(m, "__file__", None) for n, m in list(_sys.modules.items())
+          if n == "drillbook" or n.startswith("drillbook.")}
+print(_json.dumps({"files": sorted(f for f in _files if f),
+                   "torch": getattr(_sys.modules.get("torch"), "__version__", None)}))
+"""
 
 
 def repository(root: Path) -> tuple[str, str]:
@@ -94,6 +121,30 @@ def check_pair(root: Path, py: Path) -> list[str]:
         if checked and (cell.cell_type != "code" or not cell.get("outputs")):
             problems.append(f"{ipynb.name}: cell {i} is nbval-checked but has no stored "
                             f"output; run `make sync`")
+    return problems + check_provenance(root, ipynb, json_nb)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_provenance(root: Path, ipynb: Path, nb) -> list[str]:
+    """One line for each package file whose recorded hash no longer matches the file on
+    disk (changed, renamed or deleted), or one line if the notebook has no record."""
+    name = ipynb.relative_to(root).as_posix()
+    fix = f"run make sync NB={ipynb.with_suffix('.py').relative_to(root).as_posix()}"
+    sources = nb.metadata.get(PACKAGE, {}).get("sources")
+    if not isinstance(sources, dict):
+        return [f"{name}: outputs of unknown provenance (no {PACKAGE} sources recorded); "
+                f"{fix}"]
+    problems = []
+    for rel, digest in sorted(sources.items()):
+        path = root / rel
+        if not path.is_file():
+            problems.append(f"{name}: outputs were produced with {rel}, which no longer "
+                            f"exists; {fix}")
+        elif sha256(path) != digest:
+            problems.append(f"{name}: outputs were produced with a different {rel}; {fix}")
     return problems
 
 
@@ -108,15 +159,44 @@ def check(root: Path) -> list[str]:
     return problems
 
 
-def _strip_timings(ipynb: Path) -> None:
-    """Drop per-cell execution timestamps: they change on every run and bloat diffs."""
+def record_sources(root: Path, files: list[str]) -> dict[str, str]:
+    """sha256 of each file, keyed by its path from ``root``; every file must be the
+    checkout's own package (a kernel that imported another copy would record outputs of
+    code that is not the one checked out)."""
+    package = (root / PACKAGE).resolve()
+    sources = {}
+    for file in files:
+        path = Path(file).resolve()
+        if not path.is_relative_to(package):
+            raise SystemExit(f"the kernel imported {PACKAGE} from {path.parent}, not from "
+                             f"{package}: install this checkout (pip install -e .) or put "
+                             f"{root} first on PYTHONPATH")
+        sources[path.relative_to(root.resolve()).as_posix()] = sha256(path)
+    return dict(sorted(sources.items()))
+
+
+def execute(root: Path, ipynb: Path) -> None:
+    """Execute ``ipynb`` in place, from its own folder, with this checkout's package first
+    on the kernel's path, and record which package sources produced its outputs."""
     nb = nbformat.read(ipynb, as_version=4)
-    for cell in nb.cells:
+    nb.cells.append(nbformat.v4.new_code_cell(PROBE))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root.resolve()), *filter(None, [os.environ.get("PYTHONPATH")])])
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, record_timing=False,
+                            resources={"metadata": {"path": str(ipynb.parent)}})
+    client.execute(env=env)
+    probe = nb.cells.pop()
+    text = "".join(o.get("text", "") for o in probe.outputs if o.get("name") == "stdout")
+    found = json.loads(text.strip().splitlines()[-1])
+    for cell in nb.cells:  # no per-cell timestamps: they change on every run
         cell.metadata.pop("execution", None)
+    nb.metadata[PACKAGE] = {"sources": record_sources(root, found["files"]),
+                            "torch": found["torch"]}
     nbformat.write(nb, ipynb)
 
 
-def sync(root: Path, execute: bool = True, only: list[Path] | None = None) -> None:
+def sync(root: Path, run: bool = True, only: list[Path] | None = None) -> None:
     chosen = {p.resolve().with_suffix(".py") for p in only or []}
     for py in sorted((root / "notebooks").glob("*.py")):
         if chosen and py.resolve() not in chosen:
@@ -126,17 +206,12 @@ def sync(root: Path, execute: bool = True, only: list[Path] | None = None) -> No
         if new != text:
             py.write_text(new)
         ipynb = py.with_suffix(".ipynb")
-        cmd = [sys.executable, "-m", "jupytext", "--to", "ipynb", str(py)]
-        if ipynb.exists():  # new inputs, old outputs
-            cmd.insert(-1, "--update")
-        print(" ".join(cmd[2:]), flush=True)
-        subprocess.run(cmd, check=True, cwd=py.parent)
-        if execute:  # then fresh outputs
-            cmd = [sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute",
-                   "--inplace", "--ExecutePreprocessor.timeout=900", str(ipynb)]
-            print(" ".join(cmd[2:]), flush=True)
-            subprocess.run(cmd, check=True, cwd=py.parent)
-            _strip_timings(ipynb)
+        args = ["--to", "ipynb", *(["--update"] if ipynb.exists() else []), str(py)]
+        print("jupytext", *args, flush=True)  # --update: new inputs, old outputs
+        jupytext_cli(args)
+        if run:  # then fresh outputs, and the package sources that produced them
+            print(f"execute {ipynb.relative_to(root)}", flush=True)
+            execute(root, ipynb)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="sync only these (.py or .ipynb); default: all")
     args = parser.parse_intermixed_args(argv)
     if args.command == "sync":
-        sync(args.root, execute=not args.no_execute, only=args.notebooks)
+        sync(args.root, run=not args.no_execute, only=args.notebooks)
     problems = check(args.root)
     for p in problems:
         print(p, file=sys.stderr)

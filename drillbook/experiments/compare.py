@@ -16,11 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, MissingFileError
+from ..errors import ConfigError
 from .results import load_results
 
-__all__ = ["find_results", "fmt", "format_rows", "full_command", "plot_curves", "ratios_to",
-           "table_rows"]
+__all__ = ["fmt", "format_rows", "full_command", "plot_curves", "ratios_to", "table_rows"]
 
 #: what the display shows where a value is missing (a row not run, a paper without it)
 MISSING = "-"
@@ -41,40 +40,6 @@ def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str],
     """``columns`` of each row (from :func:`table_rows`) as display strings: numbers with
     ``digits`` decimals, a dash where a row has no value (not run, or no paper number)."""
     return [{c: fmt(r.get(c), digits) for c in columns} for r in rows]
-
-
-def find_results(start: str | Path = ".", *, clone: str | None = None) -> Path:
-    """The repository's ``results/`` folder: ``start`` or the nearest parent that has one
-    with ``REPORT.md`` in it (a notebook runs from ``notebooks/``).
-
-    Args:
-        start: where to begin looking.
-        clone: a pip-style ``git+URL@BRANCH`` (a notebook's install line) to shallow-clone
-            into ``./drillbook-src`` when no folder is found: a Colab session has the
-            package but not the repository.
-
-    Raises:
-        FileNotFoundError: no folder found and nothing to clone.
-    """
-    here = Path(start).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "results" / "REPORT.md").is_file():
-            return folder / "results"
-    if clone is None:
-        raise MissingFileError(
-            f"no results/ folder with a REPORT.md in {here} or above: run from a checkout of "
-            f"the drillbook repository, or pass clone='git+URL@BRANCH' to fetch one")
-    import subprocess
-
-    url, _, branch = clone.removeprefix("git+").rpartition("@")
-    if not url.startswith(("https://", "git@", "file://", "/")):
-        url, branch = clone.removeprefix("git+"), ""  # no @BRANCH part
-    target = Path("drillbook-src")
-    if not target.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1",
-                        *(["--branch", branch] if branch else []), url, str(target)],
-                       check=True)
-    return find_results(target)
 
 
 def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any]]:

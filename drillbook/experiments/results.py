@@ -15,6 +15,10 @@ The papers' numbers are not stored: the report and the book look them up in
 :mod:`drillbook.papers` when they display a row, so a corrected paper number never leaves
 a stale copy behind. Files of the first format (``drillbook-result/1``) still load; their
 ``paper`` field is ignored.
+
+The book's own result files ship inside the package, in ``drillbook/results/``
+(:func:`book_results`), so a chapter finds them wherever the package is installed; new
+runs write to a folder of the user's (``results/`` in the current directory by default).
 """
 
 from __future__ import annotations
@@ -25,10 +29,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import ResultFileError
+from ..errors import MissingFileError, ResultFileError
 
 __all__ = ["FINETUNED_REQUIRED", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
-           "load_results", "validate_result", "write_json", "write_result"]
+           "book_results", "load_results", "validate_result", "write_json", "write_result"]
 
 RESULT_FORMAT = "drillbook-result/2"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers)
@@ -134,6 +138,27 @@ def write_json(path: str | Path, doc: Any, *, sort_keys: bool = False) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def book_results() -> Path:
+    """The folder of result files the book reads, shipped with the package.
+
+    ``drillbook/results/``: ``<table>/<row>.json`` (with ``<table>/seed-<N>/<row>.json``
+    for further seeds), ``bench/*.json`` and ``REPORT.md``, the same in a checkout, an
+    editable install and a wheel. Read it with :func:`load_results`,
+    :func:`~drillbook.experiments.compare.table_rows` or
+    :func:`~drillbook.experiments.reproduce.render_report`; write new runs elsewhere.
+
+    Raises:
+        MissingFileError: the installed package lacks its result files.
+    """
+    from importlib.resources import files
+
+    folder = Path(str(files("drillbook") / "results"))
+    if not (folder / "REPORT.md").is_file():
+        raise MissingFileError(f"{folder}: the package's result files are missing; "
+                               f"reinstall drillbook (pip install --force-reinstall drillbook)")
+    return folder
 
 
 def load_results(folder: str | Path) -> list[dict[str, Any]]:
