@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 import drillbook
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
 ROOT = Path(__file__).resolve().parent.parent
 #: PyPI name -> conda-forge name where they differ
