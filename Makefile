@@ -22,12 +22,13 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # experiment size: small (CPU), t4 (a GPU under 20 GiB or without bfloat16), full, auto
 export DRILLBOOK_PROFILE ?= auto
 
-.PHONY: help venv book book-check test lint unit notebooks sync clean
+.PHONY: help venv book book-check test lint unit notebooks package sync clean
 
 help:
 	@echo "make book    build the website into _build/html (executes every notebook)"
 	@echo "make test    lint, the book build (-W, from committed outputs), unit tests and"
 	@echo "             nbval, which executes every notebook and checks the tagged cells"
+	@echo "make package build sdist + wheel, twine check, install the wheel in a fresh venv, smoke test"
 	@echo "make sync    regenerate notebooks/*.ipynb from the .py:percent sources"
 	@echo "             (NB=notebooks/02_tied_joint_drill.py for just one)"
 	@echo "make clean   remove _build (keeps .venv)"
@@ -66,8 +67,22 @@ notebooks: $(STAMP)
 	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg
 
+# What a user installs: the sdist and wheel built from a clean tree, checked by twine, the
+# wheel installed into a fresh venv holding only torch, and a smoke test run against it.
+DIST       := _build/dist
+WHEEL_VENV := _build/wheel-venv
+package: $(STAMP)
+	rm -rf $(DIST) $(WHEEL_VENV)
+	$(BIN)/python -m build --sdist --wheel --outdir $(DIST) . > _build/package-build.log
+	$(BIN)/python -m twine check --strict $(DIST)/*
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
+	$(WHEEL_VENV)/bin/python -m pip install --quiet $(DIST)/*.whl
+	cd $(WHEEL_VENV) && bin/python $(abspath tools/smoke_test.py)
+
 test: $(STAMP)
 	$(MAKE) lint
+	$(MAKE) package
 	$(MAKE) book-check
 	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg

@@ -1,0 +1,42 @@
+"""Analysis tools: rank and spectra, synthetic languages, frequency bands, neighbours."""
+
+from .cost import HeadFlops, awd_lstm_flops, head_flops
+from .frequency import (
+    AVERAGES,
+    DECADE_BANDS,
+    DEFAULT_BANDS,
+    DRILL_BANDS,
+    FrequencyBand,
+    band_of,
+    compare_by_frequency,
+    token_nll,
+)
+from .mixture import MixtureDiagnostics, mixture_diagnostics
+from .neighbours import nearest_neighbours
+from .rank import DRILL_TOL, Spectrum, log_prob_chunks, matrix_rank, singular_values
+from .synthetic import FitResult, SyntheticLanguage, fit_head
+
+__all__ = [
+    "AVERAGES",
+    "DECADE_BANDS",
+    "DEFAULT_BANDS",
+    "DRILL_BANDS",
+    "DRILL_TOL",
+    "FitResult",
+    "FrequencyBand",
+    "HeadFlops",
+    "MixtureDiagnostics",
+    "Spectrum",
+    "SyntheticLanguage",
+    "awd_lstm_flops",
+    "band_of",
+    "compare_by_frequency",
+    "fit_head",
+    "head_flops",
+    "log_prob_chunks",
+    "matrix_rank",
+    "mixture_diagnostics",
+    "nearest_neighbours",
+    "singular_values",
+    "token_nll",
+]

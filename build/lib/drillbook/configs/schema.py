@@ -1,0 +1,381 @@
+"""Typed experiment configs and ``key=value`` overrides.
+
+A config is four plain dataclasses (data, model, head, train) plus a name and the key of
+the paper's number it should reproduce (:mod:`drillbook.papers`). Everything is
+JSON-serialisable; the trainer writes the resolved config into its run folder.
+
+Overrides use dotted keys: ``model.nhid=1150``, ``train.lr=20``,
+``head.options.depth=2``. Values are parsed as JSON (``0.5``, ``true``, ``null``,
+``"relu"``) with bare words taken as strings. Unknown keys and values of the wrong type
+are errors that list what is valid.
+
+Every config is **validated** when it is built from overrides (:func:`apply_overrides`),
+read back (:meth:`SectionedConfig.from_dict`) or handed to a trainer
+(:meth:`SectionedConfig.validate`): a value that would train garbage (a negative
+``train.clip``, an unknown ``train.optimizer``, ``train.nonmono=0``, a ``vmf`` head for a
+language model, ...) is a :class:`ConfigError` naming the key, the value and what is
+valid, before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "HeadConfig",
+    "ModelConfig",
+    "SectionedConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "check_fields",
+    "check_head_kind",
+]
+
+
+@dataclass
+class DataConfig:
+    corpus: str = "ptb"  #: a name in drillbook.data.CORPORA
+
+
+@dataclass
+class ModelConfig:
+    encoder: str = "awd-lstm"  #: "awd-lstm" or "transformer"
+    emsize: int = 400
+    nhid: int = 1150
+    nlayers: int = 3
+    d_out: int | None = None  #: last-layer size; None = emsize (so a tied head fits)
+    dropout: float = 0.4  #: output (locked) dropout
+    dropouth: float = 0.25  #: between layers (locked)
+    dropouti: float = 0.4  #: on embeddings (locked)
+    dropoute: float = 0.1  #: whole-word embedding dropout
+    wdrop: float = 0.5  #: DropConnect on W_hh
+    nhead: int = 4  #: transformer only
+    d_ff: int = 1024  #: transformer only
+    max_len: int = 256  #: transformer only
+
+
+@dataclass
+class HeadConfig:
+    kind: str = "tied"  #: a name in drillbook.heads.HEADS
+    options: dict[str, Any] = field(default_factory=dict)  #: keyword options of that head
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 141
+    batch_size: int = 20
+    eval_batch_size: int = 10
+    test_batch_size: int = 1
+    bptt: int = 70
+    variable_bptt: bool = True  #: AWD-LSTM's random window lengths
+    optimizer: str = "sgd"  #: "sgd" (switches to averaged SGD) or "adam"
+    lr: float = 30.0
+    clip: float = 0.25  #: gradient-norm bound; 0 switches clipping off
+    wdecay: float = 1.2e-6
+    nonmono: int = 5  #: NT-ASGD trigger window (epochs)
+    alpha: float = 2.0  #: activation regularisation
+    beta: float = 1.0  #: temporal activation regularisation
+    epochs: int = 500  #: at least 1 (0 would train nothing; evaluate with `drillbook eval`)
+    max_batches_per_epoch: int | None = None  #: cap for tutorial runs
+    max_eval_tokens: int | None = None  #: cap for tutorial runs
+    checkpoint_minutes: float = 10.0  #: periodic checkpoint interval
+    checkpoint_steps: int | None = None  #: ... or every N steps
+    amp: bool = False  #: bf16 autocast on CUDA
+    log_interval: int = 200
+
+
+class SectionedConfig:
+    """Behaviour shared by experiment configs: a ``name``, a ``description``, a ``paper``
+    record key and dataclass *sections* (``data``, ``model``, ``head``, ``train``, ...).
+
+    Subclasses are dataclasses; every field whose type is a dataclass is a section.
+    """
+
+    #: train-section fields that a resumed run may change. They alter no step already
+    #: taken, only the ones to come: the number of epochs, the checkpoint and log
+    #: cadence, and the step size (``lr``, ``clip``: lowering them is how a diverged run
+    #: goes on from its last checkpoint). The run folder's ``config.json`` then holds the
+    #: new values, each log record the ``lr`` and ``clip`` it was trained with, and the
+    #: checkpoint the list of changes (``"changes"``).
+    RESUMABLE_CHANGES: tuple[str, ...] = ("epochs", "log_interval", "checkpoint_minutes",
+                                          "checkpoint_steps", "lr", "clip")
+
+    @classmethod
+    def sections(cls) -> dict[str, type]:
+        hints = typing.get_type_hints(cls)
+        return {f.name: hints[f.name] for f in dataclasses.fields(cls)
+                if dataclasses.is_dataclass(hints[f.name])}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        """The config a :meth:`to_dict` dict describes, validated.
+
+        Raises:
+            ConfigError: not a dict, unknown or missing keys, or invalid values.
+        """
+        if not isinstance(d, dict):
+            raise ConfigError(f"a config must be a JSON object, got {type(d).__name__}")
+        d = copy.deepcopy(d)
+        sections = cls.sections()
+        kwargs = {k: v for k, v in d.items() if k not in sections}
+        if isinstance(kwargs.get("paper"), dict):
+            kwargs["paper"] = None  # run folders written before the record held numbers
+        for key, sub in sections.items():
+            if key in d:
+                if not isinstance(d[key], dict):
+                    raise ConfigError(f"config section {key!r} must be an object, got "
+                                      f"{d[key]!r}")
+                _check_keys(sub, d[key], key)
+                kwargs[key] = sub(**d[key])
+        _check_keys(cls, kwargs, "config")
+        if "name" not in kwargs:
+            raise ConfigError("the config has no 'name'")
+        return cls(**kwargs).validate()
+
+    def validate(self):
+        """Check every value's type (and, in subclasses, its range); return ``self``.
+
+        Raises:
+            ConfigError: one line naming the key, the value and what is valid.
+        """
+        if not isinstance(self.name, str):
+            raise ConfigError(f"name must be a string, got {self.name!r}")
+        for key in ("description",):
+            if not isinstance(getattr(self, key, ""), str):
+                raise ConfigError(f"{key} must be a string, got {getattr(self, key)!r}")
+        paper = getattr(self, "paper", None)
+        if paper is not None:
+            from ..papers import RECORD
+
+            if paper not in RECORD:
+                raise ConfigError(f"paper must be null or a key of drillbook.papers.RECORD, "
+                                  f"got {paper!r}")
+        for name in self.sections():
+            section = getattr(self, name)
+            hints = typing.get_type_hints(type(section))
+            for f in dataclasses.fields(section):
+                value = getattr(section, f.name)
+                if f.name == "options":
+                    if not isinstance(value, dict):
+                        raise ConfigError(f"{name}.options must be an object of keyword "
+                                          f"options, got {value!r}")
+                    continue
+                _coerce(value, hints[f.name], f"{name}.{f.name}")
+        return self
+
+    def hash(self) -> str:
+        """A short stable hash of everything that affects training (not name or paper)."""
+        d = self.to_dict()
+        d.pop("name"), d.pop("description"), d.pop("paper")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+    def resume_key(self) -> str:
+        """Like :meth:`hash`, but blind to what may change when a run is resumed
+        (:attr:`RESUMABLE_CHANGES`: epochs, checkpoint/log cadence, ``lr``, ``clip``)."""
+        c = self.copy()
+        names = {f.name for f in dataclasses.fields(c.train)}
+        for name in self.RESUMABLE_CHANGES:
+            if name in names:
+                setattr(c.train, name, None)
+        return c.hash()
+
+    def copy(self):
+        return copy.deepcopy(self)
+
+
+@dataclass
+class Config(SectionedConfig):
+    """A language-model experiment: corpus, encoder, output head, training recipe."""
+
+    name: str
+    description: str = ""
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    #: key in drillbook.papers.RECORD of the authors' result for this setup (for
+    #: comparison; never used in training, ignored by hash() and resume_key())
+    paper: str | None = None
+
+    def validate(self) -> Config:
+        """Types and ranges of every value (see :data:`LM_RULES`), and a head that gives
+        word probabilities (perplexity needs them: no ``vmf``)."""
+        super().validate()
+        check_fields(self, LM_RULES)
+        check_head_kind(self.head.kind, language_model=True)
+        return self
+
+
+# ------------------------------------------------------------------ validation
+#: ``(test, what is valid)``: ``test(value)`` is true for a valid value
+Rule = tuple[Callable[[Any], bool], str]
+
+AT_LEAST_ONE: Rule = (lambda v: v >= 1, "an integer >= 1")
+CAP: Rule = (lambda v: v is None or v >= 1, "null (no cap) or an integer >= 1")
+POSITIVE: Rule = (lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
+NON_NEGATIVE: Rule = (lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
+CLIP: Rule = (lambda v: math.isfinite(v) and v >= 0,
+              "0 (no clipping) or a positive gradient-norm bound")
+PROBABILITY: Rule = (lambda v: 0 <= v < 1, "a dropout probability in [0, 1)")
+
+
+def one_of(*choices: Any) -> Rule:
+    """A rule accepting exactly ``choices``."""
+    return (lambda v: v in choices, f"one of {', '.join(repr(c) for c in choices)}")
+
+
+#: the language-model configs' value ranges (types are checked separately)
+LM_RULES: Mapping[str, Rule] = {
+    **{f"model.{k}": AT_LEAST_ONE for k in ("emsize", "nhid", "nlayers", "nhead", "d_ff",
+                                            "max_len")},
+    "model.d_out": (lambda v: v is None or v >= 1, "null (= emsize) or an integer >= 1"),
+    **{f"model.{k}": PROBABILITY for k in ("dropout", "dropouth", "dropouti", "dropoute",
+                                           "wdrop")},
+    **{f"train.{k}": AT_LEAST_ONE for k in ("batch_size", "eval_batch_size",
+                                            "test_batch_size", "bptt", "log_interval")},
+    "train.optimizer": one_of("sgd", "adam"),
+    "train.lr": POSITIVE,
+    "train.clip": CLIP,
+    "train.wdecay": NON_NEGATIVE,
+    "train.nonmono": (lambda v: v >= 1, "an integer >= 1 (epochs in NT-ASGD's window)"),
+    "train.alpha": NON_NEGATIVE,
+    "train.beta": NON_NEGATIVE,
+    "train.epochs": (lambda v: v >= 1, "an integer >= 1 (0 would train nothing)"),
+    "train.max_batches_per_epoch": CAP,
+    "train.max_eval_tokens": CAP,
+    "train.checkpoint_minutes": POSITIVE,
+    "train.checkpoint_steps": (lambda v: v is None or v >= 1,
+                               "null (time-based only) or an integer >= 1"),
+}
+
+
+def check_fields(config: SectionedConfig, rules: Mapping[str, Rule]) -> None:
+    """Apply ``rules`` (``"section.field" -> (test, what is valid)``) to ``config``.
+
+    Raises:
+        ConfigError: ``invalid train.clip=-1.0: it must be 0 (no clipping) or ...``.
+    """
+    for key, (test, valid) in rules.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        if not test(value):
+            raise ConfigError(f"invalid {key}={value!r}: it must be {valid}")
+
+
+def check_head_kind(kind: str, *, language_model: bool) -> None:
+    """``head.kind`` must name a head in :data:`drillbook.heads.HEADS`; a language model
+    also needs one that declares a distribution over the words (``is_distribution``;
+    not the vMF head, which predicts word vectors)."""
+    from ..heads import HEADS  # heavy (torch): imported only when validating
+
+    if kind not in HEADS:
+        raise ConfigError(f"unknown head kind {kind!r} (head.kind): it must be one of "
+                          f"{', '.join(sorted(HEADS))}")
+    if language_model and not HEADS[kind].is_distribution:
+        usable = sorted(k for k, c in HEADS.items() if c.is_distribution)
+        raise ConfigError(f"invalid head.kind={kind!r}: the {kind!r} head predicts word "
+                          f"vectors, not a distribution over words, so it cannot end a "
+                          f"language model (no perplexity; it is for translation configs, "
+                          f"multi30k/...); use one of {', '.join(usable)}")
+
+
+def _check_keys(cls, d: dict, where: str) -> None:
+    valid = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - valid)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {unknown} in {where}; valid keys: {sorted(valid)}")
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text  # a bare word: a string
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Fit a parsed value to a field's type, or raise ConfigError naming both."""
+    hint = annotation
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        for opt in options:
+            if opt is not type(None):
+                try:
+                    return _coerce(value, opt, key)
+                except ConfigError:
+                    continue
+        raise ConfigError(f"{key}={value!r} does not fit type {hint}")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key} must be a number, got {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key} must be a string, got {value!r}")
+    return value
+
+
+def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, Any]):
+    """Return a copy of ``config`` with ``key=value`` overrides applied.
+
+    Raises:
+        ConfigError: malformed item, unknown key (with the valid ones), wrong type, or a
+            value out of range (:meth:`SectionedConfig.validate`).
+    """
+    config = config.copy()
+    items = overrides.items() if isinstance(overrides, dict) else [
+        _split(item) for item in overrides]
+    for key, raw in items:
+        value = _parse(raw) if isinstance(raw, str) else raw
+        parts = key.split(".")
+        if parts[:2] == ["head", "options"] and len(parts) == 3:
+            config.head.options[parts[2]] = value
+            continue
+        sections = list(type(config).sections())
+        if len(parts) != 2 or parts[0] not in sections:
+            raise ConfigError(f"unknown key {key!r}; keys look like section.field with "
+                              f"section in {', '.join(sections)} (or head.options.NAME)")
+        section = getattr(config, parts[0])
+        fields = {f.name: f for f in dataclasses.fields(section)}
+        if parts[1] not in fields or parts[1] == "options":
+            raise ConfigError(f"unknown key {key!r}; valid keys in {parts[0]}: "
+                              f"{sorted(k for k in fields if k != 'options')}")
+        hints = typing.get_type_hints(type(section))
+        setattr(section, parts[1], _coerce(value, hints[parts[1]], key))
+    return config.validate()
+
+
+def _split(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value, e.g. train.lr=20")
+    key, value = item.split("=", 1)
+    return key.strip(), value.strip()

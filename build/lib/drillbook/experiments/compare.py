@@ -1,0 +1,175 @@
+"""The papers' numbers next to ours, table by table, and the learning curves behind ours.
+
+:func:`table_rows` lists *every* row of a reproduction table, run or not: the paper's
+numbers come from :mod:`drillbook.papers` through the keys each row names (the main run's
+and, where the paper fine-tunes, the fine-tuned run's), ours from the committed result
+files. A row nobody has run yet has ``None`` for our numbers, never a made-up one;
+:func:`format_rows` turns the rows into strings for display, with a dash for every gap.
+:func:`plot_curves` draws what the result files recorded epoch by epoch, and
+:func:`full_command` prints the command that runs a table to the end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .results import load_results
+
+__all__ = ["fmt", "format_rows", "full_command", "plot_curves", "ratios_to", "table_rows"]
+
+#: what the display shows where a value is missing (a row not run, a paper without it)
+MISSING = "-"
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A table cell: floats to ``digits`` decimals, other values as they are, a dash for
+    None or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str],
+                digits: int = 2) -> list[dict[str, str]]:
+    """``columns`` of each row (from :func:`table_rows`) as display strings: numbers with
+    ``digits`` decimals, a dash where a row has no value (not run, or no paper number)."""
+    return [{c: fmt(r.get(c), digits) for c in columns} for r in rows]
+
+
+def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any]]:
+    """Every row of ``table`` with the papers' numbers and ours (``None`` where missing).
+
+    Returns:
+        one dict per row, in the table's order:
+
+        * ``row``, ``config``, ``paper_record`` (the keys compared with the main run),
+          ``paper_finetuned_record`` (the key compared with the fine-tuned run, or None),
+          ``paper_source``;
+        * the papers' numbers: ``paper_valid``, ``paper_test`` (perplexity, or BLEU for
+          translation rows) for the main run, ``paper_finetuned_valid`` and
+          ``paper_finetuned_test`` after fine-tuning, and every other value of the main
+          run's records as ``paper_<metric>`` (``paper_seconds_per_epoch``,
+          ``paper_ratio_to_tied``, ``paper_rank``, ``paper_rank_tol_1``, ...) and of the
+          fine-tuned record as ``paper_finetuned_<metric>`` (``paper_finetuned_params_m``);
+        * ours: ``valid``, ``test``, ``status``, ``epochs_done``, ``budget_minutes``,
+          ``wall_seconds``, ``device``, ``precision``, every other metric under its own
+          name, ``curve``; after fine-tuning ``finetuned_valid``, ``finetuned_test``,
+          ``finetuned_status``, ``finetuned_epochs_done``, ``finetuned_lr`` and
+          ``finetuned_curve``.
+
+    Raises:
+        ConfigError: unknown table.
+        ResultFileError: an invalid result file.
+    """
+    from .reproduce import TABLES
+
+    if table not in TABLES:
+        raise ConfigError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    ours = {d["row"]: d for d in load_results(folder) if d["table"] == table}
+    out = []
+    for row in TABLES[table]:
+        valid, test = ("val_bleu", "test_bleu") if row.translation else ("val_ppl", "test_ppl")
+        paper, tuned = row.paper_values("main"), row.paper_values("finetuned")
+        entry: dict[str, Any] = {
+            "row": row.name, "config": row.config, "paper_record": list(row.paper),
+            "paper_finetuned_record": row.paper_finetuned,
+            "paper_source": "; ".join(row.paper_sources()) or None,
+            "paper_valid": paper.get(valid), "paper_test": paper.get(test),
+            "paper_finetuned_valid": tuned.get(valid), "paper_finetuned_test": tuned.get(test),
+            **{f"paper_{k}": v for k, v in paper.items() if k not in (valid, test)},
+            **{f"paper_finetuned_{k}": v for k, v in tuned.items() if k not in (valid, test)},
+        }
+        doc = ours.get(row.name)
+        metrics = doc["metrics"] if doc else {}
+        entry.update({
+            "valid": metrics.get(valid), "test": metrics.get(test),
+            "status": doc["status"] if doc else None,
+            "epochs_done": doc["epochs_done"] if doc else None,
+            "budget_minutes": doc["budget_minutes"] if doc else None,
+            "wall_seconds": doc["wall_seconds"] if doc else None,
+            "device": doc["device"] if doc else None,
+            "precision": doc.get("precision") if doc else None,
+            **{k: v for k, v in metrics.items() if k not in (valid, test)},
+            "curve": doc["curve"] if doc else [],
+        })
+        block = doc.get("finetuned") if doc else None
+        entry.update({
+            "finetuned_valid": block["metrics"].get(valid) if block else None,
+            "finetuned_test": block["metrics"].get(test) if block else None,
+            "finetuned_status": block["status"] if block else None,
+            "finetuned_epochs_done": block["epochs_done"] if block else None,
+            "finetuned_lr": block["lr"] if block else None,
+            "finetuned_curve": block["curve"] if block else [],
+        })
+        out.append(entry)
+    return out
+
+
+def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
+              key: str = "seconds_per_epoch") -> dict[str, float | None]:
+    """``row[key] / baseline_row[key]`` for every row (None where either is missing)."""
+    base = next((r.get(key) for r in rows if r["row"] == baseline), None)
+    return {r["row"]: (r[key] / base if base and r.get(key) is not None else None)
+            for r in rows}
+
+
+def full_command(table: str, *, colab: bool = False) -> str:
+    """The command that runs ``table`` to the end (no budget), resuming interrupted rows.
+
+    With ``colab=True`` the run folders go to Google Drive, so a disconnected session
+    loses at most one checkpoint interval: run the same cell again after reconnecting.
+    """
+    from .reproduce import TABLES
+
+    if table not in TABLES:
+        raise ConfigError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    command = f"drillbook reproduce {table}"
+    if colab:
+        command += " --runs /content/drive/MyDrive/drillbook/runs" \
+                   " --out /content/drive/MyDrive/drillbook/results"
+    return command
+
+
+def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=None,
+                x: str = "epoch", log_y: bool | None = None, title: str | None = None):
+    """Learning curves of the rows that have one (the output of :func:`table_rows`).
+
+    Args:
+        rows: dicts with ``row`` and ``curve`` (a list of per-epoch points).
+        metric: the curve field on the y axis (``val_ppl``, ``train_ppl``, ``val_bleu``).
+        x: ``epoch`` or ``elapsed_seconds``.
+        log_y: log scale (default: on for perplexities).
+
+    Returns:
+        the matplotlib axes.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    drawn = 0
+    for r in rows:
+        points = [p for p in r.get("curve", []) if p.get(metric) is not None
+                  and math.isfinite(p[metric])]
+        if points:
+            ax.plot([p[x] for p in points], [p[metric] for p in points], marker="o",
+                    markersize=3, label=r["row"])
+            drawn += 1
+    ax.set_xlabel({"epoch": "epoch", "elapsed_seconds": "wall-clock seconds"}.get(x, x))
+    ax.set_ylabel(metric.replace("_", " "))
+    if log_y if log_y is not None else metric.endswith("ppl"):
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title)
+    if drawn:
+        ax.legend(fontsize="small", ncol=2)
+    else:
+        ax.text(0.5, 0.5, "no result files yet", ha="center", va="center",
+                transform=ax.transAxes)
+    return ax

@@ -1,0 +1,197 @@
+"""One result-file schema for every reproduced table row and benchmark.
+
+A result file is a small JSON document, ``results/<table>/<row>.json``, written by
+:func:`drillbook.experiments.reproduce.reproduce` when a row finishes or stops at its
+budget. It records what was run (the full resolved config and its hash, the seed), where
+and with what (git commit, device, torch and CUDA versions), how far it got (epochs,
+steps, wall seconds, the budget), what it measured and the learning curve.
+
+A row whose paper number is after AWD-LSTM's fine-tuning also has a ``finetuned`` block,
+once its main run is done: the same measurements for the fine-tuning stage (``status``,
+``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
+status may also be ``converged``, stopped at its non-monotone trigger).
+
+The papers' numbers are not stored: the report and the book look them up in
+:mod:`drillbook.papers` when they display a row, so a corrected paper number never leaves
+a stale copy behind. Files of the first format (``drillbook-result/1``) still load; their
+``paper`` field is ignored.
+
+The book's own result files ship inside the package, in ``drillbook/results/``
+(:func:`book_results`), so a chapter finds them wherever the package is installed; new
+runs write to a folder of the user's (``results/`` in the current directory by default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingFileError, ResultFileError
+
+__all__ = ["FINETUNED_REQUIRED", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
+           "book_results", "load_results", "validate_result", "write_json", "write_result"]
+
+RESULT_FORMAT = "drillbook-result/2"
+#: formats :func:`load_results` reads (the first one also carried the paper's numbers)
+READABLE_FORMATS = ("drillbook-result/1", RESULT_FORMAT)
+
+#: field -> allowed Python types (None allowed where listed)
+REQUIRED: dict[str, tuple[type, ...]] = {
+    "format": (str,),
+    "table": (str,),
+    "row": (str,),
+    "config_name": (str,),
+    "config": (dict,),
+    "config_hash": (str,),
+    "seed": (int,),
+    "git_commit": (str, type(None)),
+    "device": (str,),
+    "torch": (str,),
+    "cuda": (str, type(None)),
+    "status": (str,),
+    "epochs_done": (int,),
+    "steps_done": (int,),
+    "wall_seconds": (int, float),
+    "budget_minutes": (int, float, type(None)),
+    "metrics": (dict,),
+    "curve": (list,),
+}
+
+#: fields of the optional ``finetuned`` block
+FINETUNED_REQUIRED: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "epochs_done": (int,),
+    "steps_done": (int,),
+    "wall_seconds": (int, float),
+    "lr": (int, float),
+    "metrics": (dict,),
+    "curve": (list,),
+}
+
+STATUSES = ("done", "budget", "epochs")
+FINETUNED_STATUSES = ("converged", *STATUSES)
+
+
+def validate_result(doc: Any) -> list[str]:
+    """Every way ``doc`` breaks the schema (an empty list when it is valid)."""
+    if not isinstance(doc, dict):
+        return [f"expected a JSON object, got {type(doc).__name__}"]
+    problems = _check_fields(doc, REQUIRED, "", STATUSES)
+    if doc.get("format") not in (None, *READABLE_FORMATS):
+        problems.append(f"format {doc.get('format')!r} is not one of {READABLE_FORMATS}")
+    if "finetuned" in doc:
+        block = doc["finetuned"]
+        if isinstance(block, dict):
+            problems += _check_fields(block, FINETUNED_REQUIRED, "finetuned.",
+                                      FINETUNED_STATUSES)
+        else:
+            problems.append(f"field 'finetuned' must be a dict, got {block!r}")
+    return problems
+
+
+def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], where: str,
+                  statuses: tuple[str, ...]) -> list[str]:
+    """The problems of one level of a result document: its required fields and types, its
+    status, its metrics (numbers) and its curve (dicts with an epoch)."""
+    problems = []
+    for key, types in required.items():
+        if key not in doc:
+            problems.append(f"missing field {where + key!r}")
+        elif not isinstance(doc[key], types) or (isinstance(doc[key], bool) and bool not in types):
+            problems.append(f"field {where + key!r} has type {type(doc[key]).__name__}, "
+                            f"expected {' or '.join(t.__name__ for t in types)}")
+    if "status" in doc and doc["status"] not in statuses:
+        problems.append(f"{where}status {doc['status']!r} is not one of {statuses}")
+    metrics, curve = doc.get("metrics"), doc.get("curve")
+    for name, value in (metrics.items() if isinstance(metrics, dict) else ()):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            problems.append(f"{where}metric {name!r} must be a number, got {value!r}")
+    for point in (curve if isinstance(curve, list) else ()):
+        if not isinstance(point, dict) or "epoch" not in point:
+            problems.append(f"{where}curve points must be dicts with an 'epoch', got {point!r}")
+            break
+    return problems
+
+
+def write_result(path: str | Path, doc: dict[str, Any]) -> Path:
+    """Validate and write ``doc`` atomically (temporary file + rename)."""
+    problems = validate_result(doc)
+    if problems:
+        raise ValueError(f"not a valid result file ({path}): " + "; ".join(problems))
+    return write_json(path, doc, sort_keys=True)
+
+
+def write_json(path: str | Path, doc: Any, *, sort_keys: bool = False) -> Path:
+    """Write ``doc`` as indented JSON to ``path`` atomically (a temporary file beside it,
+    then ``os.replace``), creating the folder; nothing half-written is ever left there."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(doc, indent=1, sort_keys=sort_keys) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def book_results() -> Path:
+    """The folder of result files the book reads, shipped with the package.
+
+    ``drillbook/results/``: ``<table>/<row>.json`` (with ``<table>/seed-<N>/<row>.json``
+    for further seeds), ``bench/*.json`` and ``REPORT.md``, the same in a checkout, an
+    editable install and a wheel. Read it with :func:`load_results`,
+    :func:`~drillbook.experiments.compare.table_rows` or
+    :func:`~drillbook.experiments.reproduce.render_report`; write new runs elsewhere.
+
+    Raises:
+        MissingFileError: the installed package lacks its result files.
+    """
+    from importlib.resources import files
+
+    folder = Path(str(files("drillbook") / "results"))
+    if not (folder / "REPORT.md").is_file():
+        raise MissingFileError(f"{folder}: the package's result files are missing; "
+                               f"reinstall drillbook (pip install --force-reinstall drillbook)")
+    return folder
+
+
+def load_results(folder: str | Path) -> list[dict[str, Any]]:
+    """Every ``<table>/<row>.json`` under ``folder`` (sorted), each validated.
+
+    A folder that does not exist, or holds no result files, gives an empty list.
+
+    Raises:
+        ResultFileError: a file is not UTF-8 JSON or breaks the schema; the one-line
+            message names the file, what is wrong and how to rewrite it. (A ``ValueError``.)
+    """
+    docs = []
+    for path in sorted(Path(folder).glob("*/*.json")):
+        if path.parent.name == "bench":
+            continue  # benchmark reports have their own format
+        docs.append(_read_result(path))
+    return docs
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    """One result file, parsed and validated (:class:`ResultFileError` naming it if not)."""
+    fix = (f"rewrite it with `drillbook reproduce {path.parent.name} --rows {path.stem}`, "
+           f"or move it out of the results folder")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ResultFileError(f"result file {path} is not UTF-8 text (byte {err.start}: "
+                              f"{err.reason}); {fix}") from None
+    except json.JSONDecodeError as err:
+        raise ResultFileError(f"result file {path} is not valid JSON ({err.msg} at line "
+                              f"{err.lineno}, column {err.colno}); {fix}") from None
+    problems = validate_result(doc)
+    if problems:
+        raise ResultFileError(f"result file {path} is not a valid {RESULT_FORMAT} document: "
+                              + "; ".join(problems) + f"; {fix}")
+    return doc

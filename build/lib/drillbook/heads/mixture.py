@@ -1,0 +1,399 @@
+"""Mixtures of softmaxes: MoS (Yang et al., 2018) and DOC (Takase et al., 2018).
+
+A mixture head computes ``J`` context vectors ``k_1 .. k_J`` (each of the embedding size
+``d``) and mixture weights ``pi`` for every position, scores each vector against the tied
+embedding, and averages the ``J`` distributions:
+
+.. math::
+
+    p(w \\mid c) = \\sum_{j=1}^{J} \\pi_{c,j}\\,
+    \\operatorname{softmax}(E k_{c,j} + b)_w .
+
+The average is taken **in log space**,
+``log p = logsumexp_j(log pi_j + log_softmax(E k_j + b))``, which is exact: no
+probability is ever rounded to zero and nothing is clamped. (The reference MoS code
+averages probabilities and takes ``log(p + 1e-8)``, which puts a floor of ``1e-8`` under
+every word's probability; :func:`mixture_log_prob_reference` keeps that
+probability-space form for the tests only.)
+
+Cost: the scores of one position are a ``J x V`` block instead of a ``V``-vector, so a
+batch of ``n`` positions needs ``J n V`` values, 15 times a tied head's for MoS. Both heads
+therefore work through the positions in chunks of ``chunk_size`` (``None``: all at once):
+at most ``J x chunk_size x V`` scores exist at a time, in training too (each chunk's
+scores are recomputed in the backward pass instead of being stored), at the price of
+that recomputation (about one extra forward pass of the output layer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from .base import Features
+from .softmax import EmbeddingHead
+
+__all__ = [
+    "CV_FORMS",
+    "DOCHead",
+    "MixtureHead",
+    "MoSHead",
+    "coefficient_of_variation",
+    "mixture_log_prob",
+    "mixture_log_prob_reference",
+]
+
+
+def mixture_log_prob(vectors: Tensor, log_prior: Tensor, weight: Tensor,
+                     bias: Tensor | None) -> Tensor:
+    """``log sum_j pi_j softmax(E k_j + b)``, computed in log space.
+
+    Shapes: vectors ``(n, J, d)``, log_prior ``(n, J)``, weight ``(V, d)`` -> ``(n, V)``.
+    Under bf16 autocast the product runs in bf16 and the normalisers in float32.
+    """
+    scores = _at_least_float32(F.linear(vectors, weight, bias))  # (n, J, V)
+    log_prior = _at_least_float32(log_prior)
+    return torch.logsumexp(scores.log_softmax(-1) + log_prior.unsqueeze(-1), dim=1)
+
+
+def _at_least_float32(x: Tensor) -> Tensor:
+    """Upcast bf16/fp16 (autocast outputs) to float32; float64 stays float64. CUDA autocast
+    keeps ``logsumexp`` in the low precision, which would cost the mixture its exactness."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def _mixture_nll(vectors: Tensor, log_prior: Tensor, weight: Tensor, bias: Tensor | None,
+                 target: Tensor) -> Tensor:
+    """Per-position ``-log p(target)`` without forming the ``(n, V)`` mixture."""
+    scores = _at_least_float32(F.linear(vectors, weight, bias))  # (n, J, V)
+    log_prior = _at_least_float32(log_prior)
+    picked = scores.gather(-1, target[:, None, None].expand(-1, scores.shape[1], 1))
+    log_comp = picked.squeeze(-1) - torch.logsumexp(scores, dim=-1)  # (n, J)
+    return -torch.logsumexp(log_comp + log_prior, dim=1)
+
+
+def mixture_log_prob_reference(vectors: Tensor, log_prior: Tensor, weight: Tensor,
+                               bias: Tensor | None) -> Tensor:
+    """The probability-space form ``log(sum_j pi_j softmax_j)`` (for tests: it underflows
+    to ``-inf`` where the log-space form stays finite)."""
+    probs = F.linear(vectors, weight, bias).softmax(-1)
+    return torch.log((log_prior.exp().unsqueeze(-1) * probs).sum(1))
+
+
+#: the two forms of DOC's coefficient-of-variation regulariser (see
+#: :func:`coefficient_of_variation`)
+CV_FORMS = ("authors", "paper")
+
+
+def coefficient_of_variation(prior: Tensor, form: str = "paper") -> Tensor:
+    """DOC's ``sqrt(beta)``: the coefficient of variation of the summed mixture weights.
+
+    Args:
+        prior: mixture weights ``pi`` of one minibatch, ``(T, B, J)`` (time first, as the
+            language models lay out a batch); a 2-d ``(T, J)`` is one sequence. Any further
+            leading axes after the first count as sequences.
+        form: which quantity (the regulariser is ``lambda_beta * cv ** 2``):
+
+            * ``"paper"``, the paper's Eqs. 12-13: ``B = sum_t pi_t``, one total per
+              component over every position of the minibatch (``J`` numbers), and
+
+              .. math::  \\sqrt{\\beta} = \\operatorname{std}(B) / \\operatorname{avg}(B)
+
+              with the population standard deviation over the ``J`` totals;
+            * ``"authors"``, what the authors' code (``main.py`` of nttcslab-nlp/doc_lm)
+              computes: ``S = sum_t pi_t`` per *sequence*, a ``(B, J)`` matrix, and
+
+              .. math::  \\sqrt{\\beta} = \\sqrt{(J - 1)\\, \\operatorname{var}(S)}
+                         / \\operatorname{mean}(S)
+
+              with the unbiased variance and the mean over all ``B J`` entries of ``S``.
+
+    Both are 0 when every entry they compare is equal. They differ in scale: the
+    ``(J - 1)`` factor and the spread between sequences (which the paper's batch totals
+    average away) make the authors' ``beta`` much larger: at DOC's PTB shape (``J = 20``,
+    ``B = 20``) about ``J - 1 = 19`` times when every sequence has the same imbalance, and
+    hundreds of times when sequences lean on different components. ``lambda_beta = 0.001``
+    was tuned with the authors' form. For a single sequence (``B = 1``) the authors'
+    ``beta`` is exactly ``J`` times the paper's.
+    """
+    if form not in CV_FORMS:
+        raise ValueError(f"unknown coefficient-of-variation form {form!r}; choose one of "
+                         f"{list(CV_FORMS)}")
+    if prior.dim() < 2:  # one position
+        prior = prior.unsqueeze(0)
+    j = prior.shape[-1]
+    if form == "paper":
+        totals = prior.reshape(-1, j).sum(0)
+        return totals.std(correction=0) / totals.mean()
+    sums = prior.sum(0).reshape(-1, j)  # (B, J): each sequence's weight per component
+    if j == 1:  # one component: nothing can be uneven ((J - 1) = 0)
+        return sums.new_zeros(())
+    return torch.sqrt((j - 1) * sums.var(correction=1)) / sums.mean()
+
+
+class MixtureHead(EmbeddingHead):
+    """Base of the mixture heads: ``J`` vectors and a prior per position, one softmax each
+    over the tied embedding, mixed in log space, processed in chunks of positions.
+
+    Subclasses implement :meth:`components`.
+    """
+
+    is_mixture = True
+
+    def __init__(self, vocab_size: int, d_hidden: int, embedding, *, bias: bool,
+                 n_vectors: int, latent_dropout: float, shared_mask: bool,
+                 chunk_size: int | None, cv_weight: float, cv_form: str = "paper") -> None:
+        super().__init__(vocab_size, d_hidden, embedding, bias=bias)
+        if n_vectors < 1:
+            raise ValueError(f"a mixture needs at least one component, got {n_vectors}")
+        if not 0.0 <= latent_dropout < 1.0:
+            raise ValueError(f"latent_dropout must lie in [0, 1), got {latent_dropout}")
+        if chunk_size is not None and chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive number of positions or None, "
+                             f"got {chunk_size}")
+        if cv_weight < 0:
+            raise ValueError(f"cv_weight must be >= 0, got {cv_weight}")
+        if cv_form not in CV_FORMS:
+            raise ValueError(f"unknown cv_form {cv_form!r}; choose one of {list(CV_FORMS)} "
+                             f"(see drillbook.heads.mixture.coefficient_of_variation)")
+        self.n_vectors = int(n_vectors)
+        self.latent_dropout = float(latent_dropout)
+        self.shared_mask = bool(shared_mask)
+        self.chunk_size = chunk_size
+        self.cv_weight = float(cv_weight)
+        self.cv_form = cv_form
+
+    # ----------------------------------------------------------- components
+    def components(self, features: Tensor | Features) -> tuple[Tensor, Tensor]:
+        """Context vectors ``(..., J, d)`` and log mixture weights ``(..., J)``."""
+        raise NotImplementedError
+
+    def mixture_weights(self, features: Tensor | Features) -> Tensor:
+        """The prior ``pi``, shape ``(..., J)`` (for diagnostics)."""
+        return self.components(features)[1].exp()
+
+    def _drop_vectors(self, vectors: Tensor) -> Tensor:
+        """Locked dropout on the context vectors ``(T, B, J, d)``: one mask per sequence,
+        shared over time; over the ``J`` vectors too when ``shared_mask`` (DOC), else one
+        per vector dimension (MoS). Inputs without a time axis get ordinary dropout."""
+        p = self.latent_dropout
+        if not self.training or p == 0.0:
+            return vectors
+        if vectors.dim() != 4:
+            return F.dropout(vectors, p, True)
+        _, b, j, d = vectors.shape
+        shape = (1, b, 1, d) if self.shared_mask else (1, b, j, d)
+        return vectors * vectors.new_empty(shape).bernoulli_(1 - p).div_(1 - p)
+
+    # ----------------------------------------------------------- outputs
+    def _chunks(self, n: int) -> list[slice]:
+        size = n if self.chunk_size is None else self.chunk_size
+        return [slice(i, min(i + size, n)) for i in range(0, n, max(size, 1))]
+
+    def log_prob(self, features: Tensor | Features) -> Tensor:
+        hidden = self._hidden(features)
+        vectors, log_prior = self.components(features)
+        lead = hidden.shape[:-1]
+        vectors = vectors.reshape(-1, self.n_vectors, self.d_embedding)
+        log_prior = log_prior.reshape(-1, self.n_vectors)
+        parts = [mixture_log_prob(vectors[s], log_prior[s], self.embedding_weight, self.bias)
+                 for s in self._chunks(vectors.shape[0])]
+        return torch.cat(parts).reshape(*lead, self.vocab_size)
+
+    def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
+                  ignore_index: int) -> Tensor:
+        vectors, log_prior = self.components(features)
+        vectors = vectors.reshape(-1, self.n_vectors, self.d_embedding)
+        log_prior = log_prior.reshape(-1, self.n_vectors)
+        keep = flat_target != ignore_index
+        safe = flat_target.masked_fill(~keep, 0)
+        recompute = torch.is_grad_enabled() and self.chunk_size is not None
+        total = vectors.new_zeros(())
+        for s in self._chunks(vectors.shape[0]):
+            args = (vectors[s], log_prior[s], self.embedding_weight, self.bias, safe[s])
+            nll = (checkpoint(_mixture_nll, *args, use_reentrant=False) if recompute
+                   else _mixture_nll(*args))
+            total = total + nll.masked_fill(~keep[s], 0.0).sum()
+        return total / keep.sum()  # nan when nothing is kept, like F.nll_loss
+
+    def regularizer(self, features: Tensor | Features) -> Tensor | None:
+        """``cv_weight * beta`` on this batch's mixture weights (DOC's Eq. 13, in the form
+        ``cv_form``: see :func:`coefficient_of_variation`), or None."""
+        if self.cv_weight == 0.0:
+            return None
+        cv = coefficient_of_variation(self.mixture_weights(features), self.cv_form)
+        return self.cv_weight * cv ** 2
+
+
+class MoSHead(MixtureHead):
+    """Mixture of softmaxes over the tied embedding (Yang et al., 2018).
+
+    .. math::
+
+        [k_1; \\dots; k_K] = \\tanh(W_l h + b_l), \\quad
+        \\pi = \\operatorname{softmax}(W_p h), \\quad
+        p = \\sum_k \\pi_k \\operatorname{softmax}(E k_k + b).
+
+    Args:
+        vocab_size: ``V``.
+        d_hidden: ``d_h``, the last layer's size (620 in the PTB setup; need not equal
+            the embedding size ``d``).
+        embedding: the encoder's input embedding ``(V, d)``.
+        n_experts: ``K`` (15 in the paper).
+        latent_dropout: locked dropout on the ``K d`` latent (``dropoutl``, 0.29 on PTB);
+            one mask per sequence and latent dimension, shared over time.
+        chunk_size: positions processed at once (see the module docstring).
+        bias: the shared per-word bias ``b``.
+
+    Shapes:
+        hidden ``(..., d_h)``; a 3-d input is read as ``(T, B, d_h)`` for the locked mask.
+
+    Parameters:
+        dedicated ``d_h K d + K d`` (latent) ``+ d_h K`` (prior, no bias) ``+ V``.
+    """
+
+    kind = "mos"
+    options = ("n_experts", "latent_dropout", "chunk_size", "bias")
+
+    def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *, n_experts: int = 15,
+                 latent_dropout: float = 0.0, chunk_size: int | None = None,
+                 bias: bool = True) -> None:
+        super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=n_experts,
+                         latent_dropout=latent_dropout, shared_mask=False,
+                         chunk_size=chunk_size, cv_weight=0.0)
+        factory = {"device": self.embedding_weight.device, "dtype": self.embedding_weight.dtype}
+        self.latent = nn.Linear(d_hidden, n_experts * self.d_embedding, **factory)
+        self.prior = nn.Linear(d_hidden, n_experts, bias=False, **factory)
+
+    def components(self, features: Tensor | Features) -> tuple[Tensor, Tensor]:
+        h = self._hidden(features)
+        vectors = torch.tanh(self.latent(h)).unflatten(-1, (self.n_vectors, self.d_embedding))
+        return self._drop_vectors(vectors), self.prior(h).log_softmax(-1)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, n_experts={self.n_vectors}, "
+                f"latent_dropout={self.latent_dropout}, chunk_size={self.chunk_size}")
+
+
+class DOCHead(MixtureHead):
+    """Direct Output Connection: mixture components from several layers (Takase et al.,
+    2018, Eqs. 7-13).
+
+    .. math::
+
+        k_{j} = \\tanh(W_j h^{(n_j)} + b_j), \\quad
+        \\pi = \\operatorname{softmax}(W_\\pi h^{(N)}), \\quad
+        p = \\sum_{j=1}^{J} \\pi_j \\operatorname{softmax}(E k_j + b),
+
+    where ``vectors_per_layer[n] = i_n`` vectors come from layer ``n`` (layer 0: the
+    embedding, layer ``N``: the last), ``J = sum_n i_n``, and the prior is read from the
+    last layer. The paper writes ``k = W h`` (Eq. 11); drillbook follows the authors' code
+    and adds a bias and a tanh, which makes DOC with every vector from the last layer
+    exactly MoS. Training adds ``cv_weight * beta`` (Eq. 13), the squared coefficient of
+    variation of the summed mixture weights, through :meth:`regularizer`. ``beta`` comes
+    in two forms (:func:`coefficient_of_variation`): ``cv_form="authors"`` (default),
+    ``(J - 1) var(S) / mean(S)^2`` over the ``(B, J)`` per-sequence sums ``S`` as the
+    authors' code computes it, which produced the published numbers and with which
+    ``lambda_beta = 0.001`` was tuned; and ``cv_form="paper"``, ``std(B)^2 / avg(B)^2``
+    over the ``J`` batch totals of Eqs. 12-13, which is at least about ``J - 1`` times
+    smaller at the PTB shape, so the same ``cv_weight`` regularises far less.
+
+    Init (as the authors' code): the ``W_j`` ``nn.Linear``'s default weights, zero biases
+    ``b_j``; the prior has no bias; the per-word bias ``b`` is zero.
+
+    Args:
+        vocab_size: ``V``.
+        d_hidden: the last layer's size.
+        embedding: the encoder's input embedding ``(V, d)``.
+        vectors_per_layer: ``[i_0, i_1, ..., i_N]`` (PTB: ``[0, 0, 5, 15]``).
+        layer_sizes: sizes of ``features.layers`` (``[d, d_1, ..., d_N]``, ``d_N =
+            d_hidden``); filled in from the encoder by :func:`drillbook.models.build_model`.
+            Not needed when every vector comes from the last layer; the head then also
+            accepts a plain ``(..., d_hidden)`` tensor.
+        latent_dropout: locked dropout on the ``J`` vectors, ONE mask per sequence shared
+            over time and over all ``J`` vectors (0.6 on PTB).
+        cv_weight: ``lambda_beta`` (0.001 on PTB).
+        cv_form: ``"authors"`` (default) or ``"paper"``, the form of ``beta`` (above).
+        chunk_size, bias: as for :class:`MoSHead`.
+
+    Parameters:
+        dedicated ``sum_n i_n (d_n d + d)`` (the ``W_j``) ``+ d_N J`` (prior) ``+ V``.
+    """
+
+    kind = "doc"
+    options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight", "cv_form",
+               "chunk_size", "bias")
+    reads_layers = True
+
+    def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *,
+                 vectors_per_layer: Sequence[int] = (0, 0, 5, 15),
+                 layer_sizes: Sequence[int] | None = None, latent_dropout: float = 0.0,
+                 cv_weight: float = 0.001, cv_form: str = "authors",
+                 chunk_size: int | None = None, bias: bool = True) -> None:
+        counts = [int(i) for i in vectors_per_layer]
+        if any(i < 0 for i in counts):
+            raise ValueError(f"vectors_per_layer must be counts >= 0, got {counts}")
+        super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=sum(counts),
+                         latent_dropout=latent_dropout, shared_mask=True,
+                         chunk_size=chunk_size, cv_weight=cv_weight, cv_form=cv_form)
+        if layer_sizes is None:
+            if any(counts[:-1]):
+                raise ValueError("the doc head reads several layers: pass layer_sizes=[d_0, "
+                                 "..., d_N] (build_model fills it in from the encoder)")
+            layer_sizes = [0] * (len(counts) - 1) + [d_hidden]  # only the last is read
+        sizes = [int(s) for s in layer_sizes]
+        if len(sizes) != len(counts):
+            raise ValueError(f"vectors_per_layer has {len(counts)} entries but the encoder "
+                             f"has {len(sizes)} layers (embedding included): {sizes}")
+        if sizes[-1] != d_hidden:
+            raise ValueError(f"the last layer size {sizes[-1]} must equal d_hidden={d_hidden}")
+        self.vectors_per_layer, self.layer_sizes = counts, sizes
+        factory = {"device": self.embedding_weight.device, "dtype": self.embedding_weight.dtype}
+        self.projections = nn.ModuleDict({
+            str(n): nn.Linear(size, i * self.d_embedding, **factory)
+            for n, (i, size) in enumerate(zip(counts, sizes, strict=True)) if i > 0})
+        self.prior = nn.Linear(d_hidden, self.n_vectors, bias=False, **factory)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The authors' init: ``W_j`` and the prior keep ``nn.Linear``'s default weights,
+        the biases ``b_j`` of every projection (middle layers and the last) are zero, and
+        so is the per-word bias ``b``; the shared embedding is left alone."""
+        super().reset_parameters()
+        for proj in self.projections.values():
+            proj.reset_parameters()
+            nn.init.zeros_(proj.bias)
+        self.prior.reset_parameters()
+
+    def _layers(self, features: Tensor | Features) -> tuple[Tensor, ...]:
+        if not any(self.vectors_per_layer[:-1]):  # MoS-like: the last layer suffices
+            return (*[None] * (len(self.layer_sizes) - 1), self._hidden(features))
+        if not isinstance(features, Features) or len(features.layers) != len(self.layer_sizes):
+            raise ValueError(
+                f"the doc head needs Features with all {len(self.layer_sizes)} layer outputs "
+                f"(embedding first); got {type(features).__name__}"
+                + (f" with {len(features.layers)} layers"
+                   if isinstance(features, Features) else ""))
+        for n, (layer, size) in enumerate(zip(features.layers, self.layer_sizes, strict=True)):
+            if layer.shape[-1] != size:
+                raise ValueError(f"layer {n} has {layer.shape[-1]} features, expected {size}")
+        return features.layers
+
+    def components(self, features: Tensor | Features) -> tuple[Tensor, Tensor]:
+        hidden = self._hidden(features)
+        layers = self._layers(features)
+        # last layer first, so that vectors_per_layer = [0, ..., 0, K] orders like MoS
+        vectors = [torch.tanh(self.projections[str(n)](layers[n])).unflatten(
+                       -1, (self.vectors_per_layer[n], self.d_embedding))
+                   for n in reversed(range(len(layers))) if self.vectors_per_layer[n] > 0]
+        vectors = self._drop_vectors(torch.cat(vectors, dim=-2))
+        return vectors, self.prior(hidden).log_softmax(-1)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, vectors_per_layer={self.vectors_per_layer}, "
+                f"latent_dropout={self.latent_dropout}, cv_weight={self.cv_weight}, "
+                f"cv_form={self.cv_form!r}, chunk_size={self.chunk_size}")
+

@@ -1,0 +1,175 @@
+"""The two classic output layers: a full softmax and a tied softmax.
+
+Both are a single linear map followed by a softmax; they differ only in where the
+``V x d`` output matrix comes from.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import Features, OutputHead, SoftmaxFamilyHead
+
+__all__ = ["EmbeddingHead", "SoftmaxHead", "TiedHead", "embedding_weight"]
+
+
+class SoftmaxHead(SoftmaxFamilyHead):
+    """Untied softmax output layer (DRILL paper, Eq. 1).
+
+    .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(W^\\top h_t + b)
+
+    with ``W`` (stored as :attr:`weight`, shape ``(V, d_h)``) and ``b``
+    (:attr:`bias`, shape ``(V,)``) owned by the head, so the dedicated parameter count
+    is ``C_base = V (d_h + 1)``.
+
+    Args:
+        vocab_size: ``V``.
+        d_hidden: ``d_h``.
+        bias: learn the per-word bias ``b`` (default ``True``).
+
+    Shapes:
+        hidden ``(..., d_h)`` -> logits ``(..., V)``.
+    """
+
+    kind = "softmax"
+    options = ("bias",)
+
+    def __init__(self, vocab_size: int, d_hidden: int, *, bias: bool = True) -> None:
+        super().__init__(vocab_size, d_hidden)
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_hidden))
+        self.bias = nn.Parameter(torch.empty(vocab_size)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """AWD-LSTM's decoder init: ``W ~ U(-0.1, 0.1)``, ``b = 0``."""
+        nn.init.uniform_(self.weight, -0.1, 0.1)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def logits(self, features: Tensor | Features) -> Tensor:
+        return F.linear(self._hidden(features), self.weight, self.bias)
+
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        bias = None if self.bias is None else self.bias[ids]
+        return F.linear(self._hidden(features), self.weight[ids], bias)
+
+    def output_embeddings(self) -> Tensor:
+        return self.weight
+
+
+def embedding_weight(embedding: nn.Embedding | nn.Parameter | None, kind: str) -> nn.Parameter:
+    """The ``(V, d)`` weight of an input embedding, with a clear error when missing."""
+    if embedding is None:
+        raise ValueError(
+            f"the {kind!r} head shares the input embedding: pass embedding=<nn.Embedding(V, d)> "
+            f"(the encoder's word embedding) to build_head"
+        )
+    weight = embedding.weight if isinstance(embedding, nn.Module) else embedding
+    if not isinstance(weight, nn.Parameter) or weight.dim() != 2:
+        raise TypeError(
+            f"embedding must be an nn.Embedding or a 2-d nn.Parameter of shape (V, d), "
+            f"got {type(embedding).__name__}"
+        )
+    return weight
+
+
+class EmbeddingHead(OutputHead):
+    """Base of the heads that score words against the encoder's input embedding ``E``.
+
+    Not itself a softmax: single-softmax heads combine it with
+    :class:`~drillbook.heads.SoftmaxFamilyHead` (``class TiedHead(EmbeddingHead,
+    SoftmaxFamilyHead)``); the mixture heads use it alone.
+
+    Holds the shared ``E`` (``(V, d)``, registered here too so it moves with ``.to()``,
+    and reported by :meth:`shared_parameters` so that counts attribute it to the
+    embedding) and the head's own per-word bias ``b`` (zero-initialised).
+
+    Args:
+        vocab_size, d_hidden: as for every head.
+        embedding: the encoder's ``nn.Embedding(V, d)`` or its weight.
+        bias: learn ``b``.
+        need: ``"d_hidden"`` when the head needs ``d = d_hidden``; the ValueError then
+            also says why (``why``).
+    """
+
+    shares_embedding = True
+
+    def __init__(self, vocab_size: int, d_hidden: int,
+                 embedding: nn.Embedding | nn.Parameter | None, *, bias: bool,
+                 need: str | None = None, why: str = "") -> None:
+        super().__init__(vocab_size, d_hidden)
+        weight = embedding_weight(embedding, self.kind)
+        why = why or "pass the encoder's input embedding over the same vocabulary"
+        expected = (vocab_size, d_hidden if need == "d_hidden" else int(weight.shape[1]))
+        if tuple(weight.shape) != expected:
+            shown = f"({vocab_size}, {d_hidden})" if need == "d_hidden" else f"({vocab_size}, d)"
+            raise ValueError(
+                f"{self.kind} head needs an embedding of shape {shown}, got "
+                f"{tuple(weight.shape)}; {why}"
+            )
+        self.embedding_weight = weight
+        self.d_embedding = int(weight.shape[1])
+        self.bias = nn.Parameter(weight.new_zeros(vocab_size)) if bias else None
+
+    def reset_parameters(self) -> None:
+        """Zero the bias; the shared embedding belongs to the encoder and is left alone."""
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def shared_parameters(self) -> list[nn.Parameter]:
+        return [self.embedding_weight]
+
+
+class TiedHead(EmbeddingHead, SoftmaxFamilyHead):
+    """Softmax whose output matrix is the input embedding (DRILL paper, Eq. 2).
+
+    .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(E h_t + b)
+
+    (Inan et al., 2016; Press & Wolf, 2017). ``E in R^{V x d}`` is the encoder's word
+    embedding and is *shared*, so it must have ``d = d_h`` (AWD-LSTM sizes its last
+    layer to the embedding for this reason). The only dedicated parameters are the bias,
+    ``C_tied = V``; the papers round this to zero.
+
+    Args:
+        vocab_size: ``V``.
+        d_hidden: ``d_h``; must equal the embedding dimension.
+        embedding: the input ``nn.Embedding(V, d_h)`` (or its weight parameter).
+        bias: learn ``b`` (default ``True``).
+
+    Shapes:
+        hidden ``(..., d_h)`` -> logits ``(..., V)``.
+    """
+
+    kind = "tied"
+    options = ("bias",)
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_hidden: int,
+        embedding: nn.Embedding | nn.Parameter | None = None,
+        *,
+        bias: bool = True,
+    ) -> None:
+        super().__init__(vocab_size, d_hidden, embedding, bias=bias, need="d_hidden",
+                         why="size the encoder's last layer to the embedding dimension or "
+                             "use kind='bilinear'")
+
+    @property
+    def weight(self) -> Tensor:
+        """The output word matrix, ``(V, d_h)``: the input embedding itself."""
+        return self.embedding_weight
+
+    def logits(self, features: Tensor | Features) -> Tensor:
+        return F.linear(self._hidden(features), self.embedding_weight, self.bias)
+
+    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
+        bias = None if self.bias is None else self.bias[ids]
+        return F.linear(self._hidden(features), self.embedding_weight[ids], bias)
+
+    def output_embeddings(self) -> Tensor:
+        return self.embedding_weight
+
+

@@ -1,0 +1,22 @@
+"""Language-model encoders, all returning :class:`EncoderOutput` (last + per-layer outputs)."""
+
+from .awd_lstm import AWDLSTM
+from .base import Encoder, EncoderOutput, LanguageModel, eval_windows
+from .dropout import DropConnect, LockedDropout, embedding_dropout
+from .factory import ENCODERS, build_encoder, build_model
+from .transformer import TransformerLM
+
+__all__ = [
+    "AWDLSTM",
+    "ENCODERS",
+    "DropConnect",
+    "Encoder",
+    "EncoderOutput",
+    "LanguageModel",
+    "LockedDropout",
+    "TransformerLM",
+    "build_encoder",
+    "build_model",
+    "embedding_dropout",
+    "eval_windows",
+]

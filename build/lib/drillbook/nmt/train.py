@@ -1,0 +1,380 @@
+"""Train, evaluate and run a translation model; the run folder mirrors the LM trainer's.
+
+A run folder holds ``config.json``, ``log.jsonl`` (one line per epoch: losses, BLEU,
+seconds per step), ``last.pt`` (weights, optimiser, RNG, epoch and position: a stopped
+run resumes where it was) and ``best.pt`` (the weights with the best validation BLEU).
+Both checkpoints carry the vocabularies, so a run can translate on its own. The folder
+follows the rules of :mod:`drillbook.train.runs` (a lock, checks before any write,
+resumable ``train.lr``/``train.clip``, a log that matches the checkpoint, finite
+checkpoints only).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from ..errors import ConfigError
+from ..heads import HEADS, OutputHead
+from ..train.checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
+from ..train.runs import (
+    apply_learning_rate,
+    checkpoint_path,
+    diverged,
+    nonfinite_update,
+    open_run_folder,
+    read_run_config,
+)
+from .bleu import corpus_bleu
+from .config import NMTConfig
+from .data import NMTVocab, load_parallel, make_batches
+from .decode import beam_search, greedy_decode
+from .model import Seq2Seq
+
+__all__ = ["NMTTrainer", "load_nmt_run", "sampled_softmax_loss", "translate_pairs"]
+
+
+def check_negative_sampling(head: OutputHead | type[OutputHead]) -> None:
+    """Raise a ConfigError unless ``head`` (a head or a head class) scores each word with
+    one logit (``has_logits``), which is what sampled-softmax training samples from."""
+    if not head.has_logits:
+        with_logits = sorted(kind for kind, cls in HEADS.items() if cls.has_logits)
+        raise ConfigError(f"negative sampling scores a sample of the words with one softmax, "
+                          f"and the {head.kind!r} head has no per-word logits; unset "
+                          f"train.negative_sampling or use one of {with_logits}")
+
+
+def sampled_softmax_loss(head: OutputHead, features: Tensor, target: Tensor, *,
+                         percent: float, ignore_index: int, exclude: tuple[int, ...] = (),
+                         generator: torch.Generator | None = None) -> tuple[Tensor, int]:
+    """Cross-entropy over a sampled set of candidate words (joint-embedding paper §3.2).
+
+    The candidates are every distinct target word of the batch (all positives, always)
+    plus words drawn uniformly without replacement from the rest of the vocabulary, up
+    to ``percent`` % of ``V`` in total (more if the positives alone exceed that). Only
+    the candidates' scores are computed (``head.logits_subset``).
+
+    Returns:
+        the mean loss over the kept positions, and the number of candidates.
+
+    Raises:
+        ConfigError: a head without per-word logits (``has_logits`` false: MoS, DOC, vMF).
+    """
+    check_negative_sampling(head)
+    keep = target != ignore_index
+    flat_t = target[keep]
+    feats = features[keep]
+    positives, index = torch.unique(flat_t, return_inverse=True)
+    vocab = head.vocab_size
+    budget = max(int(vocab * percent / 100.0), positives.numel())
+    weights = torch.ones(vocab, device=target.device)
+    weights[positives] = 0.0
+    if exclude:
+        weights[list(exclude)] = 0.0
+    n_neg = min(budget - positives.numel(), int((weights > 0).sum()))
+    if n_neg > 0:
+        negatives = torch.multinomial(weights.cpu(), n_neg, replacement=False,
+                                      generator=generator).to(target.device)
+        candidates = torch.cat([positives, negatives])
+    else:
+        candidates = positives
+    logits = head.logits_subset(feats, candidates)
+    return torch.nn.functional.cross_entropy(logits, index), int(candidates.numel())
+
+
+class NMTTrainer:
+    """Train a :class:`~drillbook.nmt.config.NMTConfig` into a run folder.
+
+    Args:
+        config: the resolved config.
+        run_dir: the run folder.
+        device: default CUDA when available.
+        corpus: an already loaded :class:`~drillbook.nmt.data.ParallelCorpus`.
+        target_vectors: ``(words, vectors)`` pretrained target embeddings to use instead
+            of loading ``config.data.target_embeddings`` (tests, notebooks).
+        resume: continue from ``run_dir/last.pt``.
+        progress: tqdm bar (default: only on a terminal).
+
+    Like the language-model trainer, it holds the run folder's lock from construction
+    until :meth:`fit` returns (:meth:`close` gives it up earlier).
+    """
+
+    def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,
+                 corpus=None, target_vectors: tuple[list[str], Any] | None = None,
+                 resume: bool = False, progress: bool | None = None) -> None:
+        self.config, self.run_dir, self.progress = config, Path(run_dir), progress
+        head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
+        if head_cls is not None and config.train.negative_sampling is not None:
+            check_negative_sampling(head_cls)  # before anything is written or loaded
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.folder = open_run_folder(self.run_dir, config, resume)
+        self.folder.start(NMT_CHECKPOINT, self.device, restore=self._restore,
+                          build=lambda _: self._build(corpus, target_vectors))
+
+    def _build(self, corpus, target_vectors) -> None:
+        config = self.config
+        d, t = config.data, config.train
+        torch.manual_seed(t.seed)
+        self.corpus = corpus if corpus is not None else load_parallel(d.src, d.tgt,
+                                                                      download=True)
+        self.train_pairs = self.corpus.train[: d.max_train_pairs]
+        self.src_vocab = NMTVocab.build([s for s, _ in self.train_pairs], min_freq=d.min_freq)
+        self.tgt_vocab = NMTVocab.build([g for _, g in self.train_pairs], min_freq=d.min_freq)
+        options = dict(config.head.options)
+        head_cls = HEADS.get(config.head.kind)
+        if head_cls is not None and not head_cls.is_distribution:  # vMF: a frozen table
+            options["target_embeddings"] = self._target_table(target_vectors)
+        self.model = Seq2Seq(len(self.src_vocab), len(self.tgt_vocab),
+                             emb_size=config.model.emb_size, hidden=config.model.hidden,
+                             dec_layers=config.model.dec_layers, dropout=config.model.dropout,
+                             head=config.head.kind, head_options=options,
+                             input_from_targets=config.model.input_from_targets,
+                             pad_id=self.tgt_vocab.pad_id).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr)
+        self.sampler = torch.Generator().manual_seed(t.seed + 1)  # negative sampling
+        self.epoch, self.step, self.position = 1, 0, 0
+        self.best_bleu, self.elapsed = -math.inf, 0.0
+        self.epoch_loss, self.epoch_tokens, self.step_times = 0.0, 0, []
+        self.changes: list[dict[str, Any]] = []  # resumable values changed on resume
+
+    def close(self) -> None:
+        """Give up the run folder's lock now (:meth:`fit` takes it again)."""
+        self.folder.release()
+
+    # ------------------------------------------------------------- setup
+    def _target_table(self, target_vectors) -> Tensor:
+        from .embeddings import load_glove_50d, target_embeddings, train_word2vec
+
+        source = self.config.data.target_embeddings
+        if target_vectors is not None:
+            words, vectors = target_vectors
+        elif source == "glove-50d":
+            if self.config.data.tgt != "en":
+                raise ConfigError(f"GloVe-50d is English; the target language is "
+                                  f"{self.config.data.tgt!r}: use "
+                                  f"data.target_embeddings=word2vec")
+            words, vectors = load_glove_50d()
+        elif source == "word2vec":
+            words, vectors = train_word2vec([g for _, g in self.train_pairs], dim=100,
+                                            seed=self.config.train.seed, epochs=10,
+                                            min_count=1)
+        else:
+            raise ConfigError(f"a vmf head needs target word vectors: set "
+                              f"data.target_embeddings to 'glove-50d' or 'word2vec' (got "
+                              f"{source!r})")
+        table, self.coverage = target_embeddings(self.tgt_vocab, words, vectors)
+        return table
+
+    def _batches(self, epoch: int) -> list:
+        t = self.config.train
+        batches = make_batches(self.train_pairs, self.src_vocab, self.tgt_vocab,
+                               batch_size=t.batch_size, shuffle=True, seed=t.seed + epoch)
+        return batches[: t.max_batches_per_epoch]
+
+    # ------------------------------------------------------------- checkpoints
+    def _state(self) -> dict[str, Any]:
+        return {"format": NMT_CHECKPOINT, "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
+                "step": self.step, "position": self.position, "best_bleu": self.best_bleu,
+                "elapsed": self.elapsed, "rng_cpu": torch.get_rng_state(),
+                "rng_sampler": self.sampler.get_state(),
+                "epoch_acc": [self.epoch_loss, self.epoch_tokens],
+                "src_vocab": self.src_vocab.state_dict(),
+                "tgt_vocab": self.tgt_vocab.state_dict(), "changes": self.changes}
+
+    def _restore(self, state: dict[str, Any]) -> int:
+        """Continue from a ``last.pt``; returns the epoch in progress."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        apply_learning_rate(self.optimizer, self.config.train.lr)  # may change on resume
+        self.epoch, self.step, self.position = state["epoch"], state["step"], state["position"]
+        self.best_bleu, self.elapsed = state["best_bleu"], state["elapsed"]
+        torch.set_rng_state(state["rng_cpu"].cpu())
+        self.sampler.set_state(state["rng_sampler"].cpu())
+        self.epoch_loss, self.epoch_tokens = state["epoch_acc"]
+        self.changes = self.folder.change_history(state.get("changes", []), self.epoch,
+                                                  self.step)
+        return self.epoch
+
+    def save(self) -> Path:
+        return self.folder.save_last(self._state())
+
+    # ------------------------------------------------------------- training
+    def _loss(self, batch) -> Tensor:
+        t = self.config.train
+        src, lengths = batch.src.to(self.device), batch.src_lengths.to(self.device)
+        tgt_in, tgt_out = batch.tgt_in.to(self.device), batch.tgt_out.to(self.device)
+        if t.negative_sampling is None:
+            return self.model.loss(src, lengths, tgt_in, tgt_out)
+        features = self.model(src, lengths, tgt_in)
+        loss, _ = sampled_softmax_loss(
+            self.model.head, features, tgt_out, percent=t.negative_sampling,
+            ignore_index=self.tgt_vocab.pad_id,
+            exclude=(self.tgt_vocab.pad_id, self.tgt_vocab.bos_id),
+            generator=self.sampler)
+        return loss
+
+    def fit(self, max_epochs: int | None = None, max_minutes: float | None = None) -> dict:
+        """Train to ``train.epochs`` (or the limits given); returns the last log record.
+
+        Raises:
+            TrainingDiverged: a non-finite loss, or non-finite weights after a step;
+                ``last.pt`` keeps the last finite state.
+        """
+        self.folder.acquire()
+        try:
+            return self._fit(max_epochs, max_minutes)
+        finally:
+            self.folder.release()
+
+    def _fit(self, max_epochs: int | None, max_minutes: float | None) -> dict:
+        t = self.config.train
+        start, started = time.monotonic(), self.elapsed
+        last_ckpt = start
+        final = t.epochs if max_epochs is None else min(t.epochs, max_epochs)
+        record: dict = {}
+        while self.epoch <= final:
+            batches = self._batches(self.epoch)
+            bar = tqdm(total=len(batches), initial=self.position, desc=f"epoch {self.epoch}",
+                       disable=None if self.progress is None else not self.progress,
+                       leave=False)
+            self.model.train()
+            while self.position < len(batches):
+                batch = batches[self.position]
+                tic = time.perf_counter()
+                loss = self._loss(batch)
+                value = loss.item()
+                if not math.isfinite(value):
+                    raise self._diverged(f"the loss became {value}")
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if t.clip:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
+                self.optimizer.step()
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize()
+                self.step_times.append(time.perf_counter() - tic)
+                bad = nonfinite_update(self.model)
+                if bad:  # stop before a checkpoint could save them
+                    raise self._diverged(bad)
+                self.step += 1
+                self.position += 1
+                tokens = int((batch.tgt_out != self.tgt_vocab.pad_id).sum())
+                self.epoch_loss += value * tokens
+                self.epoch_tokens += tokens
+                bar.update(1)
+                now = time.monotonic()
+                self.elapsed = started + now - start
+                out_of_time = max_minutes is not None and now - start >= 60 * max_minutes
+                if out_of_time or now - last_ckpt >= 60 * t.checkpoint_minutes or (
+                        t.checkpoint_steps and self.step % t.checkpoint_steps == 0):
+                    self.save()
+                    last_ckpt = now
+                if out_of_time:
+                    bar.close()
+                    return {"reason": "budget", "epoch": self.epoch - 1}
+            bar.close()
+            record = self._end_epoch()
+            self.epoch += 1
+            self.position, self.epoch_loss, self.epoch_tokens = 0, 0.0, 0
+            self.step_times = []
+            self.save()
+            last_ckpt = time.monotonic()
+        return record
+
+    def _diverged(self, what: str):
+        return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
+                        folder=self.folder)
+
+    def _end_epoch(self) -> dict:
+        t = self.config.train
+        valid = self.corpus.valid[: t.max_eval_pairs]
+        val_loss = self.validation_loss(valid)
+        bleu = self.bleu(valid)
+        if bleu > self.best_bleu:
+            self.best_bleu = bleu
+            self.folder.save_best({"format": NMT_WEIGHTS, "model": self.model.state_dict(),
+                                   "epoch": self.epoch, "val_bleu": bleu,
+                                   "src_vocab": self.src_vocab.state_dict(),
+                                   "tgt_vocab": self.tgt_vocab.state_dict()})
+        record = {"epoch": self.epoch, "step": self.step,
+                  "train_loss": self.epoch_loss / max(self.epoch_tokens, 1),
+                  "val_loss": val_loss, "val_bleu": bleu, "best_val_bleu": self.best_bleu,
+                  "seconds_per_step": statistics.median(self.step_times)
+                  if self.step_times else None, "elapsed_seconds": self.elapsed,
+                  "tokens": self.epoch_tokens, "lr": t.lr, "clip": t.clip}
+        self.folder.append_log(record)
+        return record
+
+    # ------------------------------------------------------------- evaluation
+    @torch.no_grad()
+    def validation_loss(self, pairs) -> float:
+        """Mean loss per target token (the head's own loss: NLL or the vMF loss)."""
+        self.model.eval()
+        total, count = 0.0, 0
+        for batch in make_batches(pairs, self.src_vocab, self.tgt_vocab,
+                                  batch_size=self.config.train.batch_size, shuffle=False):
+            loss = self.model.loss(batch.src.to(self.device), batch.src_lengths.to(self.device),
+                                   batch.tgt_in.to(self.device), batch.tgt_out.to(self.device))
+            tokens = int((batch.tgt_out != self.tgt_vocab.pad_id).sum())
+            total += loss.item() * tokens
+            count += tokens
+        return total / max(count, 1)
+
+    def bleu(self, pairs, beam: int = 1) -> float:
+        hyps = translate_pairs(self.model, pairs, self.src_vocab, self.tgt_vocab, beam=beam,
+                               max_len=self.config.train.max_len, device=self.device)
+        return corpus_bleu(hyps, [tgt for _, tgt in pairs])
+
+
+@torch.no_grad()
+def translate_pairs(model: Seq2Seq, pairs, src_vocab: NMTVocab, tgt_vocab: NMTVocab, *,
+                    beam: int = 1, max_len: int = 60, batch_size: int = 64,
+                    device: torch.device | str = "cpu") -> list[list[str]]:
+    """Translate the source side of ``pairs``, in order (a target side may be empty)."""
+    pairs = [(src, tgt or ["."]) for src, tgt in pairs]
+    out: list[list[str]] = [[] for _ in pairs]
+    decode = dict(bos=tgt_vocab.bos_id, eos=tgt_vocab.eos_id, max_len=max_len)
+    for batch in make_batches(pairs, src_vocab, tgt_vocab, batch_size=batch_size,
+                              shuffle=False):
+        src, lengths = batch.src.to(device), batch.src_lengths.to(device)
+        ids = (greedy_decode(model, src, lengths, **decode) if beam == 1
+               else beam_search(model, src, lengths, beam=beam, **decode))
+        for i, hyp in zip(batch.pair_ids.tolist(), ids, strict=True):
+            out[i] = tgt_vocab.decode(hyp)
+    return out
+
+
+def load_nmt_run(run_dir: str | Path, *, which: str = "best", device: str | None = None
+                 ) -> tuple[NMTConfig, Seq2Seq, NMTVocab, NMTVocab]:
+    """Rebuild a trained translation model and its vocabularies from a run folder.
+
+    Raises:
+        RunFolderError: no or an invalid ``config.json``.
+        CheckpointError: the checkpoint is missing, unreadable, or not a translation one.
+    """
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir, NMTConfig)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    path = checkpoint_path(run_dir, which)
+    state = load_checkpoint(path, device, formats=(NMT_WEIGHTS, NMT_CHECKPOINT))
+    src_vocab = NMTVocab.from_state_dict(state["src_vocab"])
+    tgt_vocab = NMTVocab.from_state_dict(state["tgt_vocab"])
+    options = dict(config.head.options)
+    head_cls = HEADS.get(config.head.kind)
+    if head_cls is not None and not head_cls.is_distribution:  # its table: in the checkpoint
+        options["target_embeddings"] = state["model"]["head.target_embeddings"]
+    model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_size=config.model.emb_size,
+                    hidden=config.model.hidden, dec_layers=config.model.dec_layers,
+                    dropout=config.model.dropout, head=config.head.kind, head_options=options,
+                    input_from_targets=config.model.input_from_targets,
+                    pad_id=tgt_vocab.pad_id).to(device)
+    model.load_state_dict(state["model"])
+    return config, model.eval(), src_vocab, tgt_vocab

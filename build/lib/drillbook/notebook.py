@@ -1,0 +1,97 @@
+"""What every chapter notebook runs first: device, profile, seeds, figure style.
+
+>>> from drillbook.notebook import setup
+>>> nb = setup(seed=0)               # doctest: +SKIP
+drillbook 0.1.0 | torch 2.x | device cpu | profile small (auto (cpu)) | seed 0
+>>> n_steps = nb.pick(small=200, t4=1000, full=2000)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from . import __version__
+from .runtime import Profile, resolve_device, resolve_profile, seed_everything
+
+__all__ = ["Session", "in_colab", "setup", "show_source"]
+
+
+def in_colab() -> bool:
+    """True inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+@dataclass(frozen=True)
+class Session:
+    """The choices a notebook made at its top.
+
+    Attributes:
+        device: where tensors go.
+        profile: experiment size (see :mod:`drillbook.runtime`).
+        seed: the seed every generator was reset to.
+    """
+
+    device: torch.device
+    profile: Profile
+    seed: int
+
+    def pick(self, *, small, full, t4=None):
+        """Shorthand for ``self.profile.pick(small=..., full=..., t4=...)``: ``t4`` is
+        optional and falls back to ``full``."""
+        return self.profile.pick(small=small, full=full, t4=t4)
+
+
+def _figure_style() -> None:
+    try:
+        import matplotlib as mpl
+        import seaborn as sns
+    except ImportError:  # plotting extras not installed: leave matplotlib alone
+        return
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+    mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "figure.figsize": (6.4, 4.0),
+                         "axes.titleweight": "bold"})
+
+
+def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool = False,
+          profile: str = "auto") -> Session:
+    """Pick the device and profile, seed every generator, set the figure style.
+
+    Args:
+        seed: seed for Python, numpy and torch.
+        device: override the automatic choice (CUDA, then MPS, then CPU); checked with
+            :func:`~drillbook.runtime.resolve_device` (a DeviceError if this machine
+            lacks it).
+        quiet: do not print the one-line summary.
+        profile: ``small``, ``t4``, ``full``, or ``auto`` (the default), which defers to
+            ``DRILLBOOK_PROFILE`` and then to the device (see :mod:`drillbook.runtime`).
+            A chapter's Colab form field passes it.
+
+    Raises:
+        DeviceError: see ``device``.
+        ConfigError: ``profile`` (or ``DRILLBOOK_PROFILE``) is not a profile.
+    """
+    dev = resolve_device(device)
+    chosen = resolve_profile(dev, name=profile)
+    seed_everything(seed)
+    _figure_style()
+    if not quiet:
+        print(f"drillbook {__version__} | torch {torch.__version__.split('+')[0]} | "
+              f"device {dev.type} | profile {chosen.name} ({chosen.source}) | seed {seed}")
+    return Session(device=dev, profile=chosen, seed=seed)
+
+
+def show_source(obj) -> None:
+    """Display the source of a package function or class, highlighted.
+
+    Chapters use it to put an equation next to the code that implements it, without
+    copying the code into the notebook.
+    """
+    import inspect
+    import textwrap
+
+    from IPython.display import Code, display
+
+    display(Code(textwrap.dedent(inspect.getsource(obj)), language="python"))

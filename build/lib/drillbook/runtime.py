@@ -1,0 +1,182 @@
+"""Seeds, devices and the CPU/GPU profile switch: explicit, no hidden global state.
+
+The *profile* decides how big an experiment a notebook or ``tutorial/`` config runs:
+
+* ``small``: sized so a whole chapter runs on a laptop CPU (and in CI) in a few minutes;
+* ``t4``: a free Colab T4 (15 GB of memory, no bfloat16, slow float64): GPU sizes that fit
+  in that memory and finish a chapter in about a quarter of an hour;
+* ``full``: the sizes meant for a GPU with bfloat16 and 20 GiB or more (an L4, A100, H100).
+
+A notebook states its sizes with :meth:`Profile.pick`, ``pick(small=..., full=...,
+t4=...)``; a cell that gives no ``t4`` value runs its ``full`` value on a T4.
+
+The profile is chosen, in this order, by an explicit name (``setup(profile="t4")`` in a
+notebook, which a Colab form field fills in), the environment variable
+:data:`PROFILE_ENV` (``DRILLBOOK_PROFILE``), or automatically. Each of them may say
+``auto``, which defers to the next; ``auto`` itself picks ``small`` off CUDA, ``t4`` on a
+CUDA device with less than :data:`T4_MEMORY_GIB` GiB of memory or without bfloat16 (compute
+capability below 8.0), and ``full`` on any other CUDA device.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import ConfigError, DeviceError
+
+__all__ = [
+    "PROFILES",
+    "PROFILE_ENV",
+    "T4_MEMORY_GIB",
+    "Profile",
+    "default_device",
+    "resolve_device",
+    "resolve_profile",
+    "seed_everything",
+]
+
+PROFILE_ENV = "DRILLBOOK_PROFILE"
+#: the profiles, smallest first
+PROFILES = ("small", "t4", "full")
+#: ``auto`` chooses ``t4`` on a CUDA device with less memory than this (GiB)
+T4_MEMORY_GIB = 20
+
+
+def default_device() -> torch.device:
+    """CUDA if available, else Apple MPS if available, else CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if _mps_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return mps is not None and mps.is_available()
+
+
+def resolve_device(name: str | torch.device | None) -> torch.device:
+    """The device a ``--device`` value names, checked against this machine.
+
+    ``None`` gives :func:`default_device`. Otherwise ``cpu``, ``cuda``, ``cuda:N`` or
+    ``mps``, each only if this machine has it.
+
+    Raises:
+        DeviceError: a name that is not a device (``"nonsense"``), a kind drillbook does not
+            run on (``"meta"``), or a device this machine lacks (``"cuda"`` without a GPU
+            or with a CPU-only torch, ``"cuda:3"`` on a machine with one GPU, ``"mps"``
+            off Apple silicon); the one-line message says which and what to use instead.
+    """
+    if name is None:
+        return default_device()
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):  # torch's message for a bad device string
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        raise DeviceError(f"unknown device {str(name)!r}; use cpu, cuda, cuda:N or mps")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = (f"torch {torch.__version__} was built without CUDA"
+                   if torch.version.cuda is None else "no GPU found")
+            raise DeviceError(f"device {str(name)!r}: CUDA is not available on this machine "
+                              f"({why}); use cpu")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise DeviceError(f"device {str(name)!r}: this machine has {count} CUDA "
+                              f"device(s), cuda:0 to cuda:{count - 1}; use one of them")
+    if device.type == "mps" and not _mps_available():
+        raise DeviceError(f"device {str(name)!r}: Apple's MPS backend is not available on "
+                          f"this machine; use cpu")
+    return device
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python's, numpy's and torch's (CPU and CUDA) generators.
+
+    Notebooks call this once at the top; library code takes explicit generators
+    instead. Returns a fresh ``torch.Generator`` seeded with ``seed`` for code that
+    wants a private stream.
+    """
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002 - seeding the legacy global is the point
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    return torch.Generator().manual_seed(seed)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The chosen experiment size.
+
+    Attributes:
+        name: ``"small"``, ``"t4"`` or ``"full"``.
+        source: how it was chosen (an argument, the environment variable, or automatic).
+    """
+
+    name: str
+    source: str
+
+    @property
+    def small(self) -> bool:
+        return self.name == "small"
+
+    def pick(self, *, small: Any, full: Any, t4: Any = None) -> Any:
+        """Return the value given for this profile.
+
+        ``t4`` is optional: a cell that gives none (or ``None``) runs its ``full`` value in
+        the ``t4`` profile, so only the sizes that do not fit a T4 need a third value.
+        """
+        if self.name == "small":
+            return small
+        if self.name == "t4" and t4 is not None:
+            return t4
+        return full
+
+
+def _auto_profile(device: torch.device) -> Profile:
+    """``small`` off CUDA; on CUDA ``t4`` for a small or pre-Ampere GPU, else ``full``."""
+    if device.type != "cuda":
+        return Profile("small", f"auto ({device.type})")
+    props = torch.cuda.get_device_properties(device)
+    gib = props.total_memory / 2**30
+    what = f"{gib:.0f} GiB, compute capability {props.major}.{props.minor}"
+    small_gpu = gib < T4_MEMORY_GIB or props.major < 8  # bfloat16 needs 8.0 (Ampere)
+    return Profile("t4" if small_gpu else "full", f"auto (cuda: {what})")
+
+
+def resolve_profile(device: str | torch.device | None = None, env: dict | None = None,
+                    name: str | None = None) -> Profile:
+    """The profile ``name`` asks for; ``auto`` (or ``None``) defers to :data:`PROFILE_ENV`,
+    whose ``auto`` (or absence) picks by ``device`` (see the module docstring).
+
+    Args:
+        device: the device the notebook runs on (default :func:`default_device`).
+        env: the environment to read (default ``os.environ``).
+        name: an explicit choice (``small``, ``t4``, ``full`` or ``auto``); it wins over the
+            environment variable.
+
+    Raises:
+        ConfigError: ``name`` or the variable holds anything else; the message lists the
+            choices.
+    """
+    choices = [*PROFILES, "auto"]
+    if name is not None:
+        raw = name.strip().lower() or "auto"
+        if raw not in choices:
+            raise ConfigError(f"profile {name!r} is not a profile; use one of {choices}")
+        if raw != "auto":
+            return Profile(raw, "requested")
+    env = os.environ if env is None else env
+    raw = env.get(PROFILE_ENV, "auto").strip().lower() or "auto"
+    if raw in PROFILES:
+        return Profile(raw, f"{PROFILE_ENV}={raw}")
+    if raw != "auto":
+        raise ConfigError(f"{PROFILE_ENV}={raw!r} is not a profile; use one of {choices}")
+    return _auto_profile(default_device() if device is None else torch.device(device))

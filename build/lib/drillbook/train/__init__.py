@@ -1,0 +1,30 @@
+"""Training: the AWD-LSTM recipe (NT-ASGD, AR/TAR, clipping), atomic resumable checkpoints."""
+
+from .checkpoint import load_checkpoint, save_atomic
+from .lm import (
+    MAX_LOSS,
+    RunStatus,
+    Trainer,
+    TrainingDiverged,
+    evaluate,
+    finetune,
+    load_run,
+    perplexity,
+    read_log,
+    training_loss,
+)
+
+__all__ = [
+    "MAX_LOSS",
+    "RunStatus",
+    "Trainer",
+    "TrainingDiverged",
+    "evaluate",
+    "finetune",
+    "load_checkpoint",
+    "load_run",
+    "perplexity",
+    "read_log",
+    "save_atomic",
+    "training_loss",
+]

@@ -1,0 +1,145 @@
+"""Checkpoints that are never half-written and load with ``weights_only=True``.
+
+Everything saved is tensors, numbers, strings, lists and dicts (no pickled modules, which
+is what breaks the papers' own checkpoints on today's PyTorch). Writes go to a temporary
+file ``.<name>.<pid>.tmp`` in the same folder, are flushed to disk, and are renamed over
+the target in one atomic step: a run killed mid-write leaves the previous checkpoint
+intact (and a temporary file that the next trainer opening the folder removes), and a
+write that fails (disk full) leaves the previous checkpoint and no temporary file.
+
+Every checkpoint names its kind under ``"format"`` (:data:`FORMATS`), so a weights-only
+``best.pt`` copied over a ``last.pt`` is refused by name rather than failing on a
+missing key.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import zipfile
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import CheckpointError, MissingFileError
+
+__all__ = ["FORMATS", "LM_CHECKPOINT", "LM_WEIGHTS", "NMT_CHECKPOINT", "NMT_WEIGHTS",
+           "load_checkpoint", "save_atomic"]
+
+LM_CHECKPOINT = "drillbook-lm-checkpoint/1"
+LM_WEIGHTS = "drillbook-lm-weights/1"
+NMT_CHECKPOINT = "drillbook-nmt-checkpoint/1"
+NMT_WEIGHTS = "drillbook-nmt-weights/1"
+
+#: ``"format"`` value -> what such a file is, in words (for error messages)
+FORMATS = {
+    LM_CHECKPOINT: "a resumable language-model checkpoint (last.pt)",
+    LM_WEIGHTS: "a weights-only language-model file (best.pt)",
+    NMT_CHECKPOINT: "a resumable translation checkpoint (last.pt)",
+    NMT_WEIGHTS: "a weights-only translation file (best.pt)",
+}
+
+_NO_SPACE = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))  # disk full, quota
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def _write_failure(path: Path, err: OSError) -> str:
+    """One line: what failed, that the previous checkpoint is kept, and the fix."""
+    kept = (f"the previous {path.name} is kept" if path.exists()
+            else f"no {path.name} was written")
+    if err.errno in _NO_SPACE:
+        try:
+            free = f"{_megabytes(shutil.disk_usage(path.parent).free)} free"
+        except OSError:
+            free = "free space unknown"
+        need = (f"; a checkpoint takes about {_megabytes(path.stat().st_size)}"
+                if path.exists() else "")
+        return (f"could not write {path}: no space left on its disk ({free}{need}); {kept}. "
+                f"Free some space (or train into a folder on another disk) and resume the "
+                f"run (--resume).")
+    return (f"could not write {path} ({err.strerror or err}); {kept}. Make "
+            f"{path.parent} writable and resume the run (--resume).")
+
+
+def save_atomic(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` to ``path`` via a temporary file and an atomic rename.
+
+    Raises:
+        CheckpointError: the file could not be written (disk full, no permission); the
+            previous file at ``path`` is untouched and the temporary file removed.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise CheckpointError(_write_failure(path, err)) from err
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _unreadable_reason(path: Path, err: Exception) -> str:
+    """A short reason why ``torch.load`` failed, without its ``weights_only`` advice
+    (which is wrong for a corrupt file, and unsafe for one of unknown origin)."""
+    size = path.stat().st_size
+    if size == 0:
+        return "empty file"
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"PK\x03\x04":  # torch.save writes a zip archive
+        return f"not a PyTorch zip archive, {size:,} bytes"
+    if not zipfile.is_zipfile(path):
+        return f"incomplete zip archive, {size:,} bytes"
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if "weights only" in first.lower() or "weights_only" in first:
+        return "it holds pickled objects, not only tensors and numbers: not saved by drillbook"
+    return first.split(". ")[0]
+
+
+def load_checkpoint(path: str | Path, map_location: Any = "cpu", *,
+                    formats: Collection[str] | None = None,
+                    fix: str = "restore a good copy, or delete it and train the run again"
+                    ) -> dict[str, Any]:
+    """Load a drillbook checkpoint safely (``weights_only=True``).
+
+    Args:
+        path: the file.
+        map_location: as for :func:`torch.load`.
+        formats: the kinds (:data:`FORMATS` keys) the caller can use; None accepts any
+            drillbook checkpoint.
+        fix: the advice that ends the message when the file is unreadable or of another
+            kind.
+
+    Raises:
+        MissingFileError: no such file.
+        CheckpointError: the file is corrupt or truncated; it is not a drillbook
+            checkpoint or not one of ``formats``. The one-line message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError(f"no checkpoint at {path}; {fix}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # corrupted, truncated, or not ours
+        raise CheckpointError(f"{path} is not a readable drillbook checkpoint (corrupt or "
+                              f"truncated: {_unreadable_reason(path, err)}); {fix}") from err
+    kind = state.get("format") if isinstance(state, dict) else None
+    if kind not in FORMATS:
+        raise CheckpointError(f"{path} is not a drillbook checkpoint (format "
+                              f"{kind!r}); {fix}")
+    if formats is not None and kind not in formats:
+        wanted = " or ".join(FORMATS[f] for f in formats)
+        raise CheckpointError(f"{path} is {FORMATS[kind]}, not {wanted}; {fix}")
+    return state

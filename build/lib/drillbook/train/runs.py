@@ -1,0 +1,468 @@
+"""The run-folder rules both trainers (language models, translation) follow.
+
+A run folder holds ``config.json``, ``log.jsonl`` (one record per completed epoch),
+``last.pt`` (the resumable checkpoint), ``best.pt`` (the best weights) and ``.lock``.
+
+* **One trainer at a time.** A trainer holds an exclusive lock on ``.lock`` (``flock``;
+  the file holds the holder's pid) from its construction until its ``fit()`` returns
+  (a later ``fit()`` takes it again). A second trainer on the folder, in this process
+  or another, fails at once with :class:`~drillbook.errors.RunFolderError` naming the
+  holder. The operating system drops the lock when a process dies, so a killed run
+  never blocks the next one.
+* **Nothing is overwritten by accident.** A new run refuses a folder that holds a
+  ``last.pt``; a resumed run must use the same config up to
+  :attr:`SectionedConfig.RESUMABLE_CHANGES` (``train.epochs``, the checkpoint and log
+  cadence, ``train.lr`` and ``train.clip``): lowering the step size is how a diverged run
+  goes on from its last checkpoint.
+* **Nothing is written before every check has passed** (config valid, folder free,
+  checkpoint readable and of the right kind, model built). A resumed run rewrites
+  ``config.json`` only when a resumable value really changed.
+* **The log matches the checkpoint.** On resume, ``log.jsonl`` keeps the records of the
+  epochs completed before the checkpoint (a run killed between writing an epoch's record
+  and its checkpoint would otherwise log that epoch twice). Temporary files left by a
+  killed writer (``.last.pt.<pid>.tmp``) are removed when the folder is opened.
+* **Checkpoints hold finite weights only**: the trainers check the loss and the
+  parameters after every step and stop with :class:`~drillbook.errors.TrainingDiverged`
+  (:func:`diverged`) before anything non-finite is saved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..configs.schema import SectionedConfig
+from ..errors import (
+    ConfigError,
+    MissingFileError,
+    RunFolderError,
+    RunFolderExistsError,
+    TrainingDiverged,
+)
+from .checkpoint import load_checkpoint, save_atomic
+
+__all__ = ["BEST", "CONFIG", "LAST", "LOCK", "LOG", "RunFolder", "RunLock",
+           "apply_learning_rate", "checkpoint_path", "diverged", "nonfinite_update",
+           "open_run_folder", "read_log", "read_run_config", "read_run_dict"]
+
+LAST, BEST, CONFIG, LOG, LOCK = "last.pt", "best.pt", "config.json", "log.jsonl", ".lock"
+
+
+# ---------------------------------------------------------------------------- lock
+def _lock_fd(fd: int) -> bool:
+    """Take an exclusive, non-blocking lock on ``fd``; False when another holds it."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+class RunLock:
+    """An exclusive lock on ``<folder>/.lock``, released by :meth:`release`, when this
+    object is collected, or by the operating system when the process ends.
+
+    ``flock`` locks belong to an open file, so a second :class:`RunLock` on the same
+    folder conflicts even within one process.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK
+        self._fd: int | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock (no-op if held).
+
+        Raises:
+            RunFolderError: another trainer holds it (the message names its pid).
+        """
+        if self._fd is not None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            locked = _lock_fd(fd)
+        except OSError as err:  # a filesystem without locks (some network mounts)
+            warnings.warn(f"cannot lock {self.path} ({err.strerror}): nothing stops a "
+                          f"second trainer from writing into {self.folder}", stacklevel=3)
+            locked = True
+        if not locked:
+            try:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            except OSError:  # Windows: the locked byte cannot be read either
+                holder = "unknown"
+            os.close(fd)
+            who = ("another trainer in this process (finish its fit() or call its "
+                   "close())" if holder == str(os.getpid())
+                   else f"another training process (pid {holder})")
+            raise RunFolderError(f"{self.folder} is in use by {who}; wait for it to "
+                                 f"finish or stop it, or train into another --out folder")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for the message above
+        self._fd = fd
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    def release(self) -> None:
+        """Give the lock up (no-op if not held); the ``.lock`` file stays."""
+        if self._finalizer is not None:
+            self._finalizer()  # closing the file drops the lock
+        self._fd, self._finalizer = None, None
+
+
+# ------------------------------------------------------------- config and log
+_CONFIG_FIX = ("restore the file the run was trained with (a language model's best.pt keeps "
+               "a copy under 'config'), or train into a new --out folder")
+
+
+def read_run_dict(run_dir: str | Path) -> dict[str, Any]:
+    """The raw ``run_dir/config.json`` (a JSON object), for a caller that must look at it
+    before it knows which config class it holds (a language model or a translation run).
+
+    Raises:
+        MissingFileError: no such file.
+        RunFolderError: a file that is not a JSON object (the message names the file).
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / CONFIG
+    if not path.is_file():
+        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
+                               f"train one with `drillbook train CONFIG --out {run_dir}`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunFolderError(f"{path} is not a readable run config ({err}); "
+                             f"{_CONFIG_FIX}") from err
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path} holds a JSON {type(data).__name__}, not a run config; "
+                             f"{_CONFIG_FIX}")
+    return data
+
+
+def read_run_config(run_dir: str | Path, cls: type[SectionedConfig]):
+    """The validated config in ``run_dir/config.json`` (see :func:`read_run_dict`).
+
+    Raises:
+        MissingFileError: no such file.
+        RunFolderError: a file that is not a valid ``cls`` config (the message names the
+            file and what is wrong with it).
+    """
+    data = read_run_dict(run_dir)
+    try:
+        return cls.from_dict(data)
+    except ConfigError as err:
+        raise RunFolderError(f"{Path(run_dir) / CONFIG} does not hold a valid config "
+                             f"({err}); {_CONFIG_FIX}") from err
+
+
+def _records(path: Path) -> list[tuple[int, str, Any]]:
+    """``(line number, line, parsed record or None)`` for each non-blank line."""
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                out.append((i, line, json.loads(line)))
+            except json.JSONDecodeError:
+                out.append((i, line, None))
+    return out
+
+
+def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The per-epoch records of a run (``log.jsonl``), oldest first.
+
+    Raises:
+        MissingFileError: no log.
+        RunFolderError: a line that is not a JSON record (named by number).
+    """
+    path = Path(run_dir) / LOG
+    if not path.is_file():
+        raise MissingFileError(f"no training log at {path}: the run has not finished an "
+                             f"epoch yet (or {Path(run_dir)} is not a run folder)")
+    records = []
+    for i, _, record in _records(path):
+        if not isinstance(record, dict):
+            raise RunFolderError(f"{path} line {i} is not a JSON record; delete that line "
+                                 f"(resuming the run rewrites the log from its checkpoint)")
+        records.append(record)
+    return records
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as err:
+        raise RunFolderError(f"could not write {path} ({err.strerror or err}); free space "
+                             f"or make {path.parent} writable, then resume the run") from err
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "paper":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# ------------------------------------------------------------------ the folder
+class RunFolder:
+    """A run folder opened by a trainer: validated, locked and checked.
+
+    Use :func:`open_run_folder`; the trainer then calls :meth:`start` (checkpoint,
+    build, restore, then the first write). All later writes go through
+    :meth:`save_last`, :meth:`save_best` and :meth:`append_log`.
+
+    Attributes:
+        path: the folder.
+        resume: whether the run continues from ``last.pt``.
+        changes: ``{"train.lr": [old, new], ...}``: the resumable values this resume
+            changes (empty for a new run).
+        saved_step: the step ``last.pt`` holds, or None while there is none.
+    """
+
+    def __init__(self, path: str | Path, config: SectionedConfig, resume: bool) -> None:
+        self.path, self.config, self.resume = Path(path), config.validate(), resume
+        self.last = self.path / LAST
+        self.changes: dict[str, list[Any]] = {}
+        self.saved_step: int | None = None
+        self._stamp: tuple[int, int] | None = None
+        self._saved: SectionedConfig | None = None  # config.json of a resumed run
+        if resume and not self.last.exists():  # before the lock creates the folder
+            raise MissingFileError(f"cannot resume: {self.path} has no checkpoint ({LAST}); "
+                                 f"start the run without --resume")
+        self._lock = RunLock(self.path)
+        self._lock.acquire()
+        try:
+            self._check()
+        except BaseException:
+            self._lock.release()
+            raise
+        for tmp in self.path.glob(".*.tmp"):  # left by a killed writer: we hold the lock
+            tmp.unlink(missing_ok=True)
+
+    def _check(self) -> None:
+        if not self.resume:
+            if self.last.exists():
+                raise RunFolderExistsError(f"{self.path} already holds a run ({LAST}); pass "
+                                     f"--resume to continue it or choose another --out "
+                                     f"folder")
+            return
+        saved = read_run_config(self.path, type(self.config))
+        old, new = _flat(saved.to_dict()), _flat(self.config.to_dict())
+        if saved.resume_key() != self.config.resume_key():
+            resumable = {f"train.{k}" for k in self.config.RESUMABLE_CHANGES}
+            diff = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+                    if old.get(k) != new.get(k) and k not in resumable
+                    and k not in ("name", "description", "paper")]
+            raise RunFolderError(
+                f"{self.path} was trained with a different config ({'; '.join(diff)}); "
+                f"resume with the same config and overrides (only "
+                f"{', '.join(sorted(resumable))} may change), or use a new --out folder")
+        self.changes = {k: [old.get(k), new[k]] for k in new
+                        if k.startswith("train.") and old.get(k) != new[k]}
+        self._saved = saved
+
+    def start(self, fmt: str, map_location: Any, build: Callable[[dict | None], None],
+              restore: Callable[[dict], int]) -> None:
+        """Bring a trainer up in the one safe order, giving the lock up if a step fails:
+        read the resume checkpoint (kind ``fmt``), ``build(state)`` the model and data,
+        ``restore(state)`` it (returns the epoch in progress), and only then
+        :meth:`commit`, the first write."""
+        try:
+            state = self.load_last(fmt, map_location) if self.resume else None
+            build(state)
+            self.commit(restore(state) if state is not None else None)
+        except BaseException:
+            self.release()
+            raise
+
+    # ------------------------------------------------------------ reading
+    def load_last(self, fmt: str, map_location: Any = "cpu") -> dict[str, Any]:
+        """The resume checkpoint, checked to be of kind ``fmt``."""
+        state = load_checkpoint(
+            self.last, map_location, formats=(fmt,),
+            fix=f"put the run's own {LAST} back, or delete it and start {self.path} again "
+                f"without --resume")
+        self.saved_step = state.get("step")
+        self._stamp = self._stat()
+        return state
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = self.last.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    # ------------------------------------------------------------ writing
+    def commit(self, epoch_in_progress: int | None) -> None:
+        """The first write, once every check has passed: ``config.json`` (on resume only
+        if a resumable value changed) and the log (a new run's old log is removed; a
+        resumed run's keeps the epochs before ``epoch_in_progress``)."""
+        if not self.resume:
+            _write_text_atomic(self.path / CONFIG,
+                               json.dumps(self.config.to_dict(), indent=2) + "\n")
+            (self.path / LOG).unlink(missing_ok=True)
+            return
+        if self.config.to_dict() != self._saved.to_dict():
+            _write_text_atomic(self.path / CONFIG,
+                               json.dumps(self.config.to_dict(), indent=2) + "\n")
+        log = self.path / LOG
+        if epoch_in_progress is not None and log.exists():
+            records = _records(log)
+            kept = [line for _, line, r in records  # a half-written line is dropped too
+                    if isinstance(r, dict) and isinstance(r.get("epoch"), int)
+                    and r["epoch"] < epoch_in_progress]
+            if len(kept) != len(records):
+                _write_text_atomic(log, "".join(line + "\n" for line in kept))
+
+    def change_history(self, previous: list, epoch: int, step: int) -> list:
+        """``previous`` plus this resume's :attr:`changes` (if any), for the checkpoint."""
+        if not self.changes:
+            return list(previous)
+        return [*previous, {"epoch": epoch, "step": step, "changes": self.changes}]
+
+    def save_last(self, state: dict[str, Any]) -> Path:
+        path = save_atomic(state, self.last)
+        self.saved_step, self._stamp = state.get("step"), self._stat()
+        return path
+
+    def save_best(self, state: dict[str, Any]) -> Path:
+        return save_atomic(state, self.path / BEST)
+
+    def append_log(self, record: dict[str, Any]) -> None:
+        path = self.path / LOG
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as err:
+            raise RunFolderError(f"could not append to {path} ({err.strerror or err}); "
+                                 f"free space or make {self.path} writable, then resume "
+                                 f"the run (--resume)") from err
+
+    # ------------------------------------------------------------ the lock
+    def acquire(self) -> None:
+        """Take the lock again for another ``fit()`` (no-op while held).
+
+        Raises:
+            RunFolderError: another trainer holds the folder, or wrote its ``last.pt``
+                since this one last saved or loaded it.
+        """
+        if self._lock.held:
+            return
+        self._lock.acquire()
+        if self._stat() != self._stamp:
+            self._lock.release()
+            raise RunFolderError(f"{self.last} changed since this trainer last saved it "
+                                 f"(another trainer resumed the run); build a new trainer "
+                                 f"with resume=True")
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def open_run_folder(run_dir: str | Path, config: SectionedConfig,
+                    resume: bool) -> RunFolder:
+    """Validate ``config``, lock ``run_dir`` and check it for a new or resumed run.
+
+    Writes nothing but the lock file (see :meth:`RunFolder.commit`).
+
+    Raises:
+        ConfigError: an invalid config.
+        MissingFileError: ``resume`` without a checkpoint (or without ``config.json``).
+        RunFolderExistsError: a new run in a folder that already holds one.
+        RunFolderError: the folder is in use; resuming with a config that changes the
+            training itself (the message lists the differing keys); an unreadable
+            ``config.json``.
+    """
+    return RunFolder(run_dir, config, resume)
+
+
+# ------------------------------------------------------------------ helpers
+def apply_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set ``lr`` after ``optimizer.load_state_dict`` (which restores the saved one).
+
+    Averaged SGD keeps its step size per parameter as well (``eta``, the previous step's
+    ``lr``): it is scaled by the same factor, so a lower ``train.lr`` on resume applies
+    from the first step.
+    """
+    for group in optimizer.param_groups:
+        old, group["lr"] = group["lr"], lr
+        if isinstance(optimizer, torch.optim.ASGD) and old != lr:
+            for p in group["params"]:
+                eta = optimizer.state.get(p, {}).get("eta")
+                if eta is not None:
+                    eta.mul_(lr / old)
+
+
+def nonfinite_update(module: torch.nn.Module) -> str | None:
+    """None when every parameter of ``module`` is finite (one device sync), else what
+    went wrong in words (``"the update made encoder.w, head.b non-finite"``)."""
+    named = list(module.named_parameters())
+    if not named:
+        return None
+    flags = torch.stack([torch.isfinite(p).all() for _, p in named])
+    if bool(flags.all()):
+        return None
+    bad = [n for (n, _), ok in zip(named, flags.tolist(), strict=True) if not ok]
+    return f"the update made {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} non-finite"
+
+
+def checkpoint_path(run_dir: Path, which: str) -> Path:
+    """``run_dir/best.pt`` or ``run_dir/last.pt``, which must exist.
+
+    Raises:
+        ValueError: ``which`` is neither ``"best"`` nor ``"last"``.
+        MissingFileError: the file does not exist.
+    """
+    if which not in ("best", "last"):
+        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
+    path = Path(run_dir) / (BEST if which == "best" else LAST)
+    if not path.exists():
+        raise MissingFileError(f"{run_dir} has no {path.name} yet (no epoch finished); "
+                              f"train it further, or use the other checkpoint")
+    return path
+
+
+def diverged(what: str, *, epoch: int, step: int, lr: float,
+             folder: RunFolder) -> TrainingDiverged:
+    """The error a trainer raises when ``what`` (e.g. ``"the loss became nan"``) happened:
+    where the last finite checkpoint is, and the resume that continues from it."""
+    smaller = f"train.lr={lr / 2:g}"
+    if folder.saved_step is not None:
+        advice = (f"{folder.last} holds the last finite state (step {folder.saved_step}): "
+                  f"resume it with a smaller step size, the same command plus --resume "
+                  f"--set {smaller} (train.clip may be lowered the same way)")
+    else:
+        advice = (f"no checkpoint was written yet: start again with --set {smaller} "
+                  f"(or a lower train.clip)")
+    return TrainingDiverged(f"training diverged: {what} at epoch {epoch}, step {step} "
+                            f"(train.lr={lr:g}); {advice}")
+
