@@ -48,7 +48,8 @@ book: $(STAMP)
 
 # The same warnings-as-errors build from the notebooks' committed outputs, without
 # executing them again: `make test` runs every notebook once, under nbval, instead.
-NOEXEC_CONFIG := _build/_config.noexec.yml
+# It sits beside _config.yml: paths in a config (local Sphinx extensions) are relative to it.
+NOEXEC_CONFIG := _config.noexec.yml
 book-check: $(STAMP)
 	mkdir -p _build
 	sed "s/^  execute_notebooks: force.*/  execute_notebooks: 'off'/" _config.yml > $(NOEXEC_CONFIG)
@@ -76,4 +77,4 @@ sync: $(STAMP)
 	$(BIN)/python tools/notebooks.py sync $(NB)
 
 clean:
-	rm -rf _build
+	rm -rf _build $(NOEXEC_CONFIG)
