@@ -10,19 +10,9 @@ torch.Size([4, 7, 100])
 Every head is an :class:`OutputHead`: ``log_prob``, ``loss`` and ``param_counts``
 mean the same thing for all of them.
 
-==============  =======================  ====================================================
-kind            class                    logits (DRILL paper's numbering)
-==============  =======================  ====================================================
-``softmax``     :class:`SoftmaxHead`     ``W^T h + b`` (Eq. 1)
-``tied``        :class:`TiedHead`        ``E h + b`` (Eq. 2)
-``bilinear``    :class:`BilinearHead`    ``E W h + b`` (Eq. 3)
-``dual``        :class:`DualHead`        ``σ(E U + b_u) σ(V h + b_v) + b`` (Eq. 5)
-``drill``       :class:`DrillHead`       ``E^(K) h + b``, deep residual ``E^(K)`` (Eqs. 8-12)
-``mos``         :class:`MoSHead`         ``log sum_k pi_k softmax(E k_k + b)`` (Yang et al.)
-``doc``         :class:`DOCHead`         MoS with vectors from several layers (Takase et al.)
-``sigsoftmax``  :class:`SigSoftmaxHead`  ``z + log σ(z)``, ``z = E h + b`` (Kanai et al.)
-``vmf``         :class:`VMFHead`         no logits: a vector ``W h + b_w`` (Kumar & Tsvetkov)
-==============  =======================  ====================================================
+Each kind names one class in the registry :data:`HEADS` (``"softmax"``, ``"tied"``,
+``"drill"``, ...), and each class's docstring gives its equation with the paper's equation
+number; the book's reference page tabulates them from :data:`HEADS`.
 
 What a head is and needs
 ------------------------

@@ -4,11 +4,11 @@ An *output head* turns encoder features into a distribution over the vocabulary.
 Whatever happens inside (a plain linear map, a tied embedding, a deep label encoder,
 a mixture of softmaxes, a point on the sphere), every head answers the same calls:
 
-==========================  =====================================================
+===========================  =====================================================
 ``head.log_prob(features)``  normalised log-probabilities, shape ``(..., V)``
 ``head.loss(features, y)``   mean negative log-likelihood of the targets ``y``
 ``head.param_counts()``      parameters the head owns vs. shares with the input
-==========================  =====================================================
+===========================  =====================================================
 
 ``features`` is either a tensor ``(..., d_hidden)`` (the encoder's last layer) or a
 :class:`Features` object that also carries the per-layer outputs, for heads such as
