@@ -9,9 +9,13 @@ cross-reference lands on.
 from __future__ import annotations
 
 import importlib.util
+import pkgutil
+import re
 from pathlib import Path
 
 import pytest
+
+import drillbook
 
 pytest.importorskip("sphinx")  # the ``book`` extra
 from pybtex.database import Entry, Person, parse_file
@@ -110,3 +114,11 @@ def test_references_land_where_the_object_is_documented():
         "drillbook.analysis.rank.DRILL_TOL"
     assert name(documented, DrillHead.param_counts,
                 "drillbook.heads.drill.DrillHead.param_counts") is None
+
+
+def test_every_module_has_a_place_in_the_reference():
+    pages = "".join(p.read_text() for p in (ROOT / "book" / "reference").glob("*.md"))
+    documented = set(re.findall(r"automodule:: (drillbook[\w.]*)", pages))
+    modules = {m.name for m in pkgutil.walk_packages(drillbook.__path__, "drillbook.")}
+    assert modules - documented == set()  # a new module needs its automodule
+    assert documented - modules == set()
