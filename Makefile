@@ -51,7 +51,6 @@ book: $(STAMP)
 # It sits beside _config.yml: paths in a config (local Sphinx extensions) are relative to it.
 NOEXEC_CONFIG := _config.noexec.yml
 book-check: $(STAMP)
-	mkdir -p _build
 	sed "s/^  execute_notebooks: force.*/  execute_notebooks: 'off'/" _config.yml > $(NOEXEC_CONFIG)
 	grep -q "execute_notebooks: 'off'" $(NOEXEC_CONFIG)
 	$(BIN)/jupyter-book build . -W -n --keep-going --config $(NOEXEC_CONFIG)
