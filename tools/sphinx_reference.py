@@ -9,7 +9,9 @@ Loaded by Jupyter Book through ``sphinx: local_extensions:`` in ``_config.yml``.
 
 ``.. drillbook-registry:: drillbook.heads.HEADS``
     a table of a name -> class/function registry: each name, a link to what it maps to and
-    the first line of that object's docstring.
+    the first paragraph of that object's docstring; with ``:attributes: a b``, one column
+    per attribute instead, with each object's value (``is_mixture``: yes or blank). For
+    reStructuredText (an ``{eval-rst}`` block in a MyST page): the cells are parsed as such.
 
 Two adjustments to napoleon. Attribute, data and property docstrings are prose here:
 napoleon would read the first line of one as ``type: description`` (Google style) and turn
@@ -106,31 +108,42 @@ class CLIDirective(SphinxDirective):
 
 
 # ------------------------------------------------------------------ registries
+def _cell(value: Any) -> str:
+    """A declared value as a table cell: booleans as yes/blank, anything else as code."""
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    return f"``{value!r}``"
+
+
 class RegistryDirective(SphinxDirective):
     """A table of a ``name -> class or function`` mapping, generated from the mapping."""
 
     required_arguments = 1
     has_content = False
-    option_spec: ClassVar[dict] = {"name-header": directives.unchanged}
+    option_spec: ClassVar[dict] = {"name-header": directives.unchanged,
+                                   "attributes": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
         registry = _import_object(self.arguments[0])
-        rows = []
+        attributes = self.options.get("attributes", "").split()
+        header = [self.options.get("name-header", "name"), "object",
+                  *([f"``{a}``" for a in attributes] or ["summary"])]
+        rows = [header]
         for key, obj in registry.items():
-            target = f"{obj.__module__}.{obj.__qualname__}"
             role = "class" if inspect.isclass(obj) else "func"
-            rows.append((f"``{key}``", f":py:{role}:`~{target}`", _summary(obj)))
-        header = (self.options.get("name-header", "name"), "object", "summary")
+            row = [f"``{key}``", f":py:{role}:`~{obj.__module__}.{obj.__qualname__}`"]
+            row += [_cell(getattr(obj, a)) for a in attributes] or [_summary(obj)]
+            rows.append(row)
         module = importlib.import_module(self.arguments[0].rsplit(".", 1)[0])
         self.env.note_dependency(module.__file__)
-        return self._table([header, *rows])
+        return self._table(rows)
 
-    def _table(self, rows: list[tuple[str, str, str]]) -> list[nodes.Node]:
+    def _table(self, rows: list[list[str]]) -> list[nodes.Node]:
         """A list-table, parsed as reStructuredText so the roles resolve."""
-        lines = [".. list-table::", "   :header-rows: 1", "   :widths: 15 25 60", ""]
+        lines = [".. list-table::", "   :header-rows: 1", ""]
         for row in rows:
             lines.append(f"   * - {row[0]}")
-            lines.extend(f"     - {cell}" for cell in row[1:])
+            lines.extend(f"     - {cell}" if cell else "     -" for cell in row[1:])
         return self.parse_text_to_nodes("\n".join(lines))
 
 

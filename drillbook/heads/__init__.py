@@ -20,19 +20,20 @@ Each class declares it in class attributes (documented on :class:`OutputHead`), 
 that uses a head asks the head instead of testing its type:
 
 ``is_distribution``
-    ``log_prob`` is a distribution over the words (every head but ``vmf``, which
-    predicts a vector). Language models and beam search need it.
+    ``log_prob`` is a distribution over the words (not so for a head that predicts a
+    vector, ``vmf``). Language models and beam search need it.
 ``has_logits``
     one softmax over per-word scores, with ``logits``/``logits_subset`` (sampled softmax).
 ``is_mixture``
-    several softmaxes mixed (``mos``, ``doc``).
+    several softmaxes mixed.
 ``reads_layers``
-    may read the encoder's middle layers and takes ``layer_sizes`` (``doc``).
+    may read the encoder's middle layers and takes ``layer_sizes``.
 ``shares_embedding``
-    needs the encoder's input embedding (``tied``, ``bilinear``, ``dual``, ``drill``,
-    ``mos``, ``doc``, ``sigsoftmax``).
+    needs the encoder's input embedding.
 ``options``
     the keyword options the constructor takes.
+
+The book's reference page tabulates which head declares what, from the classes.
 
 >>> HEADS["vmf"].is_distribution, HEADS["doc"].reads_layers, HEADS["softmax"].shares_embedding
 (False, True, False)

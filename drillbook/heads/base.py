@@ -122,7 +122,7 @@ class OutputHead(nn.Module):
     #: sampled-softmax training scores); see :class:`SoftmaxFamilyHead`.
     has_logits: ClassVar[bool] = False
 
-    #: True: :meth:`log_prob` mixes several softmaxes over the vocabulary (MoS, DOC). The
+    #: True: :meth:`log_prob` mixes several softmaxes over the vocabulary, as MoS does. The
     #: head has ``n_vectors`` (components per position), ``chunk_size`` (positions scored
     #: at once, ``None``: all), ``mixture_weights(features)`` ``(..., n_vectors)``, and,
     #: when it also :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
@@ -136,8 +136,8 @@ class OutputHead(nn.Module):
     reads_layers: ClassVar[bool] = False
 
     #: True: the head scores words against the encoder's input embedding ``E`` and cannot
-    #: be built without it (tied, bilinear, dual, DRILL, sigsoftmax, MoS, DOC):
-    #: :func:`~drillbook.heads.build_head` passes ``embedding=`` to it and to no other.
+    #: be built without it: :func:`~drillbook.heads.build_head` passes ``embedding=`` to it
+    #: and to no other.
     shares_embedding: ClassVar[bool] = False
 
     def __init__(self, vocab_size: int, d_hidden: int) -> None:
