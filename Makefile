@@ -49,9 +49,9 @@ book: $(STAMP)
 
 # The same warnings-as-errors build from the notebooks' committed outputs, without
 # executing them again: `make test` runs every notebook once, under nbval, instead.
-NOEXEC_CONFIG := _build/_config.noexec.yml
+# It sits beside _config.yml: paths in a config (local Sphinx extensions) are relative to it.
+NOEXEC_CONFIG := _config.noexec.yml
 book-check: $(STAMP)
-	mkdir -p _build
 	sed "s/^  execute_notebooks: force.*/  execute_notebooks: 'off'/" _config.yml > $(NOEXEC_CONFIG)
 	grep -q "execute_notebooks: 'off'" $(NOEXEC_CONFIG)
 	$(BIN)/jupyter-book build . -W -n --keep-going --config $(NOEXEC_CONFIG)
@@ -91,4 +91,4 @@ sync: $(STAMP)
 	$(BIN)/python tools/notebooks.py sync $(NB)
 
 clean:
-	rm -rf _build
+	rm -rf _build $(NOEXEC_CONFIG)

@@ -1,24 +1,9 @@
 """The ``drillbook`` command.
 
-    drillbook configs                      the named configs
-    drillbook params CONFIG [--json]       parameter counts (total, output layer)
-    drillbook train CONFIG [--set k=v ...] [--out DIR] [--resume] [--max-epochs N]
-                                           [--max-minutes M]
-    drillbook finetune RUN_DIR             AWD-LSTM's averaged-SGD fine-tuning stage
-    drillbook eval RUN_DIR [--split test]  perplexity, or BLEU for a translation run
-    drillbook translate RUN_DIR [--beam K] translate tokenised sentences
-    drillbook rank RUN_DIR [--split test]  rank of the log-probability matrix
-    drillbook reproduce TABLE [--budget-minutes M]   paper tables, row by row, resumable
-    drillbook report                       Markdown tables from results/
-    drillbook bench [--heads ...] [--sizes ptb wt2 50k] [--encoder CONFIG]
-                    [--sweep] [--targets]                 cost of each head vs tied
-    drillbook data verify|download|where   the corpora
-    drillbook heads                        the output heads and their equations
-    drillbook synthetic-rank ...           the softmax bottleneck on a synthetic language
-    drillbook info                         versions, device, profile
-
-``drillbook COMMAND --help`` describes each command. ``--set KEY=VALUE`` may be given
-several times; the values add up and a later value of the same key wins.
+``drillbook --help`` lists the commands and ``drillbook COMMAND --help`` describes each
+(the book's command-line reference shows every one of these texts, generated from
+:func:`build_parser`). ``--set KEY=VALUE`` may be given several times; the values add up
+and a later value of the same key wins.
 
 Exit status: 0 done; 1 ``data verify`` found a missing or altered file; 2 bad input or
 environment, reported in one line ``drillbook: error: ...`` (set ``DRILLBOOK_DEBUG=1`` for
@@ -578,6 +563,7 @@ def _add_run_reader(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``drillbook`` command, with one subparser per command."""
     parser = argparse.ArgumentParser(
         prog="drillbook",
         description="Output layers for neural language generation: tied, bilinear, joint, "
@@ -648,7 +634,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train (or resume) each row of a paper table into "
                                    "RUNS/<table>/<row>/ and write OUT/<table>/<row>.json "
                                    "with config, seed, commit, device, time and metrics.")
-    p.add_argument("table", help="drill-table4, drill-main, mos-doc, rank, tutorial")
+    p.add_argument("table", help="a paper table, e.g. drill-main (an unknown name lists "
+                                 "them all)")
     p.add_argument("--rows", nargs="+", help="only these rows")
     p.add_argument("--budget-minutes", type=_positive_float,
                    help="minutes per row for this call (rerun to continue)")

@@ -41,6 +41,7 @@ __all__ = [
     "seed_everything",
 ]
 
+#: the environment variable that chooses the profile: one of :data:`PROFILES`, or ``auto``
 PROFILE_ENV = "DRILLBOOK_PROFILE"
 #: the profiles, smallest first
 PROFILES = ("small", "t4", "full")

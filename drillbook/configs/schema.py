@@ -121,6 +121,7 @@ class SectionedConfig:
                 if dataclasses.is_dataclass(hints[f.name])}
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as nested plain dicts, JSON-serialisable."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -215,7 +216,7 @@ class Config(SectionedConfig):
     paper: str | None = None
 
     def validate(self) -> Config:
-        """Types and ranges of every value (see :data:`LM_RULES`), and a head that gives
+        """Types and ranges of every value (see ``LM_RULES``), and a head that gives
         word probabilities (perplexity needs them: no ``vmf``)."""
         super().validate()
         check_fields(self, LM_RULES)

@@ -311,7 +311,7 @@ def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
 
     Returns:
         one dict per head: the :class:`HeadCost` fields plus ``train_ratio`` and
-        ``eval_ratio`` (head / baseline, see :func:`add_ratios`: the baseline is measured
+        ``eval_ratio`` (head / baseline, see ``add_ratios``: the baseline is measured
         first and last).
     """
     base = head_cost(baseline, **size).to_dict()

@@ -166,7 +166,7 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
     Returns:
         one dict per head: the :class:`ModelCost` fields plus ``train_ratio`` and
         ``eval_ratio`` (head / tied; the mean of tied's two measurements divides, see
-        :func:`~.bench.add_ratios`). A head that runs out of memory, or that cannot end a
+        ``bench.add_ratios``). A head that runs out of memory, or that cannot end a
         language model (``is_distribution`` false: vMF), gives a row with ``skipped`` (the
         reason) and no timings; the others are still measured.
     """

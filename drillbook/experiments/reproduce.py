@@ -258,7 +258,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         seed: train every row with this seed instead of its config's. A seed other than
             the config's writes ``<out>/<table>/seed-<seed>/<row>.json`` (run folders
             ``<runs>/<table>/seed-<seed>/<row>``), beside the row's own file, so repeated
-            runs of one table give the spread across seeds (:func:`seed_spread`).
+            runs of one table give the spread across seeds
+            (:func:`~drillbook.experiments.seeds.seed_spread`).
     """
     from ..train import Trainer
 

@@ -4,11 +4,11 @@ An *output head* turns encoder features into a distribution over the vocabulary.
 Whatever happens inside (a plain linear map, a tied embedding, a deep label encoder,
 a mixture of softmaxes, a point on the sphere), every head answers the same calls:
 
-==========================  =====================================================
+===========================  =====================================================
 ``head.log_prob(features)``  normalised log-probabilities, shape ``(..., V)``
 ``head.loss(features, y)``   mean negative log-likelihood of the targets ``y``
 ``head.param_counts()``      parameters the head owns vs. shares with the input
-==========================  =====================================================
+===========================  =====================================================
 
 ``features`` is either a tensor ``(..., d_hidden)`` (the encoder's last layer) or a
 :class:`Features` object that also carries the per-layer outputs, for heads such as
@@ -122,7 +122,7 @@ class OutputHead(nn.Module):
     #: sampled-softmax training scores); see :class:`SoftmaxFamilyHead`.
     has_logits: ClassVar[bool] = False
 
-    #: True: :meth:`log_prob` mixes several softmaxes over the vocabulary (MoS, DOC). The
+    #: True: :meth:`log_prob` mixes several softmaxes over the vocabulary, as MoS does. The
     #: head has ``n_vectors`` (components per position), ``chunk_size`` (positions scored
     #: at once, ``None``: all), ``mixture_weights(features)`` ``(..., n_vectors)``, and,
     #: when it also :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
@@ -136,8 +136,8 @@ class OutputHead(nn.Module):
     reads_layers: ClassVar[bool] = False
 
     #: True: the head scores words against the encoder's input embedding ``E`` and cannot
-    #: be built without it (tied, bilinear, dual, DRILL, sigsoftmax, MoS, DOC):
-    #: :func:`~drillbook.heads.build_head` passes ``embedding=`` to it and to no other.
+    #: be built without it: :func:`~drillbook.heads.build_head` passes ``embedding=`` to it
+    #: and to no other.
     shares_embedding: ClassVar[bool] = False
 
     def __init__(self, vocab_size: int, d_hidden: int) -> None:

@@ -92,11 +92,11 @@ class DualHead(LabelEncoderHead):
     ``E in R^{V x d}``) and the context ``h_t in R^{d_h}`` are projected into a joint
     space of size ``d_j`` and scored by a dot product there:
 
-    * label side ``g_out(E) = σ(E U + b_u)``, shape ``(V, d_j)``: :attr:`label_proj`, an
+    * label side ``g_out(E) = σ(E U + b_u)``, shape ``(V, d_j)``: ``label_proj``, an
       ``nn.Linear(d, d_j)`` whose ``weight`` ``(d_j, d)`` is ``U^T``;
-    * context side ``g_in(h) = σ(V h + b_v)``, shape ``(..., d_j)``: :attr:`context_proj`,
+    * context side ``g_in(h) = σ(V h + b_v)``, shape ``(..., d_j)``: ``context_proj``,
       an ``nn.Linear(d_h, d_j)`` whose ``weight`` ``(d_j, d_h)`` is ``V``;
-    * logits ``g_in(h) g_out(E)^T + b`` with a per-word bias ``b`` (:attr:`bias`).
+    * logits ``g_in(h) g_out(E)^T + b`` with a per-word bias ``b`` (``bias``).
 
     With ``activation="identity"`` and ``b_u = b_v = 0`` this is the bilinear head with
     ``W = U V`` (``= label_proj.weight.T @ context_proj.weight``), of rank at most

@@ -1,4 +1,7 @@
-"""Language-model encoders, all returning :class:`EncoderOutput` (last + per-layer outputs)."""
+"""Language-model encoders, all returning an :class:`~drillbook.models.EncoderOutput`.
+
+Every encoder gives its last layer's output and the output of every layer.
+"""
 
 from .awd_lstm import AWDLSTM
 from .base import Encoder, EncoderOutput, LanguageModel, eval_windows

@@ -95,6 +95,7 @@ MULTI30K_SIZES: Mapping[str, int] = MappingProxyType({
 
 #: Special tokens and their fixed ids.
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+#: The special tokens in id order, the first words of every :class:`NMTVocab`.
 SPECIALS: tuple[str, ...] = (PAD, UNK, BOS, EOS)
 
 #: One sentence pair: source tokens, target tokens.

@@ -350,14 +350,18 @@ class RunFolder:
         return [*previous, {"epoch": epoch, "step": step, "changes": self.changes}]
 
     def save_last(self, state: dict[str, Any]) -> Path:
+        """Write ``last.pt`` (the resumable checkpoint) atomically and note it as this
+        trainer's latest write; returns its path."""
         path = save_atomic(state, self.last)
         self.saved_step, self._stamp = state.get("step"), self._stat()
         return path
 
     def save_best(self, state: dict[str, Any]) -> Path:
+        """Write ``best.pt`` atomically; returns its path."""
         return save_atomic(state, self.path / BEST)
 
     def append_log(self, record: dict[str, Any]) -> None:
+        """Append one epoch's record to ``log.jsonl``."""
         path = self.path / LOG
         try:
             with open(path, "a", encoding="utf-8") as f:
