@@ -14,7 +14,7 @@ tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
 ROOT = Path(__file__).resolve().parent.parent
 #: PyPI name -> conda-forge name where they differ
-CONDA_NAMES = {"torch": "pytorch"}
+CONDA_NAMES = {"torch": "pytorch", "build": "python-build"}
 
 
 def _name(requirement: str) -> str:
