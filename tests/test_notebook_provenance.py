@@ -138,7 +138,10 @@ def test_sync_records_exactly_the_modules_the_kernel_imported(repo, monkeypatch)
     tool.sync(repo, only=[py])
 
     nb = nbformat.read(py.with_suffix(".ipynb"), as_version=4)
-    assert nb.metadata["drillbook"] == {
+    record = nb.metadata["drillbook"]
+    assert record.pop("seconds") > 0 and record.pop("cpus") == os.cpu_count()
+    assert record.pop("profile") == os.environ.get("DRILLBOOK_PROFILE", "auto")
+    assert record == {
         "sources": {"drillbook/__init__.py": digest(package / "__init__.py"),
                     "drillbook/used.py": digest(package / "used.py")},
         "torch": "0.0+toy"}
@@ -154,3 +157,36 @@ def test_sync_records_exactly_the_modules_the_kernel_imported(repo, monkeypatch)
     assert tool.check(repo) == ["notebooks/00_toy.ipynb: outputs were produced with a "
                                 "different drillbook/used.py; run make sync "
                                 "NB=notebooks/00_toy.py"]
+
+
+def timed(seconds: float, cpus: int, statement: str | None):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title\n\n" + (statement or "no time here"))]
+    nb.metadata["drillbook"] = {"sources": {}, "seconds": seconds, "cpus": cpus}
+    return nb
+
+
+def time_problems(root: Path, nb, readme: str) -> list[str]:
+    return tool.check_time(root, root / "notebooks" / "02_drill.ipynb", nb, readme)
+
+
+def test_the_stated_time_follows_the_recorded_one(repo):
+    readme = "| notebooks/02_drill.ipynb | about 90 s |"
+    ok = timed(84.0, 2, "Runs in about 90 s on a 2-core CPU.")
+    assert time_problems(repo, ok, readme) == []
+    assert tool.rounded_time(84.0) == 80 and tool.rounded_time(23) == 25
+    # never stated: the message gives the sentence to write
+    (missing,) = time_problems(repo, timed(84.0, 2, None), readme)
+    assert "state the measured time" in missing and "'about 80 s on a 2-core CPU'" in missing
+    # the chapter got slower (or faster) than it says
+    (stale,) = time_problems(repo, timed(150.0, 2, "about 90 s on a 2-core CPU"), readme)
+    assert "states about 90 s" in stale and "took 150 s on 2 cores" in stale
+    assert time_problems(repo, timed(61.0, 2, "about 90 s on a 2-core CPU"), readme) == []
+    # over the chapter budget on the CI machine's core count
+    slow = time_problems(repo, timed(200.0, 2, "about 200 s on a 2-core CPU"),
+                         "| notebooks/02_drill.ipynb | about 200 s |")
+    assert slow == [f"notebooks/02_drill.ipynb: its CPU profile took 200 s on 2 cores, over "
+                    f"the {tool.CHAPTER_SECONDS} s a chapter may take; shrink the small profile"]
+    # the README must say what the chapter says
+    (readme_problem,) = time_problems(repo, ok, "| notebooks/02_drill.ipynb | about 60 s |")
+    assert "README.md's chapter table must say '02_drill.ipynb | about 90 s'" in readme_problem

@@ -33,6 +33,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import jupytext
@@ -148,14 +149,66 @@ def check_provenance(root: Path, ipynb: Path, nb) -> list[str]:
     return problems
 
 
+#: how a chapter states its measured CPU time, near its top: "about 90 s on a 2-core CPU"
+_STATED = re.compile(r"about (\d+) s on a (\d+)-core CPU")
+#: a stated time may differ from the recorded one by this factor (machines and load vary)
+TIME_SLACK = 1.5
+#: the most a chapter's CPU profile may take on the 2-core CI machine
+CHAPTER_SECONDS = 180
+
+
+def stated_time(nb) -> tuple[int, int] | None:
+    """(seconds, cores) stated in the first markdown cells, or None."""
+    text = "\n".join(c.source for c in nb.cells[:4] if c.cell_type == "markdown")
+    found = _STATED.search(text)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def rounded_time(seconds: float) -> int:
+    """How a measured time is stated: to 5 s below a minute, else to 10 s."""
+    step = 5 if seconds < 60 else 10
+    return max(step, int(round(seconds / step) * step))
+
+
+def check_time(root: Path, ipynb: Path, nb, readme: str) -> list[str]:
+    """The chapter states its recorded CPU time near its top and in the README (within
+    :data:`TIME_SLACK`), and that time is under :data:`CHAPTER_SECONDS`."""
+    name = ipynb.relative_to(root).as_posix()
+    record = nb.metadata.get(PACKAGE, {})
+    seconds, cpus = record.get("seconds"), record.get("cpus")
+    if seconds is None:
+        return []  # no record: check_provenance already asks for an execution
+    suggestion = f"about {rounded_time(seconds)} s on a {cpus}-core CPU"
+    stated = stated_time(nb)
+    problems = []
+    if stated is None:
+        return [f"{name}: state the measured time near the top ('{suggestion}', measured "
+                f"{seconds:.0f} s); run make sync NB=... after editing the .py"]
+    said, cores = stated
+    if cores != cpus or not seconds / TIME_SLACK <= said <= seconds * TIME_SLACK:
+        problems.append(f"{name}: states about {said} s on a {cores}-core CPU but its last "
+                        f"execution took {seconds:.0f} s on {cpus} cores; say '{suggestion}'")
+    if cpus == 2 and seconds > CHAPTER_SECONDS:
+        problems.append(f"{name}: its CPU profile took {seconds:.0f} s on 2 cores, over the "
+                        f"{CHAPTER_SECONDS} s a chapter may take; shrink the small profile")
+    if f"{ipynb.name} | about {said} s" not in readme:
+        problems.append(f"{name}: README.md's chapter table must say "
+                        f"'{ipynb.name} | about {said} s' as the chapter does")
+    return problems
+
+
 def check(root: Path) -> list[str]:
     folder = root / "notebooks"
     problems = []
     for ipynb in sorted(folder.glob("*.ipynb")):
         if not ipynb.with_suffix(".py").exists():
             problems.append(f"{ipynb.relative_to(root)}: no paired .py:percent file")
+    readme = (root / "README.md").read_text() if (root / "README.md").exists() else ""
     for py in sorted(folder.glob("*.py")):
         problems += check_pair(root, py)
+        ipynb = py.with_suffix(".ipynb")
+        if ipynb.exists():
+            problems += check_time(root, ipynb, nbformat.read(ipynb, as_version=4), readme)
     return problems
 
 
@@ -185,14 +238,18 @@ def execute(root: Path, ipynb: Path) -> None:
         [str(root.resolve()), *filter(None, [os.environ.get("PYTHONPATH")])])
     client = NotebookClient(nb, timeout=CELL_TIMEOUT, record_timing=False,
                             resources={"metadata": {"path": str(ipynb.parent)}})
+    started = time.monotonic()
     client.execute(env=env)
+    seconds = time.monotonic() - started  # kernel start-up included, as a reader sees it
     probe = nb.cells.pop()
     text = "".join(o.get("text", "") for o in probe.outputs if o.get("name") == "stdout")
     found = json.loads(text.strip().splitlines()[-1])
     for cell in nb.cells:  # no per-cell timestamps: they change on every run
         cell.metadata.pop("execution", None)
     nb.metadata[PACKAGE] = {"sources": record_sources(root, found["files"]),
-                            "torch": found["torch"]}
+                            "torch": found["torch"], "seconds": round(seconds, 1),
+                            "cpus": os.cpu_count(),
+                            "profile": os.environ.get("DRILLBOOK_PROFILE", "auto")}
     nbformat.write(nb, ipynb)
 
 
