@@ -5,12 +5,15 @@ numbers come from :mod:`drillbook.papers` through the keys each row names (the m
 and, where the paper fine-tunes, the fine-tuned run's), ours from the committed result
 files. A row nobody has run yet has ``None`` for our numbers, never a made-up one;
 :func:`format_rows` turns the rows into strings for display, with a dash for every gap.
-:func:`plot_curves` draws what the result files recorded epoch by epoch, and
-:func:`full_command` prints the command that runs a table to the end.
+:func:`plot_curves` draws what the result files recorded epoch by epoch,
+:func:`last_change` and :func:`always_falls` read those curves, :func:`cpu_tables` names
+the tables sized for a CPU, and :func:`full_command` prints the command that runs a table
+to the end.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +22,8 @@ from typing import Any
 from ..errors import ConfigError, MissingFileError
 from .results import load_results
 
-__all__ = ["find_results", "fmt", "format_rows", "full_command", "plot_curves", "ratios_to",
-           "table_rows"]
+__all__ = ["always_falls", "cpu_tables", "find_results", "fmt", "format_rows", "full_command",
+           "last_change", "plot_curves", "ratios_to", "table_rows"]
 
 #: what the display shows where a value is missing (a row not run, a paper without it)
 MISSING = "-"
@@ -152,6 +155,36 @@ def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
     base = next((r.get(key) for r in rows if r["row"] == baseline), None)
     return {r["row"]: (r[key] / base if base and r.get(key) is not None else None)
             for r in rows}
+
+
+def cpu_tables() -> tuple[str, ...]:
+    """The tables sized for a CPU: every row trains a ``tutorial/`` config (minutes per
+    row). Every other table is paper-scale: the papers' configs, hours to days of GPU
+    time per row."""
+    from .reproduce import TABLES
+
+    return tuple(t for t, rows in TABLES.items()
+                 if rows and all(r.config.startswith("tutorial/") for r in rows))
+
+
+def _points(curve: Sequence[dict[str, Any]], metric: str) -> list[float]:
+    return [float(p[metric]) for p in curve
+            if p.get(metric) is not None and math.isfinite(p[metric])]
+
+
+def last_change(curve: Sequence[dict[str, Any]], metric: str = "val_ppl") -> float | None:
+    """The relative change of ``metric`` over the last epoch of a learning curve,
+    ``(y_last - y_prev) / y_prev`` (negative while a perplexity still falls); None when the
+    curve has fewer than two points with the metric."""
+    y = _points(curve, metric)
+    return (y[-1] - y[-2]) / y[-2] if len(y) >= 2 else None
+
+
+def always_falls(curve: Sequence[dict[str, Any]], metric: str = "val_ppl") -> bool:
+    """Whether ``metric`` fell at every epoch of the curve (strictly; True for fewer than
+    two points, which have nothing to contradict it)."""
+    y = _points(curve, metric)
+    return all(b < a for a, b in itertools.pairwise(y))
 
 
 def full_command(table: str, *, colab: bool = False) -> str:
