@@ -29,3 +29,34 @@ def test_always_falls_notices_a_single_rise():
     assert not always_falls([*CURVE, {"epoch": 4, "val_ppl": 580.0}])
     assert not always_falls([*CURVE, {"epoch": 4, "val_ppl": 570.0}])  # flat is not falling
     assert always_falls(CURVE[:1])
+
+
+def test_plot_curves_colours_each_line_by_its_head_and_keeps_the_legend_outside():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from drillbook.experiments import plot_curves
+    from drillbook.plotting import head_color
+
+    rows = [{"row": r, "curve": CURVE} for r in ("tied", "drill-1", "drill-4", "mystery")]
+    rows.append({"row": "mos", "curve": []})  # not run: no line
+    fig, ax = plt.subplots()
+    plot_curves(rows, ax=ax)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines) == ["tied", "drill-1", "drill-4", "mystery"]
+    assert to_hex(lines["drill-1"].get_color()) == to_hex(lines["drill-4"].get_color()) == (
+        head_color("drill"))
+    assert lines["drill-1"].get_linestyle() != lines["drill-4"].get_linestyle()
+    assert to_hex(lines["tied"].get_color()) == head_color("tied")
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # right of the axes, over no curve
+    assert ax.get_yscale() == "log"
+    # 570 to 800 holds no power of ten: the axis still labels its ticks
+    labels = [t.get_text() for t in ax.yaxis.get_ticklabels()
+              if ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]]
+    assert sum(bool(t) for t in labels) >= 2, labels
+    plt.close(fig)

@@ -329,7 +329,7 @@ def test_the_report_shows_a_table_across_seeds_once_a_row_has_two(tmp_path):
         doc["seed"], doc["config"] = seed, {"train": {"seed": seed}}
         return doc
 
-    for row, ppl in (("tied", 260.0), ("mos", 280.0), ("doc", 236.0)):
+    for row, ppl in (("mos", 280.0), ("tied", 260.0), ("doc", 236.0)):
         write_result(tmp_path / "cpu-scale" / f"{row}.json", run(row, 141, ppl))
     alone = render_report(tmp_path)
     assert "across seeds" not in alone  # one seed per row: nothing to add
@@ -342,5 +342,7 @@ def test_the_report_shows_a_table_across_seeds_once_a_row_has_two(tmp_path):
     assert "### cpu-scale across seeds" in report
     assert "| tied | 3 | 141, 142, 143 | 261.00 | 1.00 | 260.00 | 262.00 |" in report
     assert "| doc | 1 | 141 | 236.00 | - | - | - |" in report
+    # in the table's order (tied, mos, doc), not the files' (doc, mos, tied)
+    assert report.index("| tied | 3 |") < report.index("| mos | 3 |") < report.index("| doc | 1 |")
     assert ("Pairs of rows with at least two seeds each: 1; resolved (ranges do not "
             "overlap): tied < mos.") in report

@@ -159,8 +159,8 @@ def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
 
 def cpu_tables() -> tuple[str, ...]:
     """The tables sized for a CPU: every row trains a ``tutorial/`` config (minutes per
-    row). Every other table is paper-scale: the papers' configs, hours to days of GPU
-    time per row."""
+    row). Every other table is sized for a GPU: the papers' AWD-LSTM configs (hours to
+    days per row) and the translation tables on the full Multi30k."""
     from .reproduce import TABLES
 
     return tuple(t for t, rows in TABLES.items()
@@ -187,6 +187,20 @@ def always_falls(curve: Sequence[dict[str, Any]], metric: str = "val_ppl") -> bo
     return all(b < a for a, b in itertools.pairwise(y))
 
 
+def _label_log_range(ax, values: Sequence[float]) -> None:
+    """Major ticks on a log y axis that leave labels in view when the data span less than
+    a decade or two (perplexities from 260 to 860 hold no power of ten): every integer
+    multiple of a power of ten under a decade, 1-2-5 under two, powers of ten beyond."""
+    from matplotlib.ticker import LogLocator
+
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return
+    span = max(positive) / min(positive)
+    subs = tuple(range(1, 10)) if span < 10 else (1, 2, 5) if span < 100 else (1,)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+
+
 def full_command(table: str, *, colab: bool = False) -> str:
     """The command that runs ``table`` to the end (no budget), resuming interrupted rows.
 
@@ -208,35 +222,53 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
                 x: str = "epoch", log_y: bool | None = None, title: str | None = None):
     """Learning curves of the rows that have one (the output of :func:`table_rows`).
 
+    Each line has its head's colour (:func:`drillbook.plotting.head_color`); rows of one
+    head (DRILL at several depths) differ by line style. The legend sits outside the axes,
+    to the right, so that it covers no curve.
+
     Args:
         rows: dicts with ``row`` and ``curve`` (a list of per-epoch points).
         metric: the curve field on the y axis (``val_ppl``, ``train_ppl``, ``val_bleu``).
         x: ``epoch`` or ``elapsed_seconds``.
-        log_y: log scale (default: on for perplexities).
+        log_y: log scale (default: on for perplexities), with plain tick labels
+            (:func:`drillbook.plotting.tidy_log_axis`).
 
     Returns:
         the matplotlib axes.
     """
     import matplotlib.pyplot as plt
 
+    from ..plotting import head_color, tidy_log_axis
+
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.6))
-    drawn = 0
+    styles = ("-", "--", ":", "-.")
+    used: dict[str | None, int] = {}
+    drawn, values = 0, []
     for r in rows:
         points = [p for p in r.get("curve", []) if p.get(metric) is not None
                   and math.isfinite(p[metric])]
         if points:
+            try:
+                color = head_color(r["row"])
+            except KeyError:  # a row that names no head: matplotlib's next colour
+                color = None
+            style = styles[used.get(color, 0) % len(styles)]
+            used[color] = used.get(color, 0) + 1
             ax.plot([p[x] for p in points], [p[metric] for p in points], marker="o",
-                    markersize=3, label=r["row"])
+                    markersize=3, color=color, linestyle=style, label=r["row"])
+            values += [p[metric] for p in points]
             drawn += 1
     ax.set_xlabel({"epoch": "epoch", "elapsed_seconds": "wall-clock seconds"}.get(x, x))
     ax.set_ylabel(metric.replace("_", " "))
     if log_y if log_y is not None else metric.endswith("ppl"):
         ax.set_yscale("log")
+        _label_log_range(ax, values)
+        tidy_log_axis(ax)
     if title:
         ax.set_title(title)
     if drawn:
-        ax.legend(fontsize="small", ncol=2)
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         ax.text(0.5, 0.5, "no result files yet", ha="center", va="center",
                 transform=ax.transAxes)

@@ -581,8 +581,6 @@ def _seeds_section(folder: str | Path, table: str, metric: str) -> list[str]:
     spreads = seed_spread(folder, table, metric)
     if not any(s.n >= 2 for s in spreads):
         return []
-    order = [r.name for r in TABLES.get(table, [])]
-    spreads.sort(key=lambda s: (order.index(s.row) if s.row in order else len(order), s.row))
     name = {"test_ppl": "test perplexity", "test_bleu": "test BLEU"}.get(metric, metric)
     lines = [f"### {table} across seeds", "",
              f"{name.capitalize()} of every seed of a row (`drillbook reproduce {table} "

@@ -108,15 +108,20 @@ def seed_runs(folder: str | Path, table: str) -> dict[str, list[dict[str, Any]]]
 
 def seed_spread(folder: str | Path, table: str, metric: str = "test_ppl",
                 min_seeds: int = 1) -> list[SeedSpread]:
-    """``metric`` of every row of ``folder/table`` across its seeds, in file order; rows
-    with fewer than ``min_seeds`` runs are left out."""
+    """``metric`` of every row of ``folder/table`` across its seeds, in the table's row
+    order (rows the table no longer has last, by name); rows with fewer than
+    ``min_seeds`` runs are left out."""
+    from .reproduce import TABLES
+
+    order = [r.name for r in TABLES.get(table, [])]
     out = []
     for row, docs in seed_runs(folder, table).items():
         have = [d for d in docs if metric in d["metrics"]]
         if len(have) >= min_seeds and have:
             out.append(SeedSpread(row, tuple(d["seed"] for d in have),
                                   tuple(float(d["metrics"][metric]) for d in have)))
-    return out
+    return sorted(out, key=lambda s: (order.index(s.row) if s.row in order else len(order),
+                                      s.row))
 
 
 def resolved(a: SeedSpread, b: SeedSpread) -> bool:
