@@ -484,7 +484,8 @@ def render_report(folder: str | Path) -> str:
     :func:`baseline_row` in the same table; rank columns appear for tables that measured a
     rank. A table with a row run under two or more seeds gets a table across seeds
     (:mod:`drillbook.experiments.seeds`), and the benchmark reports in ``folder/bench``
-    give a section on the cost targets (:func:`~.bench_report.render_targets`).
+    give a section on the cost targets
+    (:func:`~drillbook.experiments.bench_report.render_targets`).
     Deterministic: the same files give the same bytes (tests check it).
     """
     from .compare import fmt
