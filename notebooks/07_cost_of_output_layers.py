@@ -399,7 +399,7 @@ print("measured: DRILL-4's evaluation ratio below its training ratio:",
 # settings:
 
 # %%
-live = vocab_sweep(nb.pick(small=(10_000, 25_000, 50_000), full=(10_000, 50_000, 200_000)),
+live = vocab_sweep(nb.pick(small=(10_000, 50_000), full=(10_000, 50_000, 200_000)),
                    d=nb.pick(small=256, full=1024), tokens=nb.pick(small=128, full=1400),
                    decode_positions=64, device=nb.device, repeats=2, warmup=1)
 sweep_live = pd.DataFrame(live["rows"])
