@@ -208,6 +208,27 @@ def test_targets_compare_thresholds_and_leave_the_unmeasured_as_none():
     assert evaluate_targets([small])[4]["met"] is None
 
 
+def test_the_targets_render_as_markdown_and_join_the_results_report(tmp_path):
+    from drillbook.experiments import render_report
+
+    ptb = model_report([model_row("tied", train_ratio=1.0, eval_ratio=1.0,
+                                  tokens_per_s=14_000.0),
+                        model_row("drill-4", train_ratio=1.25, eval_ratio=1.0)])
+    text = bench_report.render_targets([ptb])
+    lines = text.splitlines()
+    assert lines[0] == "## Cost targets"
+    assert "| target | measured | threshold | met | device | note |" in lines
+    assert ("| DRILL-4 train step / tied (AWD-LSTM, PTB) | 1.25 | <= 1.1 | NO | cuda:0 | "
+            "100.0 ms/step, ptb/awd-lstm, batch 20 x bptt 70, fp32 |") in lines
+    assert ("| MoS-15 train step / tied (AWD-LSTM, PTB) | - | <= 1.8 | not measured | - | "
+            "not measured |") in lines
+    assert sum(line.startswith("| ") for line in lines) == 1 + len(bench_report.TARGETS)
+    # the results report gains the section once results/bench holds a report
+    assert "## Cost targets" not in render_report(tmp_path)
+    write_report(ptb, tmp_path / "bench" / "gpu.json")
+    assert render_report(tmp_path).endswith(text.rstrip("\n"))
+
+
 def test_run_targets_measures_what_the_targets_need(monkeypatch):
     calls = []
 

@@ -314,3 +314,28 @@ def test_seeds_write_beside_the_row_and_give_a_spread(tmp_path, monkeypatch):
     assert resolved(a, SeedSpread("b", (1, 2, 3), (12.5, 13.0, 14.0)))
     assert not resolved(a, SeedSpread("c", (1, 2, 3), (11.5, 13.0, 14.0)))
     assert not resolved(a, SeedSpread("d", (1,), (20.0,)))  # one run has no range
+
+
+def test_the_report_shows_a_table_across_seeds_once_a_row_has_two(tmp_path):
+    def run(row: str, seed: int, test_ppl: float) -> dict:
+        doc = _doc("cpu-scale", row, f"tutorial/ptb-{row}", val_ppl=1.0, test_ppl=test_ppl)
+        doc["seed"], doc["config"] = seed, {"train": {"seed": seed}}
+        return doc
+
+    for row, ppl in (("mos", 280.0), ("tied", 260.0), ("doc", 236.0)):
+        write_result(tmp_path / "cpu-scale" / f"{row}.json", run(row, 141, ppl))
+    alone = render_report(tmp_path)
+    assert "across seeds" not in alone  # one seed per row: nothing to add
+    for seed, tied, mos in ((142, 262.0, 281.0), (143, 261.0, 279.0)):
+        folder = tmp_path / "cpu-scale" / f"seed-{seed}"
+        write_result(folder / "tied.json", run("tied", seed, tied))
+        write_result(folder / "mos.json", run("mos", seed, mos))
+    report = render_report(tmp_path)
+    assert report.startswith(alone.rstrip("\n"))  # the main table is unchanged
+    assert "### cpu-scale across seeds" in report
+    assert "| tied | 3 | 141, 142, 143 | 261.00 | 1.00 | 260.00 | 262.00 |" in report
+    assert "| doc | 1 | 141 | 236.00 | - | - | - |" in report
+    # in the table's order (tied, mos, doc), not the files' (doc, mos, tied)
+    assert report.index("| tied | 3 |") < report.index("| mos | 3 |") < report.index("| doc | 1 |")
+    assert ("Pairs of rows with at least two seeds each: 1; resolved (ranges do not "
+            "overlap): tied < mos.") in report

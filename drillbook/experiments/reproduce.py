@@ -30,12 +30,12 @@ from pathlib import Path
 import torch
 
 from ..configs import apply_overrides, finetune_lr, get_config
-from ..errors import ConfigError
+from ..errors import ConfigError, ResultFileError
 from ..metrics import perplexity
 from ..papers import paper_number, paper_values
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
-from .seeds import SEED_FOLDER
+from .seeds import SEED_FOLDER, chance_separated, resolved_pairs, seed_spread, spread_table
 
 __all__ = ["RANK_TABLES", "TABLES", "Row", "baseline_row", "find_row", "records_for",
            "render_report", "reproduce"]
@@ -483,7 +483,11 @@ def render_report(folder: str | Path) -> str:
     that number, our main run next to the paper's before fine-tuning (a dash where the
     paper gives none). Speed ratios divide each row's seconds per epoch by its
     :func:`baseline_row` in the same table; rank columns appear for tables that measured a
-    rank. Deterministic: the same files give the same bytes (tests check it).
+    rank. A table with a row run under two or more seeds gets a table across seeds
+    (:mod:`drillbook.experiments.seeds`), and the benchmark reports in ``folder/bench``
+    give a section on the cost targets
+    (:func:`~drillbook.experiments.bench_report.render_targets`).
+    Deterministic: the same files give the same bytes (tests check it).
     """
     from .compare import fmt
 
@@ -556,4 +560,43 @@ def render_report(folder: str | Path) -> str:
                           fmt(m.get("rank_positions")), *[fmt(p.get(r)) for r in ranks]]
             lines.append("| " + " | ".join([*cells, d["device"]]) + " |")
         lines.append("")
+        lines += _seeds_section(folder, table, "test_bleu" if unit == "BLEU" else "test_ppl")
+    bench = sorted((Path(folder) / "bench").glob("*.json"))
+    if bench:
+        from .bench_report import render_targets
+
+        lines += render_targets([_read_bench(path) for path in bench]).splitlines()
     return "\n".join(lines)
+
+
+def _read_bench(path: Path) -> dict:
+    """One benchmark report (``drillbook bench --out``), or a ResultFileError naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ResultFileError(f"benchmark report {path} is not UTF-8 JSON ({err}); rewrite "
+                              f"it with `drillbook bench ... --out {path}`") from None
+
+
+def _seeds_section(folder: str | Path, table: str, metric: str) -> list[str]:
+    """The report's lines on ``table`` across seeds (none while no row has two seeds)."""
+    spreads = seed_spread(folder, table, metric)
+    if not any(s.n >= 2 for s in spreads):
+        return []
+    name = {"test_ppl": "test perplexity", "test_bleu": "test BLEU"}.get(metric, metric)
+    lines = [f"### {table} across seeds", "",
+             f"{name.capitalize()} of every seed of a row (`drillbook reproduce {table} "
+             f"--rows ROW --seed N` writes `{table}/{SEED_FOLDER}N/ROW.json` beside the "
+             "row's own file): mean, sample standard deviation and range. A row with one "
+             "seed has no measured spread (a dash). Two rows are resolved when their ranges "
+             "do not overlap; two equally good rows of three seeds each are resolved by "
+             f"chance with probability {chance_separated(3, 3):.2f}.", "",
+             "| row | n | seeds | mean | std | low | high |", "|---|---|---|---|---|---|---|"]
+    for r in spread_table(spreads, digits=2):
+        lines.append("| " + " | ".join(r[k] for k in ("row", "n", "seeds", "mean", "std",
+                                                       "low", "high")) + " |")
+    pairs = resolved_pairs(spreads)
+    told = [f"{p['lower']} < {p['higher']}" for p in pairs if p["resolved"]]
+    lines += ["", f"Pairs of rows with at least two seeds each: {len(pairs)}; resolved "
+              f"(ranges do not overlap): {', '.join(told) if told else 'none'}.", ""]
+    return lines
