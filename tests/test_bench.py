@@ -4,12 +4,14 @@ and the optimised paths it times agreeing with the plain ones."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
 from torch import nn
 
 from drillbook.cli import main
+from drillbook.errors import ConfigError
 from drillbook.experiments import (
     BENCH_FORMAT,
     bench_report,
@@ -20,9 +22,11 @@ from drillbook.experiments import (
     head_cost,
     run_targets,
     saved_bytes,
+    time_call,
     vocab_sweep,
     write_report,
 )
+from drillbook.experiments.bench import time_once
 from drillbook.heads import DrillHead, Features, build_head
 from drillbook.losses import nearest_neighbour
 
@@ -262,6 +266,30 @@ def test_format_report_and_write_report_refuse_what_they_cannot_handle(tmp_path)
         write_report({"a": object()}, path)
     assert json.loads(path.read_text()) == {"a": 1}  # the old file survives a failed write
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+# ------------------------------------------------------------------ timing
+def test_time_call_warms_up_then_times_a_block_with_the_callers_threads():
+    """torch.utils.benchmark.Timer under the hood: ``warmup`` untimed calls (at least the
+    Timer's own two), ``repeats`` timed ones, at the caller's thread count (the Timer's
+    default would be one thread)."""
+    calls: list[int] = []
+    cpu = torch.device("cpu")
+
+    def step() -> None:
+        calls.append(torch.get_num_threads())
+        time.sleep(0.002)
+
+    torch.set_num_threads(2)  # the one_thread fixture sets 1 back afterwards
+    [seconds] = time_call(step, cpu, repeats=4, warmup=5)
+    assert calls == [2] * 9 and 0.002 <= seconds < 0.5
+    calls.clear()
+    time_call(step, cpu, repeats=3, warmup=0)
+    assert len(calls) == 2 + 3  # Timer.timeit always warms up with two calls
+    calls.clear()
+    assert 0.002 <= time_once(step, cpu) < 0.5 and len(calls) == 1
+    with pytest.raises(ConfigError, match="repeats must be >= 1"):
+        time_call(step, cpu, repeats=0)
 
 
 # ------------------------------------------------------------------ memory

@@ -67,6 +67,15 @@ def test_schema_rejects_what_it_should():
         write_result("/tmp/never.json", doc)
 
 
+def test_a_bleu_signature_is_optional_but_must_be_a_string():
+    doc = _doc("multi30k-joint", "tied", "multi30k/de-en-softmax-tied", test_bleu=30.0)
+    assert validate_result(doc) == []  # files from before the field stay valid
+    doc["bleu_signature"] = "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    assert validate_result(doc) == []
+    doc["bleu_signature"] = 2
+    assert validate_result(doc) == ["field 'bleu_signature' has type int, expected str"]
+
+
 @needs_data
 def test_tiny_budgeted_reproduction_writes_valid_files_and_resumes(tmp_path, capsys):
     out, runs = tmp_path / "results", tmp_path / "runs"
@@ -109,7 +118,10 @@ def test_a_translation_row_reports_bleu(tmp_path):
     doc = json.loads(paths[0].read_text())
     assert validate_result(doc) == [] and doc["status"] == "done"
     assert {"val_bleu", "test_bleu", "output_layer_params"} <= set(doc["metrics"])
-    assert "Metric: BLEU." in render_report(tmp_path / "r")
+    signature = doc["bleu_signature"]  # the test BLEU is sacrebleu's, on detokenised text
+    assert signature.startswith("nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:")
+    report = render_report(tmp_path / "r")
+    assert "Metric: BLEU." in report and f"signature `{signature}`" in report
 
 
 def _doc(table: str, row: str, config: str, **metrics) -> dict:

@@ -44,9 +44,9 @@ class ModelCost:
         size, vocab_size: the :data:`~.bench.SIZES` name and ``V``.
         batch_size, bptt: the training batch, ``(bptt, batch_size)`` word ids.
         eval_batch_size: the evaluation batch, ``(bptt, eval_batch_size)``.
-        train_step_s: median seconds of a training step (forward, loss, regulariser,
-            backward).
-        eval_token_s: median seconds per evaluated token.
+        train_step_s: seconds of a training step (forward, loss, regulariser, backward;
+            :func:`~.bench.time_call`).
+        eval_token_s: seconds per evaluated token.
         tokens_per_s: training throughput, ``batch_size * bptt / train_step_s``.
         saved_bytes: what autograd keeps for backward in a training step (parameters and
             buffers excluded), :func:`~.bench.saved_bytes`.

@@ -23,7 +23,7 @@ from .bench import (
     is_out_of_memory,
     out_of_memory_note,
     step_costs,
-    time_call,
+    time_once,
 )
 
 __all__ = ["SWEEP_SIZES", "greedy_decode", "vocab_sweep"]
@@ -135,8 +135,8 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
             try:
                 torch.manual_seed(seed)
                 head = build_head(kind, vocab_size=vocab_size, d_hidden=d, **options).to(device)
-                first = time_call(partial(_train_once, head, hidden, target, precision),
-                                  device, repeats=1, warmup=0)[0]
+                first = time_once(partial(_train_once, head, hidden, target, precision),
+                                  device)
                 if max_seconds is not None and first > max_seconds:
                     reason = f"a training step took {first:.1f} s > max_seconds={max_seconds}"
                     stopped[name] = f"V={vocab_size}: {reason}"

@@ -394,8 +394,13 @@ def _result_doc(table: str, row: Row, config, trainer, source: dict, *, status: 
 
 def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
                    budget_minutes, device, progress, source: dict) -> Path:
-    """A translation row: BLEU on the validation and test sets (greedy)."""
-    from ..nmt.bleu import corpus_bleu
+    """A translation row: BLEU on the validation and test sets (greedy).
+
+    ``val_bleu`` is the trainer's best validation BLEU on the tokenised text (what selects
+    the checkpoint); ``test_bleu`` is the reported, detokenised sacreBLEU
+    (:func:`~drillbook.nmt.bleu.multi30k_bleu`), its signature in ``bleu_signature``.
+    """
+    from ..nmt.bleu import multi30k_bleu
     from ..nmt.train import NMTTrainer, load_nmt_run, translate_pairs
     from ..train import read_log
 
@@ -404,13 +409,14 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
     last = trainer.fit(max_minutes=budget_minutes)
     log = read_log(run_dir) if (run_dir / "log.jsonl").exists() else []
     metrics: dict[str, float] = {}
+    signature = None
     if (run_dir / "best.pt").exists():
         metrics["val_bleu"] = trainer.best_bleu
         _, model, src_vocab, tgt_vocab = load_nmt_run(run_dir, device=str(trainer.device))
-        test = trainer.corpus.test
-        hyps = translate_pairs(model, test, src_vocab, tgt_vocab, device=trainer.device,
-                               max_len=config.train.max_len)
-        metrics["test_bleu"] = corpus_bleu(hyps, [t for _, t in test])
+        hyps = translate_pairs(model, trainer.corpus.test, src_vocab, tgt_vocab,
+                               device=trainer.device, max_len=config.train.max_len)
+        bleu = multi30k_bleu(hyps, split="test", lang=config.data.tgt, download=True)
+        metrics["test_bleu"], signature = bleu.score, bleu.signature
         metrics["output_layer_params"] = model.head.param_counts().dedicated
     steps = [r["seconds_per_step"] for r in log if r.get("seconds_per_step")]
     if steps:
@@ -425,6 +431,8 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
         metrics=metrics,
         curve=[{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
                 "elapsed_seconds": r["elapsed_seconds"]} for r in log])
+    if signature is not None:
+        doc["bleu_signature"] = signature
     return write_result(path, doc)
 
 
@@ -527,6 +535,12 @@ def render_report(folder: str | Path) -> str:
                        *[_PAPER_RANKS[m] for m in ranks]]
         intro = (f"Metric: {unit}. `paper valid`/`paper test`: the paper's number for the "
                  "main run (before fine-tuning), a dash where the paper gives none.")
+        signatures = sorted({d["bleu_signature"] for d in rows if "bleu_signature" in d})
+        if signatures:
+            intro += (" `valid`: BLEU of the tokenised text (it selects the checkpoint); "
+                      "`test`: sacreBLEU of the detokenised translations against the raw "
+                      "references, signature " + ", ".join(f"`{s}`" for s in signatures)
+                      + ".")
         if has_ft:
             intro += (" `ft`: after AWD-LSTM's fine-tuning stage, our run next to the "
                       "paper's (the papers' headline numbers are after it).")

@@ -11,6 +11,10 @@ once its main run is done: the same measurements for the fine-tuning stage (``st
 ``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
 status may also be ``converged``, stopped at its non-monotone trigger).
 
+A translation row also has ``bleu_signature``: sacrebleu's signature of its ``test_bleu``
+(:func:`drillbook.nmt.bleu.multi30k_bleu`); files written before it existed, without it,
+stay valid.
+
 The papers' numbers are not stored: the report and the book look them up in
 :mod:`drillbook.papers` when they display a row, so a corrected paper number never leaves
 a stale copy behind. Files of the first format (``drillbook-result/1``) still load; their
@@ -31,7 +35,7 @@ from typing import Any
 
 from ..errors import MissingFileError, ResultFileError
 
-__all__ = ["FINETUNED_REQUIRED", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
+__all__ = ["FINETUNED_REQUIRED", "OPTIONAL", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
            "book_results", "load_results", "validate_result", "write_json", "write_result"]
 
 RESULT_FORMAT = "drillbook-result/2"
@@ -60,6 +64,11 @@ REQUIRED: dict[str, tuple[type, ...]] = {
     "curve": (list,),
 }
 
+#: fields a document may lack, checked when present: field -> allowed Python types
+OPTIONAL: dict[str, tuple[type, ...]] = {
+    "bleu_signature": (str,),  # sacrebleu's signature of a translation row's test_bleu
+}
+
 #: fields of the optional ``finetuned`` block
 FINETUNED_REQUIRED: dict[str, tuple[type, ...]] = {
     "status": (str,),
@@ -80,6 +89,7 @@ def validate_result(doc: Any) -> list[str]:
     if not isinstance(doc, dict):
         return [f"expected a JSON object, got {type(doc).__name__}"]
     problems = _check_fields(doc, REQUIRED, "", STATUSES)
+    problems += _check_types(doc, {k: t for k, t in OPTIONAL.items() if k in doc}, "")
     if doc.get("format") not in (None, *READABLE_FORMATS):
         problems.append(f"format {doc.get('format')!r} is not one of {READABLE_FORMATS}")
     if "finetuned" in doc:
@@ -96,13 +106,8 @@ def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], wh
                   statuses: tuple[str, ...]) -> list[str]:
     """The problems of one level of a result document: its required fields and types, its
     status, its metrics (numbers) and its curve (dicts with an epoch)."""
-    problems = []
-    for key, types in required.items():
-        if key not in doc:
-            problems.append(f"missing field {where + key!r}")
-        elif not isinstance(doc[key], types) or (isinstance(doc[key], bool) and bool not in types):
-            problems.append(f"field {where + key!r} has type {type(doc[key]).__name__}, "
-                            f"expected {' or '.join(t.__name__ for t in types)}")
+    problems = [f"missing field {where + key!r}" for key in required if key not in doc]
+    problems += _check_types(doc, {k: t for k, t in required.items() if k in doc}, where)
     if "status" in doc and doc["status"] not in statuses:
         problems.append(f"{where}status {doc['status']!r} is not one of {statuses}")
     metrics, curve = doc.get("metrics"), doc.get("curve")
@@ -114,6 +119,17 @@ def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], wh
             problems.append(f"{where}curve points must be dicts with an 'epoch', got {point!r}")
             break
     return problems
+
+
+def _check_types(doc: dict[str, Any], fields: dict[str, tuple[type, ...]],
+                 where: str) -> list[str]:
+    """The fields of ``doc`` (all present) whose value has none of the allowed types (a
+    bool is no int here)."""
+    return [f"field {where + key!r} has type {type(doc[key]).__name__}, expected "
+            f"{' or '.join(t.__name__ for t in types)}"
+            for key, types in fields.items()
+            if not isinstance(doc[key], types) or (isinstance(doc[key], bool)
+                                                    and bool not in types)]
 
 
 def write_result(path: str | Path, doc: dict[str, Any]) -> Path:

@@ -11,8 +11,8 @@ Example::
     batch = batches[0]   # src (S, B), src_lengths (B,), tgt_in / tgt_out (T, B)
 
 Only :mod:`~drillbook.nmt.data` and :mod:`~drillbook.nmt.embeddings` are imported here
-(they need nothing beyond torch and numpy); import the model, decoding and BLEU from their
-modules.
+(they need nothing beyond torch and numpy); import the model, decoding, BLEU and raw-text
+tokenisation (:mod:`~drillbook.nmt.text`) from their modules.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .data import (
     TranslationBatch,
     load_parallel,
     load_parallel_from_files,
+    load_raw_sentences,
     make_batches,
     moses_unescape,
     padding_fraction,
@@ -57,6 +58,7 @@ __all__ = [
     "load_glove_50d",
     "load_parallel",
     "load_parallel_from_files",
+    "load_raw_sentences",
     "make_batches",
     "moses_unescape",
     "padding_fraction",

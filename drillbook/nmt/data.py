@@ -38,6 +38,7 @@ the global random state): the same seed gives the same batches.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 from collections import Counter
@@ -68,6 +69,7 @@ __all__ = [
     "TranslationBatch",
     "load_parallel",
     "load_parallel_from_files",
+    "load_raw_sentences",
     "make_batches",
     "moses_unescape",
     "padding_fraction",
@@ -76,6 +78,8 @@ __all__ = [
 
 #: The registry entry the translation data comes from.
 CORPUS = "multi30k"
+#: The registry entry of the same sentences untokenised and cased (the BLEU references).
+RAW_CORPUS = "multi30k-raw"
 
 #: Supported (source, target) language pairs.
 PAIRS: tuple[tuple[str, str], ...] = (("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en"))
@@ -284,6 +288,55 @@ def load_parallel(
                 f"point ${DATA_ENV} at a verified copy; pass check=False to load them anyway."
             )
     return corpus
+
+
+def load_raw_sentences(
+    split: str,
+    lang: str,
+    root: str | os.PathLike | None = None,
+    download: bool = False,
+    *,
+    check: bool = True,
+) -> list[str]:
+    """The untokenised, cased Multi30k sentences of one split and language, in corpus order.
+
+    Line ``i`` is the original of line ``i`` of the tokenised split that
+    :func:`load_parallel` reads (the release's ``raw/<stem>.<lang>.gz``): these are the
+    references of the reported, detokenised BLEU (:func:`drillbook.nmt.bleu.multi30k_bleu`).
+    Lines are returned as they are in the file (a few French ones start with a space).
+
+    Args:
+        split: ``"train"``, ``"valid"``, ``"test"`` or an extra test set
+            (:data:`EXTRA_TESTS`).
+        lang: ``"en"``, ``"de"`` or ``"fr"``.
+        root, download: as for :func:`load_parallel` (the raw files are the registry
+            entry ``"multi30k-raw"``, under ``<root>/multi30k/raw/``).
+        check: compare the file's sha256 with the registry and its number of lines with
+            :data:`MULTI30K_SIZES`.
+
+    Raises:
+        DataError: unknown split or language (the message lists the valid ones), or
+            (with ``check``) a file that is not the published one.
+        MissingFileError: the file is missing and ``download=False``.
+    """
+    stem = _MAIN_SPLITS.get(split, split if split in EXTRA_TESTS else None)
+    if stem is None:
+        raise DataError(f"unknown Multi30k split {split!r}; valid splits: "
+                        f"{', '.join([*_MAIN_SPLITS, *EXTRA_TESTS])}")
+    languages = corpus_spec(RAW_CORPUS).languages
+    if lang not in languages:
+        raise DataError(f"Multi30k has no language {lang!r}; valid: {', '.join(languages)}")
+    path = corpus_file(RAW_CORPUS, f"{stem}.{lang}", root, download=download)
+    if check:
+        check_sha256(RAW_CORPUS, {f"{stem}.{lang}": path})
+    text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[-1] == "":  # the final newline ends the last line
+        lines.pop()
+    if check and len(lines) != MULTI30K_SIZES[split]:
+        raise DataError(f"{path} has {len(lines):,} lines, expected {MULTI30K_SIZES[split]:,}; "
+                        f"replace it with drillbook.data.download({RAW_CORPUS!r}, force=True)")
+    return lines
 
 
 def load_parallel_from_files(
