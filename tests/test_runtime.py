@@ -117,3 +117,18 @@ def test_resolve_device_checks_the_name_and_the_machine(monkeypatch):
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     with pytest.raises(DeviceError, match="'mps': Apple's MPS backend is not available"):
         resolve_device("mps")
+
+
+def test_run_folders_go_under_runs_or_to_a_fresh_temporary_folder(tmp_path, monkeypatch):
+    from drillbook.notebook import setup
+
+    monkeypatch.delenv("DRILLBOOK_PROFILE", raising=False)
+    nb = setup(seed=0, device="cpu", quiet=True)
+    a, b = nb.run_dir("ch02"), nb.run_dir("ch02")
+    assert a != b and a.is_dir() and "drillbook-ch02-" in a.name  # never shared by accident
+    assert not nb.progress  # small profile on a CPU: no bars in CI logs
+    kept = setup(seed=0, device="cpu", quiet=True, runs=tmp_path / "drive")
+    assert kept.run_dir("ch02") == tmp_path / "drive" / "ch02"
+    assert kept.run_dir("ch02").is_dir()  # the same folder again: runs can resume
+    assert setup(seed=0, device="cpu", quiet=True, runs="").runs is None  # an empty form field
+    assert setup(seed=0, device="cpu", quiet=True, profile="full").progress
