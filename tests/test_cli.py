@@ -196,6 +196,13 @@ def test_show_prints_json_by_default_and_params_reads_a_file(capsys, tmp_path):
     assert json.loads(capsys.readouterr().out)["total"] == 174_352  # as with --set
 
 
+def test_param_report_moved_to_the_library_and_the_old_import_still_works():
+    from drillbook.cli import param_report
+    from drillbook.models import param_report as in_the_library
+
+    assert param_report is in_the_library
+
+
 def test_a_name_and_a_file_together_or_neither_are_usage_errors(capsys, tmp_path):
     for argv in (["train"], ["train", "tutorial/ptb-tied", "--config", "x.json"]):
         with pytest.raises(SystemExit) as exc:

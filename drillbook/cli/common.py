@@ -72,8 +72,10 @@ def list_in_help(action: argparse.Action, module: str, attribute: str) -> argpar
 # ------------------------------------------------------------------ argument groups
 def add_overrides(p: argparse.ArgumentParser, what: str) -> None:
     """``--set KEY=VALUE ...``, repeatable: the values add up, a later key wins."""
-    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
-                   help=f"{what}; may be repeated (a later value of a key wins)")
+    list_in_help(p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
+                                help=f"{what}; may be repeated (a later value of a key "
+                                     f"wins); head.kind is one of %(names)s"),
+                 "drillbook.heads", "HEADS")
 
 
 def add_config_source(p: argparse.ArgumentParser) -> None:

@@ -114,7 +114,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--json", action="store_true", help="the list, machine-readable")
     add_overrides(p, "with --show: override config values")
     p.add_argument("--format", choices=DUMP_FORMATS,
-                   help="with --show: %(choices)s (default json; YAML needs PyYAML)")
+                   help="with --show: one of %(choices)s (default json; yaml needs "
+                        "PyYAML)")
     p.set_defaults(func=_cmd_configs)
 
     p = sub.add_parser("params", help="parameter counts of a config's model",
