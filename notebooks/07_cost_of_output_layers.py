@@ -560,7 +560,7 @@ print(f"vMF at 50k: training {vmf_50k['train_speedup']:.0f} x faster, decoding "
 #   faster at 64 positions per call.
 #
 # The project also set itself cost targets for these ratios. They are project
-# bookkeeping rather than part of the lesson: `drillbook bench --targets` measures and
+# bookkeeping rather than part of the lesson: `drillbook bench targets` measures and
 # prints them, and the *Cost targets* section of the results report (`REPORT.md`, beside
 # the result files) checks the committed measurements against them.
 #
@@ -605,7 +605,7 @@ print(f"vMF at 50k: training {vmf_50k['train_speedup']:.0f} x faster, decoding "
 # added by itself; on a CPU this takes minutes):
 #
 # ```
-# drillbook bench --encoder ptb/awd-lstm --heads drill-4 --batch-size 80 --repeats 3
+# drillbook bench model ptb/awd-lstm --heads drill-4 --batch-size 80 --repeats 3
 # ```
 #
 # The measured ratio depends on the machine: on a CPU expect it near the prediction, on

@@ -34,14 +34,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = ["--repeats", "1", "--warmup", "1"]
 #: a CPU-sized AWD-LSTM (the tutorial config, shrunk further)
-TINY_ENCODER = ["--encoder", "tutorial/ptb-tied", "--set", "model.emsize=8", "model.nhid=16",
+TINY_ENCODER = ["model", "tutorial/ptb-tied", "--set", "model.emsize=8", "model.nhid=16",
                 "--batch-size", "2", "--bptt", "4"]
 
 
 # ------------------------------------------------------------------ end to end
 def test_bench_cli_writes_a_report(tmp_path, capsys):
     out = tmp_path / "bench" / "cpu.json"
-    assert main(["bench", "--heads", "drill-1", "vmf-300", "--d", "8", "--tokens", "16",
+    assert main(["bench", "heads", "--heads", "drill-1", "vmf-300", "--d", "8", "--tokens", "16",
                  "--precision", "bf16", *TINY, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["format"] == BENCH_FORMAT and report["mode"] == "heads"
@@ -52,7 +52,7 @@ def test_bench_cli_writes_a_report(tmp_path, capsys):
     assert report["environment"]["torch"] and "train x" in capsys.readouterr().out
     assert [p.name for p in out.parent.iterdir()] == ["cpu.json"]  # no temporary left
     with pytest.raises(SystemExit):
-        main(["bench", "--heads", "nope"])
+        main(["bench", "heads", "--heads", "nope"])
 
 
 def test_encoder_mode_runs_end_to_end_and_writes_a_valid_file(tmp_path, capsys):
@@ -78,23 +78,42 @@ def test_encoder_mode_runs_end_to_end_and_writes_a_valid_file(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["--sweep", "--encoder", "ptb/awd-lstm"],
-    ["--set", "model.nhid=16"],
-    ["--encoder", "ptb/awd-lstm", "--d", "8"],
-    ["--sweep", "--heads", "tied"],
-    ["--vocab-sizes", "100"],
-    ["--targets", "--vocab-sizes", "100"],
+    ["sweep", "--heads", "tied"],  # the sweep measures fixed heads
+    ["heads", "--set", "model.nhid=16"],  # an encoder's override without an encoder
+    ["heads", "--batch-size", "4"],
+    ["model", "ptb/awd-lstm", "--d", "8"],  # the config sizes the features
+    ["heads", "--vocab-sizes", "100"],
+    ["targets", "--vocab-sizes", "100"],  # the targets measure V = 50,000 only
+    ["targets", "--heads", "tied"],
+    ["model"],  # no config
+    [],  # no mode
 ])
-def test_flags_of_another_benchmark_are_errors(argv, capsys):
+def test_each_mode_takes_only_its_own_flags(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["bench", *argv])
-    assert exc.value.code == 2 and "drillbook: error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("usage: drillbook "), err
+    assert "unrecognized arguments" in err or "required" in err
+
+
+def test_every_mode_is_documented_with_its_report_mode():
+    from drillbook.cli import build_parser
+
+    bench = next(a for a in build_parser()._subparsers._group_actions[0].choices.items()
+                 if a[0] == "bench")[1]
+    modes = bench._subparsers._group_actions[0].choices
+    assert list(modes) == ["heads", "model", "sweep", "targets"]  # = the reports' "mode"
+    for mode, parser in modes.items():
+        text = parser.format_help()
+        assert text.startswith(f"usage: drillbook bench {mode} ")
+        assert "--precision" in text and "--out" in text
+    assert "vmf-300" in modes["heads"].format_help()  # from BENCH_HEADS, not by hand
 
 
 # ------------------------------------------------------------------ vMF sweep
 def test_sweep_runs_end_to_end_with_decode_columns(tmp_path, capsys):
     out = tmp_path / "sweep.json"
-    assert main(["bench", "--sweep", "--vocab-sizes", "100", "50", "--d", "8", "--tokens", "16",
+    assert main(["bench", "sweep", "--vocab-sizes", "100", "50", "--d", "8", "--tokens", "16",
                  "--decode-positions", "4", *TINY, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["format"] == BENCH_FORMAT and report["mode"] == "sweep"

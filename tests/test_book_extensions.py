@@ -70,15 +70,20 @@ def test_every_bibliography_entry_has_a_doi_or_a_url():
         assert url is None or url.startswith("https://"), (key, url)
 
 
+def _all_parsers(parser):
+    """``parser`` and every subcommand's parser under it, depth first."""
+    yield parser
+    for _, _, sub in reference._subcommands(parser):
+        yield from _all_parsers(sub)
+
+
 def test_help_texts_do_not_depend_on_the_terminal(monkeypatch):
     from drillbook.cli import build_parser
 
     texts = []
     for columns in ("40", "300"):
         monkeypatch.setenv("COLUMNS", columns)
-        parser = build_parser()
-        texts.append([reference._help_text(parser)]
-                     + [reference._help_text(sub) for _, _, sub in reference._subcommands(parser)])
+        texts.append([reference._help_text(p) for p in _all_parsers(build_parser())])
     assert texts[0] == texts[1]
     lines = [line for text in texts[0] for line in text.splitlines()]
     assert max(map(len, lines)) <= reference.HELP_WIDTH
@@ -94,6 +99,12 @@ def test_every_command_has_its_section():
     for name, summary, sub in commands:
         assert summary, name  # the one line --help lists
         assert reference._help_text(sub).startswith(f"usage: drillbook {name} ")
+    bench = dict((name, sub) for name, _, sub in commands)["bench"]  # its modes: sections too
+    modes = reference._subcommands(bench)
+    assert [name for name, _, _ in modes] == ["heads", "model", "sweep", "targets"]
+    for name, summary, sub in modes:
+        assert summary, name
+        assert reference._help_text(sub).startswith(f"usage: drillbook bench {name} ")
 
 
 def test_references_land_where_the_object_is_documented():
@@ -119,6 +130,7 @@ def test_references_land_where_the_object_is_documented():
 def test_every_module_has_a_place_in_the_reference():
     pages = "".join(p.read_text() for p in (ROOT / "book" / "reference").glob("*.md"))
     documented = set(re.findall(r"automodule:: (drillbook[\w.]*)", pages))
-    modules = {m.name for m in pkgutil.walk_packages(drillbook.__path__, "drillbook.")}
+    modules = {m.name for m in pkgutil.walk_packages(drillbook.__path__, "drillbook.")
+               if not m.name.endswith(".__main__")}  # `python -m` entry: nothing to document
     assert modules - documented == set()  # a new module needs its automodule
     assert documented - modules == set()

@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from drillbook.analysis import singular_values
-from drillbook.cli import param_report
 from drillbook.configs import get_config
 from drillbook.heads import DOCHead, Features, MoSHead, SigSoftmaxHead, build_head
 from drillbook.heads.mixture import (
@@ -18,6 +17,7 @@ from drillbook.heads.mixture import (
     mixture_log_prob,
     mixture_log_prob_reference,
 )
+from drillbook.models import param_report
 from drillbook.papers import paper_value
 
 F64 = torch.float64

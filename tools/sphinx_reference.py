@@ -5,7 +5,8 @@ Loaded by Jupyter Book through ``sphinx: local_extensions:`` in ``_config.yml``.
 ``.. drillbook-cli::``
     the command-line reference: the ``--help`` text of the ``drillbook`` parser and of each
     subcommand, taken from :func:`drillbook.cli.build_parser` at build time, one section per
-    subcommand, so the page says exactly what the installed command says.
+    subcommand (nested for a subcommand's own, ``drillbook bench heads``), so the page says
+    exactly what the installed command says.
 
 ``.. drillbook-registry:: drillbook.heads.HEADS``
     a table of a name -> class/function registry: each name, a link to what it maps to and
@@ -84,16 +85,23 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
 
 
 class CLIDirective(SphinxDirective):
-    """The ``drillbook`` command's ``--help``, then one section per subcommand."""
+    """The ``drillbook`` command's ``--help``, then one section per subcommand (and, inside
+    it, one per subcommand of its own, as ``drillbook bench heads``)."""
 
     has_content = False
 
     def run(self) -> list[nodes.Node]:
+        from pathlib import Path
+
         from drillbook import cli
 
-        self.env.note_dependency(cli.__file__)
+        for module in sorted(Path(cli.__file__).parent.glob("*.py")):
+            self.env.note_dependency(str(module))
         parser = cli.build_parser()
-        out: list[nodes.Node] = [nodes.literal_block(text=_help_text(parser))]
+        return [nodes.literal_block(text=_help_text(parser)), *self._sections(parser)]
+
+    def _sections(self, parser: argparse.ArgumentParser) -> list[nodes.Node]:
+        out: list[nodes.Node] = []
         for name, summary, sub in _subcommands(parser):
             title = f"{parser.prog} {name}"
             section = nodes.section(ids=[nodes.make_id(title)],
@@ -102,6 +110,7 @@ class CLIDirective(SphinxDirective):
             if summary:
                 section += nodes.paragraph(text=summary[0].upper() + summary[1:] + ".")
             section += nodes.literal_block(text=_help_text(sub))
+            section.extend(self._sections(sub))
             self.state.document.note_implicit_target(section, section)
             out.append(section)
         return out

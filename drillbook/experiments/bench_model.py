@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
-from ..configs import Config, HeadConfig, apply_overrides, get_config
+from ..configs import Config, ConfigError, HeadConfig, apply_overrides, get_config
 from ..heads import HEADS
 from ..models import build_model
 from ..train import training_loss
@@ -85,9 +85,15 @@ def bench_config(encoder: str, overrides: Sequence[str] = ()) -> Config:
     """The named config with ``key=value`` overrides (e.g. ``model.nhid=16``) applied.
 
     Raises:
-        ConfigError: unknown config name or override (the message lists the valid ones).
+        ConfigError: unknown config name or override (the message lists the valid ones),
+            or a translation config.
     """
-    return apply_overrides(get_config(encoder), list(overrides))
+    config = get_config(encoder)
+    if config.task != Config.task:
+        raise ConfigError(f"{encoder} is a {config.task} config; the benchmark puts heads "
+                          f"behind a language model's encoder: choose a language-model "
+                          f"config (`drillbook configs`)")
+    return apply_overrides(config, list(overrides))
 
 
 def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",

@@ -2,7 +2,7 @@
 
 The targets are the project's own bookkeeping, not a result of the papers: ratios it set
 itself for DRILL, MoS and vMF against a tied head or a softmax (:data:`TARGETS`).
-``drillbook bench --targets`` measures what they need and prints the verdicts
+``drillbook bench targets`` measures what they need and prints the verdicts
 (:func:`format_report`); :func:`render_targets` writes the same verdicts on the committed
 reports as Markdown, the section ``drillbook report`` adds to ``REPORT.md``.
 """
@@ -259,7 +259,7 @@ def render_targets(reports: Sequence[dict], targets: Sequence[Target] = TARGETS)
     rows = evaluate_targets(reports, targets)
     lines = ["## Cost targets", "",
              "The cost targets the project set itself, as ratios measured in one process "
-             "(`drillbook bench --targets` measures what they need), checked against the "
+             "(`drillbook bench targets` measures what they need), checked against the "
              "committed benchmark reports in `bench/`. A target nobody has measured says "
              "so; a target stated for a GPU but measured on a CPU is flagged in its note.",
              "", "| " + " | ".join(_VERDICT_HEADER) + " |",

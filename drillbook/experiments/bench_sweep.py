@@ -14,6 +14,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..heads import OutputHead, build_head
+from ..validation import POSITIVE_INT, POSITIVE_NUMBER
 from .bench import (
     BENCH_FORMAT,
     autocast,
@@ -109,11 +110,9 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
     sizes = sorted({int(v) for v in vocab_sizes})
     if not sizes or sizes[0] < 2:
         raise ConfigError(f"vocab_sizes must be integers >= 2, got {list(vocab_sizes)}")
-    decode_positions = tokens if decode_positions is None else int(decode_positions)
-    if decode_positions < 1:
-        raise ConfigError(f"decode_positions must be a positive integer, got {decode_positions}")
-    if max_seconds is not None and max_seconds <= 0:
-        raise ConfigError(f"max_seconds must be positive or None, got {max_seconds}")
+    decode_positions = POSITIVE_INT.check(tokens if decode_positions is None
+                                          else decode_positions, "decode_positions")
+    max_seconds = POSITIVE_NUMBER.or_none("no limit").check(max_seconds, "max_seconds")
     device = torch.device(device)
     autocast(device, precision)  # checks the precision before any work
     heads = {"softmax": ("softmax", {}), f"vmf-{dim}": ("vmf", {"dim": dim})}

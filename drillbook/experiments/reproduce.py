@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ..configs import apply_overrides, finetune_lr, get_config
+from ..configs import TRANSLATION, apply_overrides, finetune_lr, get_config
 from ..errors import ConfigError, ResultFileError
 from ..metrics import perplexity
 from ..papers import paper_number, paper_values
@@ -84,18 +84,12 @@ class Row:
 
     @property
     def translation(self) -> bool:
-        """A Multi30k translation row (BLEU) rather than a language-model row."""
-        return self.config.startswith("multi30k/")
+        """A translation row (BLEU) rather than a language-model row: its config's task."""
+        return get_config(self.config).task == TRANSLATION
 
     def resolve(self, extra: Sequence[str] = ()):
         """The row's config: the named config, the row's overrides, then ``extra``."""
-        if self.translation:
-            from ..nmt.config import get_nmt_config
-
-            base = get_nmt_config(self.config)
-        else:
-            base = get_config(self.config)
-        return apply_overrides(base, [*self.overrides, *extra])
+        return apply_overrides(get_config(self.config), [*self.overrides, *extra])
 
 
 

@@ -24,7 +24,6 @@ these declarations; none of them tests a head's type or inspects its signature.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -32,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..validation import POSITIVE_INT
 
 __all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead", "check_positive_int"]
 
@@ -73,11 +72,10 @@ class ParamCounts:
 
 def check_positive_int(value: object, what: str) -> int:
     """``value`` as an ``int`` if it is a positive integer (a Python or NumPy integer, not a
-    bool), else a one-line :class:`~drillbook.errors.ConfigError`
-    ``"<what> must be a positive integer, got <value>"``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ConfigError(f"{what} must be a positive integer, got {value!r}")
-    return int(value)
+    bool; :data:`drillbook.validation.POSITIVE_INT`), else a one-line
+    :class:`~drillbook.errors.ConfigError` ``"<what> must be a positive integer, got
+    <value>"``."""
+    return POSITIVE_INT.check(value, what)
 
 
 def last_layer(features: Tensor | Features) -> Tensor:

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..validation import PROBABILITY
 from .base import Features, check_positive_int
 from .label_cache import LabelEncoderHead
 
@@ -48,8 +49,7 @@ DROPOUT_KINDS = ("variational", "standard")
 def check_dropout(p: object, kind: str, head: str) -> tuple[float, str]:
     """``(p, kind)`` if ``p`` is a probability in ``[0, 1)`` and ``kind`` one of
     :data:`DROPOUT_KINDS`, else a ValueError naming the valid values."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout must be a probability in [0, 1) (0 disables it), got {p!r}")
+    p = PROBABILITY.saying("a probability in [0, 1) (0 disables it)").check(p, "dropout")
     if kind not in DROPOUT_KINDS:
         raise ValueError(f"unknown dropout_kind {kind!r} for the {head!r} head; choose one of "
                          f"{list(DROPOUT_KINDS)}")

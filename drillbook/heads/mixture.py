@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from ..validation import POSITIVE_INT
 from .base import Features
 from .softmax import EmbeddingHead
 
@@ -151,9 +152,8 @@ class MixtureHead(EmbeddingHead):
             raise ValueError(f"a mixture needs at least one component, got {n_vectors}")
         if not 0.0 <= latent_dropout < 1.0:
             raise ValueError(f"latent_dropout must lie in [0, 1), got {latent_dropout}")
-        if chunk_size is not None and chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive number of positions or None, "
-                             f"got {chunk_size}")
+        chunk_size = POSITIVE_INT.saying("a positive number of positions").or_none(
+            "all at once").check(chunk_size, "chunk_size")
         if cv_weight < 0:
             raise ValueError(f"cv_weight must be >= 0, got {cv_weight}")
         if cv_form not in CV_FORMS:

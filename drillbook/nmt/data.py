@@ -53,6 +53,7 @@ from torch import Tensor
 
 from ..data import DATA_ENV, Vocabulary, check_sha256, corpus_file, corpus_spec, read_lines
 from ..errors import ConfigError, DataError, MissingFileError
+from ..validation import POSITIVE_INT
 
 __all__ = [
     "BOS",
@@ -649,13 +650,9 @@ def make_batches(
         ValueError: ``batch_size < 1``, ``sort_within < 1``, no pairs, or an empty
             sentence (the message gives the pair's position).
     """
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if sort_within is not None and (int(sort_within) != sort_within or sort_within < 1):
-        raise ValueError(
-            f"sort_within is a number of batches per sorting pool (>= 1), or None for no "
-            f"sorting; got {sort_within!r}"
-        )
+    batch_size = POSITIVE_INT.check(batch_size, "batch_size")
+    sort_within = POSITIVE_INT.saying("a number of batches per sorting pool").or_none(
+        "no sorting").check(sort_within, "sort_within")
     if len(pairs) == 0:
         raise ValueError("make_batches got no sentence pairs; pass a non-empty split")
     src_ids = [src_vocab.ids(s) for s, _ in pairs]

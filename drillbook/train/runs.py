@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from ..configs.registry import config_from_dict
 from ..configs.schema import SectionedConfig
 from ..errors import (
     ConfigError,
@@ -161,8 +162,10 @@ def read_run_dict(run_dir: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_run_config(run_dir: str | Path, cls: type[SectionedConfig]):
-    """The validated config in ``run_dir/config.json`` (see :func:`read_run_dict`).
+def read_run_config(run_dir: str | Path, cls: type[SectionedConfig] | None = None):
+    """The validated config in ``run_dir/config.json`` (see :func:`read_run_dict`), read
+    by ``cls``, or (``None``) by the class of the task it names
+    (:func:`drillbook.configs.config_from_dict`): ask the result its ``task``.
 
     Raises:
         MissingFileError: no such file.
@@ -171,7 +174,7 @@ def read_run_config(run_dir: str | Path, cls: type[SectionedConfig]):
     """
     data = read_run_dict(run_dir)
     try:
-        return cls.from_dict(data)
+        return config_from_dict(data) if cls is None else cls.from_dict(data)
     except ConfigError as err:
         raise RunFolderError(f"{Path(run_dir) / CONFIG} does not hold a valid config "
                              f"({err}); {_CONFIG_FIX}") from err
