@@ -213,9 +213,21 @@ def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["sentences"] == 20 and result["beam"] == 2 and result["bleu"] >= 0
+    # reported BLEU is sacrebleu's on detokenised text, with its signature
+    assert result["bleu_signature"].startswith("nrefs:1|case:lc|eff:no|tok:13a|smooth:exp")
+    assert main(["eval", str(run), "--split", "test", "--max-tokens", "5"]) == 0
+    assert "sacreBLEU signature: nrefs:1|case:lc" in capsys.readouterr().out
     monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\nzwei hunde .\n"))
     assert main(["translate", str(run)]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 2
+    tokenised = capsys.readouterr().out.splitlines()
+    assert len(tokenised) == 2
+    # --raw: ordinary text in (cased, punctuation attached), detokenised text out; the
+    # model sees exactly the tokens of the tokenised input above
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Mann.\nZwei Hunde.\n"))
+    assert main(["translate", str(run), "--raw"]) == 0
+    from drillbook.nmt.text import moses_detokenize
+    assert capsys.readouterr().out.splitlines() == [moses_detokenize(line.split(), "en")
+                                                    for line in tokenised]
     monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\n\n"))
     with pytest.raises(SystemExit):
         main(["translate", str(run)])

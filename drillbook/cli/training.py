@@ -105,7 +105,7 @@ def _eval_language_model(_, args: argparse.Namespace) -> int:
 
 
 def _eval_translation(config, args: argparse.Namespace) -> int:
-    from ..nmt.bleu import corpus_bleu
+    from ..nmt.bleu import multi30k_bleu
     from ..nmt.data import load_parallel
     from ..nmt.train import load_nmt_run, translate_pairs
 
@@ -118,12 +118,14 @@ def _eval_translation(config, args: argparse.Namespace) -> int:
     device = next(model.parameters()).device
     hyps = translate_pairs(model, pairs, src_vocab, tgt_vocab, beam=args.beam,
                            max_len=config.train.max_len, device=device)
+    # reported BLEU: sacrebleu on detokenised text against the raw references
+    bleu = multi30k_bleu(hyps, split=args.split, lang=config.data.tgt, download=True)
     result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
-              "beam": args.beam, "bleu": corpus_bleu(hyps, [t for _, t in pairs]),
+              "beam": args.beam, "bleu": bleu.score, "bleu_signature": bleu.signature,
               "sentences": len(pairs)}
-    return emit(args, result, f"{args.split} BLEU {result['bleu']:.2f} over "
-                              f"{len(pairs):,} sentences (beam {args.beam}, {args.which} "
-                              f"weights of {args.run_dir})")
+    return emit(args, result, f"{args.split} BLEU {bleu.score:.2f} over {len(pairs):,} "
+                              f"sentences (beam {args.beam}, {args.which} weights of "
+                              f"{args.run_dir})\nsacreBLEU signature: {bleu.signature}")
 
 
 #: task -> how ``drillbook eval`` evaluates a run of that task
@@ -143,23 +145,32 @@ def _cmd_translate(args: argparse.Namespace) -> int:
                            f"`drillbook train multi30k/de-en-softmax --out DIR`)")
     if args.input and not Path(args.input).is_file():
         raise MissingFileError(f"--input {args.input}: no such file; give a file of "
-                               f"tokenised sentences, one per line, or pipe them in")
-    _, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, device=args.device)
+                               f"sentences, one per line, or pipe them in")
+    config, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, device=args.device)
     _check_beam(model, args.beam)
     stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
+    if args.raw:
+        from ..nmt.text import moses_detokenize, moses_tokenize
+
+        def split(line: str) -> list[str]:
+            return moses_tokenize(line, config.data.src)
+
+        def join(tokens: list[str]) -> str:
+            return moses_detokenize(tokens, config.data.tgt)
+    else:
+        split, join = str.split, " ".join
     try:
         with stream:
-            lines = [line.split() for line in stream]
+            lines = [split(line) for line in stream]
     except UnicodeDecodeError as err:
         raise CommandError(f"{args.input or 'standard input'} is not UTF-8 text (byte "
-                           f"{err.start}: {err.reason}); give tokenised UTF-8 sentences"
-                           ) from None
+                           f"{err.start}: {err.reason}); give UTF-8 sentences") from None
     if not all(lines):
-        raise CommandError("empty input line: give one tokenised sentence per line")
+        raise CommandError("empty input line: give one sentence per line")
     device = next(model.parameters()).device
     for hyp in translate_pairs(model, [(tokens, []) for tokens in lines], src_vocab,
                                tgt_vocab, beam=args.beam, device=device):
-        print(" ".join(hyp))
+        print(join(hyp))
     return 0
 
 
@@ -219,11 +230,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_run_reader(p)
     p.set_defaults(func=_cmd_rank)
 
-    p = sub.add_parser("translate", help="translate tokenised sentences with a trained run",
-                       description="Read one tokenised, lowercased source sentence per line "
-                                   "(stdin or --input) and print its translation.")
+    p = sub.add_parser("translate", help="translate sentences with a trained run",
+                       description="Read one source sentence per line (stdin or --input) "
+                                   "and print its translation: tokenised, lowercased text "
+                                   "as the corpus has it, or ordinary text with --raw.")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--input", help="a file (default: standard input)")
+    p.add_argument("--raw", action="store_true",
+                   help="untokenised input: Moses-tokenise and lowercase it, and "
+                        "detokenise the output (needs sacremoses)")
     p.add_argument("--beam", type=positive_int, default=1)
     p.add_argument("--device")
     p.set_defaults(func=_cmd_translate)
