@@ -38,10 +38,11 @@ class DrillHead(LabelEncoderHead):
     * optionally a residual connection to the previous layer, ``+ E^{(k-1)}``
       (``residual_previous=True``). As in the authors' code it is added from layer 2 on:
       at layer 1, ``E^{(0)} = E`` already arrives through the skip connection;
-    * dropout ``δ`` on the layer's *input* (Eq. 12), ``E`` itself included at layer 1:
-      ``"variational"`` draws one ``(1, d)`` mask over the embedding dimensions, shared
-      by all ``V`` labels and resampled on every forward pass and layer; ``"standard"``
-      drops entries independently. Only in training mode.
+    * dropout ``δ`` on the layer's *input*, ``E`` itself included at layer 1, where the
+      authors' code applies it (the paper's Eq. 12 writes it on the layer's *output*,
+      ``δ(f(E^{(k-1)})) ⊙ f(E^{(k-1)})``): ``"variational"`` draws one ``(1, d)`` mask over
+      the embedding dimensions, shared by all ``V`` labels and resampled on every forward
+      pass and layer; ``"standard"`` drops entries independently. Only in training mode.
 
     The context side is the identity (``g_in(h) = h``, paper Sec. 3.3), so the logits are
     ``h E^{(K)T} + b`` with a per-word bias ``b`` (``bias``). Because every layer

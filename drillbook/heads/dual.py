@@ -70,7 +70,8 @@ def variational_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 
 
 def label_dropout(x: Tensor, p: float, kind: str, training: bool) -> Tensor:
-    """Dropout ``δ`` on a label-side input ``(V, d)`` (DRILL Eq. 12): ``"variational"``,
+    """Dropout ``δ`` on a label-side input ``(V, d)`` (where the DRILL authors' code drops;
+    DRILL's Eq. 12 writes it on a layer's output): ``"variational"``,
     one ``(1, d)`` mask shared by all labels (:func:`variational_dropout`), or
     ``"standard"``, independent entries. The identity in eval mode or with ``p = 0``."""
     if not training or p == 0.0:
