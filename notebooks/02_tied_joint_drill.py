@@ -56,7 +56,7 @@ import pandas as pd
 import torch
 
 from drillbook.analysis import compare_by_frequency, head_flops, token_nll, unigram_nll
-from drillbook.cli import param_report
+from drillbook.models import param_report
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, load_corpus
 from drillbook.heads import BilinearHead, DrillHead, DualHead, build_head
