@@ -44,9 +44,10 @@
 # The first cell installs `drillbook` when the notebook runs in Google Colab; anywhere
 # else it does nothing (`make book` and `make test` install the package into their own
 # virtual environment). The second picks the device, seeds every random generator and
-# chooses the experiment size: the *small* profile on a CPU, the *full* profile on a
-# GPU. Set the environment variable `DRILLBOOK_PROFILE` to `small` or `full` to choose
-# yourself.
+# chooses the experiment size: the *small* profile on a CPU, the *t4* profile on a GPU
+# with less than 20 GiB or without bfloat16 (a free Colab T4), the *full* profile on a
+# larger GPU. Choose yourself with the `PROFILE` form field (Colab shows it as a menu) or
+# the environment variable `DRILLBOOK_PROFILE`.
 
 # %%
 import subprocess
@@ -73,7 +74,10 @@ from drillbook.heads import build_head
 from drillbook.notebook import setup
 from drillbook.plotting import head_color, tidy_log_axis
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README).
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+nb = setup(seed=0, profile=PROFILE)
 
 # %% [markdown]
 # ## Language modelling as matrix factorisation

@@ -49,23 +49,28 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
 
 # %%
 import math
-import tempfile
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
 from drillbook.analysis import compare_by_frequency, head_flops, token_nll, unigram_nll
-from drillbook.models import param_report
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, load_corpus
 from drillbook.heads import BilinearHead, DrillHead, DualHead, build_head
 from drillbook.heads.dual import variational_dropout
+from drillbook.models import param_report
 from drillbook.notebook import setup, show_source
 from drillbook.plotting import head_colors, tidy_log_axis
 from drillbook.train import Trainer, load_run
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README).
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+# RUNS: a folder for the run folders, e.g. /content/drive/MyDrive/drillbook-runs, so a
+# Colab session that disconnects resumes its training (empty: temporary folders).
+RUNS = ""  # @param {type:"string"}
+nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 
 # %% [markdown]
 # ## One interface, five heads
@@ -302,15 +307,18 @@ budget = nb.pick(
     small=["train.epochs=1", "train.max_batches_per_epoch=25",
            "train.max_eval_tokens=1000"],
     full=["train.epochs=6", "train.max_batches_per_epoch=null",
-          "train.max_eval_tokens=null"])
+          "train.max_eval_tokens=null"],
+    t4=["train.epochs=3", "train.max_batches_per_epoch=null",
+        "train.max_eval_tokens=null"])
 kinds = ["tied", "softmax", "bilinear", "dual", "drill"]
 configs = {kind: apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
            for kind in kinds}
-run_root = tempfile.mkdtemp(prefix="drillbook-ch02-")
+run_root = nb.run_dir("ch02")
 runs = {}
 for kind, config in configs.items():
-    trainer = Trainer(config, f"{run_root}/{kind}", device=nb.device, corpus=corpus,
-                      progress=False)
+    folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
+    trainer = Trainer(config, folder, device=nb.device, corpus=corpus,
+                      resume=(folder / "last.pt").exists(), progress=nb.progress)
     trainer.fit()
     runs[kind] = trainer.run_dir
 print(f"runs in {run_root}")

@@ -85,7 +85,10 @@ from drillbook.experiments.seeds import (
 from drillbook.notebook import setup
 from drillbook.papers import assert_quoted, paper_value
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README).
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+nb = setup(seed=0, profile=PROFILE)
 
 # %% [markdown]
 # The result files ship with the package (`drillbook/results/`), so the next cell finds
@@ -497,7 +500,7 @@ shrink = nb.pick(small=["model.emsize=32", "model.nhid=64", "train.batch_size=16
 with tempfile.TemporaryDirectory() as tmp:
     kwargs = dict(rows=["drill"], out=f"{tmp}/results", runs=f"{tmp}/runs",
                   overrides=shrink, max_eval_tokens=nb.pick(small=2000, full=None),
-                  device=nb.device, progress=False, corpus=corpus)
+                  device=nb.device, progress=nb.progress, corpus=corpus)
     reproduce("tutorial", budget_minutes=1e-6, **kwargs)  # the budget ends it at once
     stopped = load_results(f"{tmp}/results")[0]
     reproduce("tutorial", **kwargs)  # the same call without a budget resumes and finishes

@@ -67,7 +67,10 @@ from drillbook.notebook import setup
 from drillbook.papers import assert_quoted
 from drillbook.plotting import head_color, tidy_log_axis
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README).
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+nb = setup(seed=0, profile=PROFILE)
 if nb.device.type == "cpu":
     torch.set_num_threads(1)  # timed in one thread on a CPU: see "Measured: the head alone"
 
