@@ -166,8 +166,9 @@ print(f"smallest log-probability kept:   {float(log_space.min()):.0f} nats")
 # %% [markdown]
 # The mixture of contexts needs no such care: it is one softmax
 # ({eq}`eq-moc`), and `context_mixture_log_prob` computes it over the averaged context.
-# On the same components its matrix of 50 contexts x 100 words has the softmax's rank,
-# $d + 2 = 10$, where the mixture of softmaxes is full-rank:
+# On the same components, scaled back to unit size and given a bias, its matrix of 50
+# contexts x 100 words has the softmax's rank, $d + 2 = 10$, where the mixture of
+# softmaxes is full-rank:
 
 # %%
 show_source(context_mixture_log_prob)
@@ -184,12 +185,12 @@ print("rank, mixture of softmaxes:", singular_values(softmaxes).rank())
 #
 # Back to the synthetic language of {doc}`01_softmax_bottleneck`, whose true
 # log-probability matrix $A$ has full rank. We fix a small embedding dimension $d$ and let
-# the number of components $K$ grow: a softmax of dimension $d$ is stuck at rank $d + 2$,
-# MoS and DOC should not be, the mixture of contexts should be, and sigsoftmax should
-# escape with no extra parameters. As in {doc}`01_softmax_bottleneck`, `fit_head` gives
-# every context free vectors that stand for a perfect encoder, so the remaining KL
-# divergence measures the output layer alone. Every head here shares an embedding of
-# size $d$.
+# the number of components $K$ grow: a softmax of dimension $d$ is stuck at rank $d + 2$;
+# MoS and DOC should leave that ceiling, the mixture of contexts should not, and
+# sigsoftmax should leave it with no extra parameters. As in
+# {doc}`01_softmax_bottleneck`, `fit_head` gives every context free vectors that stand
+# for a perfect encoder, so the remaining KL divergence measures the output layer alone.
+# Every head here shares an embedding of size $d$.
 #
 # Those free vectors are parameters too, and DOC needs one per layer it reads. A DOC head
 # reading two layers of size $d$ would get $2d$ free numbers per context where MoS gets
@@ -312,14 +313,15 @@ plt.show()
 # *Alt text:* Two panels. Left, KL against K on a log axis: the MoS and DOC lines fall
 # as K grows, the dashed mixture-of-contexts line stays level at the height of the tied
 # softmax's square, and a hollow DOC marker at the largest K lies below every line.
-# Right, rank against K: MoS and DOC lines at the top (the vocabulary size) from K = 2
-# on, the mixture-of-contexts line flat on the dashed ceiling line at d + 2.
+# Right, rank against K: the sigsoftmax diamond at the top (the vocabulary size) and the
+# tied square on the dashed ceiling line at d + 2 for K = 1; MoS and DOC at the top from
+# K = 2 on; the mixture-of-contexts line flat on the ceiling.
 #
 # With one component MoS is a softmax (over a tanh-projected context) and sits on the
 # ceiling. From two components on, the log-probability matrix has (numerically) full
 # rank, and the divergence falls as $K$ grows: each component adds a rank-$d$ "view" and
-# the log-sum-exp combines them nonlinearly. The mixture of contexts has the same
-# components and weights and stays on the ceiling at every $K$, with a divergence no
+# the log-sum-exp combines them nonlinearly. The mixture of contexts, built from the same
+# kind of components and weights, stays on the ceiling at every $K$, with a divergence no
 # better than the tied softmax's: averaging before the softmax buys nothing, as
 # {eq}`eq-moc` predicts. Sigsoftmax also leaves the ceiling with no extra parameter.
 #
@@ -427,10 +429,10 @@ for kind in kinds:
 # one reason the DRILL authors counted only singular values above 1.)
 #
 # One more row costs no training: the trained MoS head's parameters, loaded into a head
-# that mixes the logits instead (`mix="logits"`, {eq}`eq-moc`). Its perplexity means
-# nothing, since it was never trained that way, but its rank answers a question about
-# the function class: with exactly MoS's components and weights, can averaging before
-# the softmax leave the ceiling?
+# that mixes the logits instead (`mix="logits"`, {eq}`eq-moc`). Its perplexity would mean
+# nothing, since it was never trained that way (the table leaves it empty), but its rank
+# answers a question about the function class: with exactly MoS's components and
+# weights, can averaging before the softmax leave the ceiling?
 
 # %%
 rank_tokens = nb.pick(small=350, full=12_000)  # full: more contexts than words
@@ -543,7 +545,7 @@ cost = pd.DataFrame(compare_heads(
     [("tied", {}), ("drill", {"depth": 4}), ("sigsoftmax", {}),
      ("mos", {"n_experts": 15}), ("mos", {"n_experts": 15, "chunk_size": 128}),
      ("mos", {"n_experts": 15, "mix": "logits"})],
-    device=nb.device, repeats=nb.pick(small=2, full=5), warmup=1, **cost_size))
+    device=nb.device, repeats=nb.pick(small=1, full=5), warmup=1, **cost_size))
 cost["label"] = cost["kind"] + cost["options"].map(
     lambda o: (f" (chunks of {o['chunk_size']})" if o.get("chunk_size") else "")
     + (f", mix={o['mix']}" if o.get("mix") else ""))
@@ -632,8 +634,8 @@ print(assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
 # **1. Mixture of contexts vs. mixture of softmaxes.** Before running anything, predict
 # the rank (numpy's tolerance, float64) of the fitted log-probability matrix of
 # `fitted("mos", n_experts=16, mix="logits")` on this chapter's synthetic language
-# ($d = 8$, $V = 128$). Then load its parameters into a MoS head with `mix="probs"` and
-# predict again. Measure both.
+# ($d = 8$, $V = 128$ in the small profile). Then load its parameters into a MoS head
+# with `mix="probs"` and predict again. Measure both.
 #
 # ````{admonition} Solution
 # :class: dropdown
@@ -669,10 +671,10 @@ print(assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
 # (a) Scores: $2 J V d$; latent: $2 d_h J d$; prior: $2 d_h J$. A tied head: $2 V d$.
 # The ratio is $J + (d_h J d + d_h J) / (V d) = 15 + (128 \cdot 15 \cdot 128 + 128 \cdot
 # 15) / (10{,}000 \cdot 128) \approx 15.19$. Mixing logits scores once:
-# $1 + 0.19 = 1.19$. `head_flops` gives the same numbers; the measured time ratio of the
-# cost table above is larger for MoS than its FLOP ratio on a CPU, because the log-softmax
-# and log-sum-exp over $J V$ values per token are elementwise work and memory traffic that
-# a FLOP count of matrix products leaves out.
+# $1 + 0.19 = 1.19$. `head_flops` gives the same numbers. The measured time ratios in
+# the cost table need not match them: the log-softmax and log-sum-exp over $J V$ values
+# per token are elementwise work and memory traffic that a count of matrix-product FLOPs
+# leaves out, and how much they weigh depends on the machine.
 #
 # (b) Head: $84.0 + 5.2$ MFLOP per token for MoS against $8.0$ for the tied head, a ratio
 # of about 11.2; the encoders cost about 32.1 (MoS) and 40.4 (AWD-LSTM) MFLOP per token,
