@@ -274,7 +274,7 @@ def score_bytes(head: OutputHead, positions: int, element_size: int) -> int:
     if not head.is_mixture:
         return positions * head.vocab_size * element_size
     chunk = min(head.chunk_size or positions, positions)
-    return head.n_vectors * chunk * head.vocab_size * element_size
+    return head.n_softmaxes * chunk * head.vocab_size * element_size
 
 
 def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,

@@ -120,10 +120,12 @@ class OutputHead(nn.Module):
     #: sampled-softmax training scores); see :class:`SoftmaxFamilyHead`.
     has_logits: ClassVar[bool] = False
 
-    #: True: :meth:`log_prob` mixes several softmaxes over the vocabulary, as MoS does. The
-    #: head has ``n_vectors`` (components per position), ``chunk_size`` (positions scored
-    #: at once, ``None``: all), ``mixture_weights(features)`` ``(..., n_vectors)``, and,
-    #: when it also :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
+    #: True: :meth:`log_prob` mixes several components over the vocabulary (MoS, DOC). The
+    #: head has ``n_vectors`` (components per position), ``n_softmaxes`` (``V``-sized
+    #: softmaxes per position: ``n_vectors``, or 1 for MoS's mixture of contexts,
+    #: ``mix="logits"``), ``chunk_size`` (positions scored at once, ``None``: all),
+    #: ``mixture_weights(features)`` ``(..., n_vectors)``, and, when it also
+    #: :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
     is_mixture: ClassVar[bool] = False
 
     #: True: the head may read the encoder's middle layers (``Features.layers``), as DOC
