@@ -40,7 +40,6 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
                            f"drillbook[notebooks] @ {REPO}"])
 
 # %%
-import tempfile
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -68,7 +67,12 @@ from drillbook.papers import assert_quoted
 from drillbook.plotting import head_color
 from drillbook.train import Trainer, load_run, read_log
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
+# Drive: /content/drive/MyDrive/drillbook-runs) so a disconnected session resumes.
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+RUNS = ""  # @param {type:"string"}
+nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 
 # %% [markdown]
 # ## Why a mixture is not low-rank
@@ -411,15 +415,18 @@ budget = nb.pick(
     small=["train.epochs=1", "train.max_batches_per_epoch=10", "train.batch_size=16",
            "train.max_eval_tokens=1000"],
     full=["train.epochs=6", "train.max_batches_per_epoch=null",
-          "train.max_eval_tokens=null"])
-run_root = tempfile.mkdtemp(prefix="drillbook-ch03-")
+          "train.max_eval_tokens=null"],
+    t4=["train.epochs=2", "train.max_batches_per_epoch=null",
+        "train.max_eval_tokens=null"])
+run_root = nb.run_dir("ch03")
 kinds = ["tied", "drill", "sigsoftmax", "mos", "doc"]
 runs = {}
 for kind in kinds:
     config = apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
-    Trainer(config, f"{run_root}/{kind}", device=nb.device, corpus=corpus,
-            progress=False).fit()
-    runs[kind] = f"{run_root}/{kind}"
+    folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
+    Trainer(config, folder, device=nb.device, corpus=corpus,
+            resume=(folder / "last.pt").exists(), progress=nb.progress).fit()
+    runs[kind] = folder
 
 # %% [markdown]
 # For each trained model we build the log-probability matrix of a stretch of validation
