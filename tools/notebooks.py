@@ -6,6 +6,8 @@
                                       _config.yml, every nbval-checked cell has a
                                       stored output to compare with, and the outputs
                                       were produced by the package source checked out
+    python tools/notebooks.py times   write each chapter's recorded execution time near its
+                                      top and into the README's chapter table
     python tools/notebooks.py sync [NB ...]
                                       rewrite the badge/install URLs from _config.yml,
                                       update each .ipynb's inputs from its .py, then
@@ -197,6 +199,38 @@ def check_time(root: Path, ipynb: Path, nb, readme: str) -> list[str]:
     return problems
 
 
+README_TIMES = ("<!-- chapter-times: written by `python tools/notebooks.py times` -->",
+                "<!-- /chapter-times -->")
+
+
+def write_times(root: Path) -> list[str]:
+    """State each executed chapter's recorded time near its top (in its .py, replacing the
+    number of the statement there) and in the README's chapter table; return the table."""
+    rows = ["| chapter | small profile |", "|---|---|"]
+    for py in sorted((root / "notebooks").glob("*.py")):
+        ipynb = py.with_suffix(".ipynb")
+        record = nbformat.read(ipynb, as_version=4).metadata.get(PACKAGE, {})
+        if record.get("seconds") is None:
+            continue
+        said = f"about {rounded_time(record['seconds'])} s on a {record['cpus']}-core CPU"
+        text = py.read_text()
+        new = _STATED.sub(said, text, count=1)
+        if new == text and not _STATED.search(text):
+            raise SystemExit(f"{py.name}: no 'about N s on a K-core CPU' statement near its "
+                             f"top to update; write one in its first markdown cell")
+        py.write_text(new)
+        rows.append(f"| {ipynb.name} | about {rounded_time(record['seconds'])} s |")
+    readme = root / "README.md"
+    text = readme.read_text()
+    start, end = (text.find(marker) for marker in README_TIMES)
+    if start < 0 or end < start:
+        raise SystemExit(f"README.md: put the two markers {README_TIMES} where the chapter "
+                         f"table goes")
+    readme.write_text(text[:start + len(README_TIMES[0])] + "\n" + "\n".join(rows) + "\n"
+                      + text[end:])
+    return rows
+
+
 def check(root: Path) -> list[str]:
     folder = root / "notebooks"
     problems = []
@@ -273,7 +307,7 @@ def sync(root: Path, run: bool = True, only: list[Path] | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["check", "sync"])
+    parser.add_argument("command", choices=["check", "sync", "times"])
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root")
     parser.add_argument("--no-execute", action="store_true", help="sync inputs only")
     parser.add_argument("notebooks", nargs="*", type=Path,
@@ -281,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)
     if args.command == "sync":
         sync(args.root, run=not args.no_execute, only=args.notebooks)
+    if args.command == "times":  # then the .ipynb inputs follow the edited .py files
+        print("\n".join(write_times(args.root)))
+        sync(args.root, run=False)
     problems = check(args.root)
     for p in problems:
         print(p, file=sys.stderr)
