@@ -34,11 +34,12 @@ from ..train.runs import (
 )
 from .bleu import corpus_bleu
 from .config import NMTConfig
-from .data import NMTVocab, load_parallel, make_batches
+from .data import NMTVocab, TranslationBatch, load_parallel, make_batches
 from .decode import beam_search, greedy_decode
 from .model import Seq2Seq
 
-__all__ = ["NMTTrainer", "load_nmt_run", "sampled_softmax_loss", "translate_pairs"]
+__all__ = ["NMTTrainer", "load_nmt_run", "sampled_softmax_loss", "translate_pairs",
+           "translation_loss"]
 
 
 def check_negative_sampling(head: OutputHead | type[OutputHead]) -> None:
@@ -87,6 +88,31 @@ def sampled_softmax_loss(head: OutputHead, features: Tensor, target: Tensor, *,
         candidates = positives
     logits = head.logits_subset(feats, candidates)
     return torch.nn.functional.cross_entropy(logits, index), int(candidates.numel())
+
+
+def translation_loss(model: Seq2Seq, batch: TranslationBatch, *,
+                     negative_sampling: float | None = None, exclude: tuple[int, ...] = (),
+                     generator: torch.Generator | None = None) -> Tensor:
+    """The training loss of one batch, as :class:`NMTTrainer` computes it.
+
+    With ``negative_sampling=None`` the head's own loss over the whole vocabulary
+    (``model.loss``); otherwise :func:`sampled_softmax_loss` with ``percent =
+    negative_sampling``, never sampling the ids in ``exclude`` (the trainer excludes
+    ``<pad>`` and ``<bos>``). The batch must already be on the model's device.
+
+    Returns:
+        the mean loss per target token, a scalar.
+
+    Raises:
+        ConfigError: negative sampling with a head that has no per-word logits.
+    """
+    if negative_sampling is None:
+        return model.loss(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
+    features = model(batch.src, batch.src_lengths, batch.tgt_in)
+    loss, _ = sampled_softmax_loss(model.head, features, batch.tgt_out,
+                                   percent=negative_sampling, ignore_index=model.pad_id,
+                                   exclude=exclude, generator=generator)
+    return loss
 
 
 class NMTTrainer:
@@ -208,18 +234,10 @@ class NMTTrainer:
 
     # ------------------------------------------------------------- training
     def _loss(self, batch) -> Tensor:
-        t = self.config.train
-        src, lengths = batch.src.to(self.device), batch.src_lengths.to(self.device)
-        tgt_in, tgt_out = batch.tgt_in.to(self.device), batch.tgt_out.to(self.device)
-        if t.negative_sampling is None:
-            return self.model.loss(src, lengths, tgt_in, tgt_out)
-        features = self.model(src, lengths, tgt_in)
-        loss, _ = sampled_softmax_loss(
-            self.model.head, features, tgt_out, percent=t.negative_sampling,
-            ignore_index=self.tgt_vocab.pad_id,
-            exclude=(self.tgt_vocab.pad_id, self.tgt_vocab.bos_id),
-            generator=self.sampler)
-        return loss
+        return translation_loss(self.model, batch.to(self.device),
+                                negative_sampling=self.config.train.negative_sampling,
+                                exclude=(self.tgt_vocab.pad_id, self.tgt_vocab.bos_id),
+                                generator=self.sampler)
 
     def fit(self, max_epochs: int | None = None, max_minutes: float | None = None) -> dict:
         """Train to ``train.epochs`` (or the limits given); returns the last log record.
