@@ -19,23 +19,25 @@ endif
 export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export TQDM_DISABLE := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
+# experiment size: small (CPU), t4 (a GPU under 20 GiB or without bfloat16), full, auto
 export DRILLBOOK_PROFILE ?= auto
 
-.PHONY: help venv book book-check test lint unit notebooks sync clean
+.PHONY: help venv book book-check test lint unit notebooks package sync clean
 
 help:
 	@echo "make book    build the website into _build/html (executes every notebook)"
 	@echo "make test    lint, the book build (-W, from committed outputs), unit tests and"
 	@echo "             nbval, which executes every notebook and checks the tagged cells"
+	@echo "make package build sdist + wheel, twine check, install the wheel in a fresh venv, smoke test"
 	@echo "make sync    regenerate notebooks/*.ipynb from the .py:percent sources"
 	@echo "             (NB=notebooks/02_tied_joint_drill.py for just one)"
 	@echo "make clean   remove _build (keeps .venv)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (drillbook)" > /dev/null
 	touch $@
 
@@ -47,9 +49,9 @@ book: $(STAMP)
 
 # The same warnings-as-errors build from the notebooks' committed outputs, without
 # executing them again: `make test` runs every notebook once, under nbval, instead.
-NOEXEC_CONFIG := _build/_config.noexec.yml
+# It sits beside _config.yml: paths in a config (local Sphinx extensions) are relative to it.
+NOEXEC_CONFIG := _config.noexec.yml
 book-check: $(STAMP)
-	mkdir -p _build
 	sed "s/^  execute_notebooks: force.*/  execute_notebooks: 'off'/" _config.yml > $(NOEXEC_CONFIG)
 	grep -q "execute_notebooks: 'off'" $(NOEXEC_CONFIG)
 	$(BIN)/jupyter-book build . -W -n --keep-going --config $(NOEXEC_CONFIG)
@@ -65,8 +67,22 @@ notebooks: $(STAMP)
 	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg
 
+# What a user installs: the sdist and wheel built from a clean tree, checked by twine, the
+# wheel installed into a fresh venv holding only torch, and a smoke test run against it.
+DIST       := _build/dist
+WHEEL_VENV := _build/wheel-venv
+package: $(STAMP)
+	rm -rf $(DIST) $(WHEEL_VENV)
+	$(BIN)/python -m build --sdist --wheel --outdir $(DIST) . > _build/package-build.log
+	$(BIN)/python -m twine check --strict $(DIST)/*
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
+	$(WHEEL_VENV)/bin/python -m pip install --quiet $(DIST)/*.whl
+	cd $(WHEEL_VENV) && bin/python $(abspath tools/smoke_test.py)
+
 test: $(STAMP)
 	$(MAKE) lint
+	$(MAKE) package
 	$(MAKE) book-check
 	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg
@@ -75,4 +91,4 @@ sync: $(STAMP)
 	$(BIN)/python tools/notebooks.py sync $(NB)
 
 clean:
-	rm -rf _build
+	rm -rf _build $(NOEXEC_CONFIG)

@@ -3,13 +3,15 @@
 >>> from drillbook.notebook import setup
 >>> nb = setup(seed=0)               # doctest: +SKIP
 drillbook 0.1.0 | torch 2.x | device cpu | profile small (auto (cpu)) | seed 0
->>> n_steps = nb.profile.pick(small=200, full=2000)  # doctest: +SKIP
+>>> n_steps = nb.pick(small=200, t4=1000, full=2000)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -37,10 +39,31 @@ class Session:
     device: torch.device
     profile: Profile
     seed: int
+    runs: Path | None = None
 
-    def pick(self, *, small, full):
-        """Shorthand for ``self.profile.pick(small=..., full=...)``."""
-        return self.profile.pick(small=small, full=full)
+    @property
+    def progress(self) -> bool:
+        """Whether long cells show progress bars: not in the ``small`` profile (CI logs and
+        a quick CPU run), yes on a GPU, where a cell may train for minutes."""
+        return not self.profile.small
+
+    def run_dir(self, name: str) -> Path:
+        """A folder for the run folders of one experiment.
+
+        Under ``runs`` (e.g. a Google Drive folder, so a Colab session that disconnects
+        keeps its checkpoints and can resume) when :func:`setup` was given one, else a
+        fresh temporary folder that the notebook's end forgets.
+        """
+        if self.runs is None:
+            return Path(tempfile.mkdtemp(prefix=f"drillbook-{name}-"))
+        folder = self.runs / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def pick(self, *, small, full, t4=None):
+        """Shorthand for ``self.profile.pick(small=..., full=..., t4=...)``: ``t4`` is
+        optional and falls back to ``full``."""
+        return self.profile.pick(small=small, full=full, t4=t4)
 
 
 def _figure_style() -> None:
@@ -54,7 +77,8 @@ def _figure_style() -> None:
                          "axes.titleweight": "bold"})
 
 
-def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool = False) -> Session:
+def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool = False,
+          profile: str = "auto", runs: str | Path | None = None) -> Session:
     """Pick the device and profile, seed every generator, set the figure style.
 
     Args:
@@ -63,15 +87,29 @@ def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool =
             :func:`~drillbook.runtime.resolve_device` (a DeviceError if this machine
             lacks it).
         quiet: do not print the one-line summary.
+        profile: ``small``, ``t4``, ``full``, or ``auto`` (the default), which defers to
+            ``DRILLBOOK_PROFILE`` and then to the device (see :mod:`drillbook.runtime`).
+            A chapter's Colab form field passes it.
+        runs: where :meth:`Session.run_dir` puts run folders (None or ``""``: temporary
+            folders). In Colab, a path under ``/content/drive`` mounts Google Drive first.
+
+    Raises:
+        DeviceError: see ``device``.
+        ConfigError: ``profile`` (or ``DRILLBOOK_PROFILE``) is not a profile.
     """
     dev = resolve_device(device)
-    profile = resolve_profile(dev)
+    chosen = resolve_profile(dev, name=profile)
     seed_everything(seed)
     _figure_style()
+    folder = Path(runs).expanduser() if runs else None
+    if folder is not None and in_colab() and folder.parts[:3] == ("/", "content", "drive"):
+        from google.colab import drive  # only inside Colab
+
+        drive.mount("/content/drive")
     if not quiet:
         print(f"drillbook {__version__} | torch {torch.__version__.split('+')[0]} | "
-              f"device {dev.type} | profile {profile.name} ({profile.source}) | seed {seed}")
-    return Session(device=dev, profile=profile, seed=seed)
+              f"device {dev.type} | profile {chosen.name} ({chosen.source}) | seed {seed}")
+    return Session(device=dev, profile=chosen, seed=seed, runs=folder)
 
 
 def show_source(obj) -> None:

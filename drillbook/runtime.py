@@ -2,12 +2,20 @@
 
 The *profile* decides how big an experiment a notebook or ``tutorial/`` config runs:
 
-* ``small``: sized so a whole chapter runs on a laptop CPU (and in CI) in about a minute;
-* ``full``: the sizes meant for a GPU (Colab, a workstation).
+* ``small``: sized so a whole chapter runs on a laptop CPU (and in CI) in a few minutes;
+* ``t4``: a free Colab T4 (15 GB of memory, no bfloat16, slow float64): GPU sizes that fit
+  in that memory and finish a chapter in about a quarter of an hour;
+* ``full``: the sizes meant for a GPU with bfloat16 and 20 GiB or more (an L4, A100, H100).
 
-It is read from the environment variable :data:`PROFILE_ENV` (``DRILLBOOK_PROFILE``):
-``small``, ``full`` or ``auto`` (the default: ``full`` when CUDA is available, else
-``small``).
+A notebook states its sizes with :meth:`Profile.pick`, ``pick(small=..., full=...,
+t4=...)``; a cell that gives no ``t4`` value runs its ``full`` value on a T4.
+
+The profile is chosen, in this order, by an explicit name (``setup(profile="t4")`` in a
+notebook, which a Colab form field fills in), the environment variable
+:data:`PROFILE_ENV` (``DRILLBOOK_PROFILE``), or automatically. Each of them may say
+``auto``, which defers to the next; ``auto`` itself picks ``small`` off CUDA, ``t4`` on a
+CUDA device with less than :data:`T4_MEMORY_GIB` GiB of memory or without bfloat16 (compute
+capability below 8.0), and ``full`` on any other CUDA device.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from .errors import ConfigError, DeviceError
 __all__ = [
     "PROFILES",
     "PROFILE_ENV",
+    "T4_MEMORY_GIB",
     "Profile",
     "default_device",
     "resolve_device",
@@ -32,8 +41,12 @@ __all__ = [
     "seed_everything",
 ]
 
+#: the environment variable that chooses the profile: one of :data:`PROFILES`, or ``auto``
 PROFILE_ENV = "DRILLBOOK_PROFILE"
-PROFILES = ("small", "full")
+#: the profiles, smallest first
+PROFILES = ("small", "t4", "full")
+#: ``auto`` chooses ``t4`` on a CUDA device with less memory than this (GiB)
+T4_MEMORY_GIB = 20
 
 
 def default_device() -> torch.device:
@@ -104,8 +117,8 @@ class Profile:
     """The chosen experiment size.
 
     Attributes:
-        name: ``"small"`` or ``"full"``.
-        source: how it was chosen (environment variable or automatic).
+        name: ``"small"``, ``"t4"`` or ``"full"``.
+        source: how it was chosen (an argument, the environment variable, or automatic).
     """
 
     name: str
@@ -115,24 +128,56 @@ class Profile:
     def small(self) -> bool:
         return self.name == "small"
 
-    def pick(self, *, small: Any, full: Any) -> Any:
-        """Return ``small`` or ``full`` according to the profile."""
-        return small if self.small else full
+    def pick(self, *, small: Any, full: Any, t4: Any = None) -> Any:
+        """Return the value given for this profile.
+
+        ``t4`` is optional: a cell that gives none (or ``None``) runs its ``full`` value in
+        the ``t4`` profile, so only the sizes that do not fit a T4 need a third value.
+        """
+        if self.name == "small":
+            return small
+        if self.name == "t4" and t4 is not None:
+            return t4
+        return full
 
 
-def resolve_profile(device: torch.device | None = None, env: dict | None = None) -> Profile:
-    """Read :data:`PROFILE_ENV`; ``auto`` (or unset) means ``full`` on CUDA, else ``small``.
+def _auto_profile(device: torch.device) -> Profile:
+    """``small`` off CUDA; on CUDA ``t4`` for a small or pre-Ampere GPU, else ``full``."""
+    if device.type != "cuda":
+        return Profile("small", f"auto ({device.type})")
+    props = torch.cuda.get_device_properties(device)
+    gib = props.total_memory / 2**30
+    what = f"{gib:.0f} GiB, compute capability {props.major}.{props.minor}"
+    small_gpu = gib < T4_MEMORY_GIB or props.major < 8  # bfloat16 needs 8.0 (Ampere)
+    return Profile("t4" if small_gpu else "full", f"auto (cuda: {what})")
+
+
+def resolve_profile(device: str | torch.device | None = None, env: dict | None = None,
+                    name: str | None = None) -> Profile:
+    """The profile ``name`` asks for; ``auto`` (or ``None``) defers to :data:`PROFILE_ENV`,
+    whose ``auto`` (or absence) picks by ``device`` (see the module docstring).
+
+    Args:
+        device: the device the notebook runs on (default :func:`default_device`).
+        env: the environment to read (default ``os.environ``).
+        name: an explicit choice (``small``, ``t4``, ``full`` or ``auto``); it wins over the
+            environment variable.
 
     Raises:
-        ConfigError: the variable holds anything else; the message lists the choices.
+        ConfigError: ``name`` or the variable holds anything else; the message lists the
+            choices.
     """
+    choices = [*PROFILES, "auto"]
+    if name is not None:
+        raw = name.strip().lower() or "auto"
+        if raw not in choices:
+            raise ConfigError(f"profile {name!r} is not a profile; use one of {choices}")
+        if raw != "auto":
+            return Profile(raw, "requested")
     env = os.environ if env is None else env
     raw = env.get(PROFILE_ENV, "auto").strip().lower() or "auto"
     if raw in PROFILES:
         return Profile(raw, f"{PROFILE_ENV}={raw}")
     if raw != "auto":
-        raise ConfigError(f"{PROFILE_ENV}={raw!r} is not a profile; use one of "
-                         f"{[*PROFILES, 'auto']}")
-    device = default_device() if device is None else torch.device(device)
-    name = "full" if device.type == "cuda" else "small"
-    return Profile(name, f"auto ({device.type})")
+        raise ConfigError(f"{PROFILE_ENV}={raw!r} is not a profile; use one of {choices}")
+    return _auto_profile(default_device() if device is None else torch.device(device))

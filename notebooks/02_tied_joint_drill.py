@@ -19,12 +19,15 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/02_tied_joint_drill.ipynb)
 #
-# Chapter 1 asked what a softmax output layer *can express*. This chapter asks what it
-# can *learn*. The output matrix of a language model has one row per word, and in the
-# plain softmax each row is learnt on its own: a word seen ten times in the training data
-# gets ten updates of its output vector, no matter how similar it is to a word seen ten
-# thousand times. The output layers of this chapter share parameters *across words*, to
-# different degrees:
+# *Running time of the small profile (what CI runs): about 0 s on a 2-core CPU, measured
+# when the outputs below were produced.*
+#
+# {doc}`01_softmax_bottleneck` asked what a softmax output layer *can express*. This
+# chapter asks what it can *learn*. The output matrix of a language model has one row per
+# word, and in the plain softmax each row is learnt on its own: a word seen ten times in
+# the training data gets ten updates of its output vector, no matter how similar it is to
+# a word seen ten thousand times. The output layers of this chapter share parameters
+# *across words*, to different degrees:
 #
 # | head | scores | shares between words |
 # |---|---|---|
@@ -35,8 +38,8 @@
 # | DRILL | $E^{(k)} h + b$, a $k$-layer residual encoder of $E$ | a deep network for all words |
 #
 # We look at each equation next to the code that implements it, count what each costs in
-# parameters, train all five on Penn Treebank, and look at *where* they differ: on rare
-# words.
+# parameters, train all five on Penn Treebank {cite:p}`marcus1993ptb`, and look at
+# *where* they should differ: on rare words.
 
 # %%
 import subprocess
@@ -48,21 +51,29 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
                            f"drillbook[notebooks] @ {REPO}"])
 
 # %%
-import tempfile
+import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from drillbook.analysis import compare_by_frequency, nearest_neighbours, token_nll
-from drillbook.cli import param_report
+from drillbook.analysis import compare_by_frequency, head_flops, token_nll, unigram_nll
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, load_corpus
 from drillbook.heads import BilinearHead, DrillHead, DualHead, build_head
+from drillbook.heads.dual import variational_dropout
+from drillbook.models import param_report
 from drillbook.notebook import setup, show_source
-from drillbook.train import Trainer, load_run, read_log
+from drillbook.plotting import head_colors, tidy_log_axis
+from drillbook.train import Trainer, load_run
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README).
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+# RUNS: a folder for the run folders, e.g. /content/drive/MyDrive/drillbook-runs, so a
+# Colab session that disconnects resumes its training (empty: temporary folders).
+RUNS = ""  # @param {type:"string"}
+nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 
 # %% [markdown]
 # ## One interface, five heads
@@ -102,7 +113,7 @@ show_source(BilinearHead._scores)
 # $$
 # p(y_t \mid y_{<t}) \propto \exp\big(\sigma(E U + b_u)\, \sigma(V h_t + b_v) + b\big)
 # \qquad \text{(DRILL paper, Eq. 5)}.
-# $$
+# $$ (joint-dual)
 #
 # The label side $g_{\text{out}}(E) = \sigma(E U + b_u)$ is a function of the vocabulary
 # alone. During training it is recomputed at every step; at evaluation it is a constant,
@@ -116,28 +127,80 @@ show_source(DualHead._context)
 # %% [markdown]
 # ### DRILL: a deep residual label encoder
 #
-# {cite:t}`pappas2019drill` replace the single label projection by $k$ layers, each with a
-# residual connection back to the embedding and dropout on its input (Eqs. 8-12):
+# {cite:t}`pappas2019drill` replace the single label projection by $k$ layers
+# $f^{(i)}(X) = \sigma(X U^{(i)} + b^{(i)})$, each with a skip connection back to the
+# embedding and, optionally, a residual connection to the previous layer (Eqs. 8-10):
 #
 # $$
 # E^{(0)} = E, \qquad
-# E^{(i)} = \sigma\big(\delta(E^{(i-1)})\, U^{(i)} + b^{(i)}\big) + E ,
+# E^{(i)} = f^{(i)}\big(E^{(i-1)}\big) + E \;\big[+\, E^{(i-1)}\big],
 # \qquad p(y_t \mid y_{<t}) \propto \exp(E^{(k)} h_t + b).
-# $$
+# $$ (drill-encoder)
 #
-# The dropout $\delta$ comes in two kinds. *Standard* dropout draws an independent mask
-# for every entry; *variational* dropout draws one mask over the $d$ embedding dimensions
-# and applies it to all $V$ words, so every word loses the same directions in a given step.
-# The paper's PTB model uses 4 layers, sigmoid activations and variational dropout 0.6.
+# Between the layers sits dropout $\delta$, of two kinds. *Standard* dropout draws an
+# independent mask for every entry; *variational* dropout {cite:p}`gal2016dropout` draws
+# one mask over the $d$ embedding dimensions and applies it to all $V$ words, so every
+# word loses the same directions in a given step.
 #
 # *Where* the dropout falls differs between the paper and its code. The paper's Eq. 12
-# drops the layer's *output*, $f'^{(i)}(E^{(i-1)}) = \delta(f^{(i)}(E^{(i-1)})) \odot
-# f^{(i)}(E^{(i-1)})$; the authors' code drops the layer's *input* $E^{(i-1)}$ (so at the
-# first layer, $E$ itself) before the projection, which is what the equation above writes
-# and what drillbook does. The residual always adds the undropped $E$.
+# modifies each layer as
+#
+# $$
+# f'^{(i)}\big(E^{(i-1)}\big) = \delta\Big(f^{(i)}\big(E^{(i-1)}\big)\Big) \odot
+# f^{(i)}\big(E^{(i-1)}\big),
+# $$ (drill-dropout-paper)
+#
+# a mask sampled for the layer's *output*, applied after the nonlinearity. The authors'
+# code drops the layer's *input* instead, before the projection (so at the first layer it
+# drops $E$ itself):
+#
+# $$
+# f'^{(i)}\big(E^{(i-1)}\big) = \sigma\Big(\delta\big(E^{(i-1)}\big)\, U^{(i)} + b^{(i)}\Big).
+# $$ (drill-dropout-code)
+#
+# `drillbook` follows the code, {eq}`drill-dropout-code`, and the residual always adds the
+# undropped $E$. In `_encode_labels` below, `self._drop` is applied to `current`, the
+# layer's input:
 
 # %%
 show_source(DrillHead._encode_labels)
+
+# %% [markdown]
+# The two forms leave different traces. With variational dropout and the paper's form,
+# every dimension the mask drops is exactly zero in the layer's output, for all words at
+# once; in the code's form the dropped input dimensions only change the projection, and a
+# sigmoid output is never zero. One training-mode pass of a 1-layer DRILL head with
+# dropout 0.5 shows it:
+
+# %% tags=["nbval-check-output"]
+torch.manual_seed(0)
+drill1 = build_head("drill", vocab_size=V, d_hidden=d, embedding=embedding, depth=1,
+                    dropout=0.5, dropout_kind="variational").train()
+with torch.no_grad():
+    f_code = drill1.label_embeddings() - embedding.weight  # f'(E) as drillbook computes it
+    f_plain = torch.sigmoid(drill1.layers[0](embedding.weight))  # f(E), no dropout
+    f_paper = variational_dropout(f_plain, 0.5)  # the paper's form: drop f's output
+zero_columns = {form: int((f == 0).all(dim=0).sum())
+                for form, f in [("code", f_code), ("paper", f_paper)]}
+print("all-zero output dimensions, code's form (input dropped):", zero_columns["code"])
+print("paper's form (output dropped) zeroes between 150 and 250 of the 400:",
+      150 <= zero_columns["paper"] <= 250)
+
+# %% [markdown]
+# The DRILL paper's PTB model uses 4 layers, sigmoid activations and variational dropout
+# 0.6 (its Sec. 4.1); the package's config of that model is `ptb/awd-lstm-drill`. The
+# tutorial config this chapter trains, `tutorial/ptb-drill`, keeps the activation and the
+# kind of dropout but halves the rest, depth 2 and dropout 0.3, to suit a 128-dimensional
+# embedding and a short run:
+
+# %% tags=["nbval-check-output"]
+for name in ["ptb/awd-lstm-drill", "tutorial/ptb-drill"]:
+    config = get_config(name)
+    small = torch.nn.Embedding(10, 8)  # the options only: any size will do
+    drill = build_head("drill", vocab_size=10, d_hidden=8, embedding=small,
+                       **config.head.options)
+    print(f"{name:>19}: depth {drill.depth}, {drill.activation}, "
+          f"{drill.dropout_kind} dropout {drill.dropout}")
 
 # %% [markdown]
 # With depth 0 there is no label encoder left and DRILL *is* the tied head. The test suite
@@ -164,13 +227,28 @@ print("DRILL(depth 0) == tied:",
 #
 # $$
 # \mathcal C_{\text{tied}} < \mathcal C_{\text{bilinear}} \le \mathcal C_{\text{dual}}
-# \le \mathcal C_{\text{base}} ,
-# \qquad \mathcal C_{\text{drill}} \approx k\,(d^2 + d) + |V| .
+# \le \mathcal C_{\text{base}} .
+# $$ (capacity-inequality)
+#
+# For DRILL it gives (Eq. 11)
+#
 # $$
+# \mathcal C_{\text{drill}} \approx |\Theta_{\text{drill}}| = k \times (d \times d) + |V| ,
+# $$ (drill-capacity)
 #
-# The paper's Eq. 11 writes $k\,d^2 + |V|$, leaving out the $k\,d$ biases of the label
-# layers; the package counts them, and the check below uses the count with biases.
-#
+# the $k$ matrices $U^{(i)}$ and the output bias $b$. The $k$ layer biases $b^{(i)}$, $d$
+# numbers each, are extra: the exact count is $k\,(d^2 + d) + |V|$. The heads count their
+# own parameters (`param_counts()`); for DRILL at $|V| = 10{,}000$, $d = 400$:
+
+# %% tags=["nbval-check-output"]
+for k in range(5):
+    head = build_head("drill", vocab_size=V, d_hidden=d, embedding=embedding, depth=k)
+    dedicated = head.param_counts().dedicated
+    eq11 = k * d * d + V
+    print(f"k = {k}: dedicated {dedicated:>7,}, Eq. 11 gives {eq11:>7,}, "
+          f"difference = k d: {dedicated - eq11 == k * d}")
+
+# %% [markdown]
 # `drillbook params` (and `param_report` behind it) builds each configuration of the
 # paper's Table 4 on PyTorch's *meta* device, so no memory is allocated, and counts. The
 # fourth column truncates to 0.1M as the paper prints it; the last is the paper's count,
@@ -199,7 +277,7 @@ assert (capacity["total (M, as printed)"] == capacity["paper (M)"]).all()
 # %% [markdown]
 # Every total matches the paper's Table 4. (The full-softmax model is so much larger
 # because the untied AWD-LSTM also widens its last LSTM layer to 1,150 units, the size of
-# the others.) The dedicated counts obey the inequality:
+# the others.) The dedicated counts obey the inequality {eq}`capacity-inequality`:
 
 # %% tags=["nbval-check-output"]
 c = dict(zip(capacity["output layer"], capacity["dedicated"], strict=True))
@@ -212,95 +290,146 @@ print("C_drill(k) = k (d^2 + d) + V:",
 # ## Training the five heads on Penn Treebank
 #
 # Now the heads meet real text. Each run below uses a `tutorial/ptb-*` config: a 2-layer
-# AWD-LSTM with 128-dimensional embeddings, the same for every head, trained with the
-# AWD-LSTM recipe (SGD with NT-ASGD, variable-length BPTT, the five dropouts, AR/TAR).
+# AWD-LSTM {cite:p}`merity2018awdlstm` with 128-dimensional embeddings, the same for every
+# head, trained with the AWD-LSTM recipe (SGD with NT-ASGD, variable-length BPTT, the five
+# dropouts, AR/TAR), batches of 32 sequences of about 35 tokens. The heads are the
+# tutorial configs' (`drillbook configs` lists them): DRILL with depth 2 and dropout 0.3
+# (above), the dual head with a 128-dimensional joint space.
 # `drillbook.data.load_corpus` finds PTB through `$DRILLBOOK_DATA` or its cache folder,
 # and downloads it (checking sha256 sums) the first time.
 #
-# The heads are the tutorial configs' (`drillbook configs` lists them): the DRILL head has
-# 2 layers and variational dropout 0.3, smaller than the paper's 4 layers and 0.6, to
-# suit a 128-dimensional embedding and a short run; the dual head's joint space has 128
-# dimensions.
-#
-# The budget depends on the profile. On a CPU (this website) each head trains for 100
-# batches, about an eighth of an epoch: enough to see the machinery work and to measure cost,
-# **not** enough to rank the heads; their perplexities at this point mostly reflect how
-# fast each starts. On a GPU the full profile trains 6 whole epochs each. The paper-sized
-# runs (`ptb/awd-lstm-drill` and friends, 500-1000 epochs) are the subject of chapter 6.
+# The budget depends on the profile. On a CPU (this website) each head trains for 25
+# updates, about 3% of an epoch: enough to see the machinery work, **not** enough to rank
+# the heads. On a GPU the full profile trains 6 whole epochs each. Longer CPU runs of the
+# same configs, several seeds each, are in {doc}`06_reproductions`, and the paper-sized
+# runs (`ptb/awd-lstm-drill` and friends, 500-1000 epochs) too.
 
 # %%
 corpus = load_corpus("ptb", download=True)
 budget = nb.pick(
-    small=["train.epochs=1", "train.max_batches_per_epoch=100",
-           "train.max_eval_tokens=20000"],
+    small=["train.epochs=1", "train.max_batches_per_epoch=25",
+           "train.max_eval_tokens=1000"],
     full=["train.epochs=6", "train.max_batches_per_epoch=null",
-          "train.max_eval_tokens=null"])
+          "train.max_eval_tokens=null"],
+    t4=["train.epochs=3", "train.max_batches_per_epoch=null",
+        "train.max_eval_tokens=null"])
 kinds = ["tied", "softmax", "bilinear", "dual", "drill"]
-run_root = tempfile.mkdtemp(prefix="drillbook-ch02-")
+configs = {kind: apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
+           for kind in kinds}
+run_root = nb.run_dir("ch02")
 runs = {}
-for kind in kinds:
-    config = apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
-    trainer = Trainer(config, f"{run_root}/{kind}", device=nb.device, corpus=corpus,
-                      progress=False)
+for kind, config in configs.items():
+    folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
+    trainer = Trainer(config, folder, device=nb.device, corpus=corpus,
+                      resume=(folder / "last.pt").exists(), progress=nb.progress)
     trainer.fit()
     runs[kind] = trainer.run_dir
 print(f"runs in {run_root}")
 
-# %%
-results = []
-for kind, run_dir in runs.items():
-    log = read_log(run_dir)
-    config, model, _ = load_run(run_dir, corpus=corpus, device=nb.device)
-    results.append({
-        "head": kind,
-        "valid ppl": log[-1]["best_val_ppl"],
-        "dedicated params": model.head.param_counts().dedicated,
-    })
-results = pd.DataFrame(results).set_index("head")
-results.round({"valid ppl": 1})
+# %% [markdown]
+# We evaluate every head on the same validation tokens (the first 5,600 in the small
+# profile, all of them in the full one) and keep the loss of every token: the perplexity
+# below and the frequency bands of the next section both come from these losses. As a
+# yardstick, the unigram model of the training text (`unigram_nll`: each word at its
+# training frequency, whatever the context) scores the same tokens.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+valid = batchify(corpus.valid, 10).to(nb.device)
+max_tokens = nb.pick(small=5_000, full=None)
+nll, models = {}, {}
+for kind, run_dir in runs.items():
+    _, models[kind], _ = load_run(run_dir, corpus=corpus, device=nb.device)
+    nll[kind], target = token_nll(models[kind], valid, bptt=70, max_tokens=max_tokens)
+unigram_ppl = math.exp(float(unigram_nll(corpus.vocab.counts, target).mean()))
+results = pd.DataFrame({
+    "valid ppl": {kind: math.exp(float(loss.double().mean())) for kind, loss in nll.items()},
+    "dedicated params": {kind: model.head.param_counts().dedicated
+                         for kind, model in models.items()},
+})
+results.index.name = "head"
+print(f"{target.numel():,} validation tokens; unigram perplexity {unigram_ppl:.0f}")
+results.round({"valid ppl": 0})
+
+# %% tags=["nbval-check-output"]
+ppl, train = results["valid ppl"], configs["tied"].train
+if train.max_batches_per_epoch is not None:  # the small profile's budget
+    share = train.max_batches_per_epoch * train.batch_size * train.bptt / len(corpus.train)
+    print(f"{train.max_batches_per_epoch} updates of {train.batch_size} x {train.bptt} "
+          f"tokens per head: {100 * share:.0f}% of an epoch")
+print(f"tokens scored: {target.numel():,}; unigram perplexity on them: {round(unigram_ppl)}")
+print("every head above the unigram perplexity:", bool((ppl > unigram_ppl).all()))
+print("the dual head furthest behind, over twice every other head's perplexity:",
+      bool((ppl["dual"] > 2 * ppl.drop("dual")).all()))
+print("the dual head above a uniform guess (10,000):", bool(ppl["dual"] > V))
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+colors = head_colors(results.index)
 for ax, column in zip(axes, results.columns, strict=True):
-    results[column].plot.bar(ax=ax, color=[f"C{i}" for i in range(len(results))])
+    ax.bar(results.index, results[column], color=colors)
     ax.set(title=column, xlabel="")
-    ax.tick_params(axis="x", rotation=0)
-axes[1].set_yscale("log")
+axes[0].axhline(unigram_ppl, color="black", ls="--", lw=1, label="unigram model")
+axes[0].legend(fontsize=8, loc="upper left")
+for ax in axes:
+    ax.set_yscale("log")
+    tidy_log_axis(ax)
 fig.suptitle(f"Five output heads, same encoder, {nb.profile.name} profile")
 fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The parameter column is exact at any budget. The perplexity column is the one to
-# distrust in the small profile; run the notebook on a GPU for the full profile. The table
-# leaves out time on purpose: these runs follow one another on a shared machine, and
-# wall-clock times of separate runs are no speed comparison. What a label encoder costs,
-# measured as ratios within one process, is chapter 7's subject; in short, the dual and
-# DRILL encoders act on the $V \times d$ embedding once per batch, however many tokens the
-# batch holds.
+# **Figure 2.1.** Left: validation perplexity of each head after the profile's training
+# budget, on the tokens scored above, with the unigram model's perplexity as a dashed
+# line. Right: each head's number of dedicated parameters. Both axes are logarithmic; one
+# bar per head, in the book's colour for that head.
+#
+# The parameter column is exact at any budget. The perplexity column says, in the small
+# profile, that no head has yet reached even the unigram model: after 25 updates the
+# models are still learning how often each word occurs, and the ordering only tells how
+# fast each head starts. The dual head starts slowest, at more than twice the perplexity
+# of any other head, and for now even above the 10,000 of a uniform guess over the
+# vocabulary: its scores have so far moved mostly towards the most frequent words (the
+# frequency bands below show it). None of this ranks the heads: run the notebook on a
+# GPU for the full profile, or read the longer runs of {doc}`06_reproductions`.
+#
+# The table has no column of training time, on purpose: these runs follow one another on
+# a shared machine, and wall-clock times of separate runs are no speed comparison. What
+# each head adds to a training step can be counted instead. At this size ($n = 32 \times
+# 35$ positions, $|V| = 10{,}000$, $d = 128$), the matrix-product FLOPs of each head's
+# forward pass, relative to the tied head's (`head_flops`, the count
+# {doc}`07_cost_of_output_layers` checks against measured times, in one process):
+
+# %% tags=["nbval-check-output"]
+tokens = 32 * 35
+flops = {kind: head_flops(kind, vocab_size=V, d=configs[kind].model.emsize, tokens=tokens,
+                          **configs[kind].head.options).train_forward
+         for kind in kinds}
+for kind in kinds:
+    print(f"{kind:>9}: {flops[kind] / flops['tied']:.2f} x tied")
 
 # %% [markdown]
-# ## Where the heads differ: rare words
+# The scores, $2 n |V| d$ FLOPs, dominate every head. DRILL's two label layers add
+# $2 k |V| d^2$, a fraction $k d / n$ of the scores, about a quarter here; the dual head's
+# label map adds half as much, and the bilinear map, which acts on the positions and not
+# on the vocabulary, about 1%. The label encoders run once per step over the vocabulary,
+# so their share shrinks as batches grow, and at evaluation, where the encoded labels are
+# cached, it is zero.
+
+# %% [markdown]
+# ## Where the heads should differ: rare words
 #
 # The DRILL paper's Fig. 3 splits the test tokens by how often their target word occurs
-# in the training data and compares the mean cross-entropy band by band. For every head
-# we compute the per-token loss on (part of) the validation set with `token_nll`, and
-# `compare_by_frequency` reports, per band, how much lower the head's cross-entropy is
-# than the tied head's, in percent (positive: better than tied). It uses the authors'
-# bins ($[1, 50)$, $[50, 100)$, $[100, 250)$, ..., $[5000, \infty)$ training
-# occurrences) and their average: for every word type in a band, the relative difference
-# (tied $-$ head) / head of its mean loss, then the mean over the band's word types, with
-# `<eos>` left out as in their Fig. 3. A per-word mean gives a rare word seen once in the
-# validation text as much weight as a frequent one, so a few words can dominate a band:
-# `average="token"` compares the band's mean losses instead.
+# in the training data and compares the mean cross-entropy band by band. From the
+# per-token losses above, `compare_by_frequency` reports, per band, how much lower a
+# head's cross-entropy is than the tied head's, in percent (positive: better than tied).
+# It uses the authors' bins ($[1, 50)$, $[50, 100)$, $[100, 250)$, ..., $[5000, \infty)$
+# training occurrences) and their average: for every word type in a band, the relative
+# difference (tied $-$ head) / head of its mean loss, then the mean over the band's word
+# types, with `<eos>` left out as in their Fig. 3. A per-word mean gives a rare word seen
+# once in the validation text as much weight as a frequent one, so a few words can
+# dominate a band: `average="token"` compares the band's mean losses instead.
 
 # %%
-valid = batchify(corpus.valid, 10).to(nb.device)
-max_tokens = nb.pick(small=20_000, full=None)
-nll = {}
-for kind, run_dir in runs.items():
-    _, model, _ = load_run(run_dir, corpus=corpus, device=nb.device)
-    nll[kind], target = token_nll(model, valid, bptt=70, max_tokens=max_tokens)
 eos = [corpus.vocab.index("<eos>")]
 bands = {kind: compare_by_frequency(nll[kind], nll["tied"], target, corpus.vocab.counts,
                                     exclude=eos)
@@ -311,52 +440,44 @@ band_table = pd.DataFrame(
 band_table.index.name = "training count of the target"
 band_table.round(1)
 
+# %% tags=["nbval-check-output"]
+dual_bands = [b.rel_diff_percent for b in bands["dual"]]
+print("dual head better than tied on the most frequent band only:",
+      dual_bands[-1] > 0 and all(x < 0 for x in dual_bands[:-1]))
+
 # %%
-ax = band_table.plot.bar(figsize=(8, 4), rot=0)
+shown = band_table.rename(index=lambda label: label.replace(" (", "\n("))
+ax = shown.plot.bar(figsize=(9, 4.2), rot=0, color=head_colors(band_table.columns))
 ax.axhline(0, color="black", lw=0.8)
 ax.set(ylabel="cross-entropy reduction vs tied (%)",
        title="Relative loss by word-frequency band (validation)")
+ax.tick_params(axis="x", labelsize=8)
+ax.legend(title="head", fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# **Figure 2.2.** For each band of training frequency (the number of word types in the
+# band in brackets), the mean relative cross-entropy reduction of each head against the
+# tied head, in percent, on the validation tokens scored above; bars above zero mean the
+# head does better than tied on that band's words.
+#
 # In the paper, trained to convergence, DRILL's gains over the other heads are largest in
 # the lowest-frequency bands (words seen 1 to 100 times), which is the signature of
-# parameters shared across words. At the small profile's budget, differences in the rare
-# bands mostly show how quickly each head moves its rare-word scores at all; repeat the
-# experiment in the full profile before reading them as an effect.
-
-# %% [markdown]
-# ## What the output side learns: nearest neighbours
+# parameters shared across words. The small profile cannot show that: its models have
+# not reached the unigram model, so differences in any band mostly show how quickly each
+# head moves its scores at all, and on 5,600 tokens the rarer bands hold few tokens each.
+# The one pattern that stands out is the dual head's slow start seen from another side:
+# it beats the tied head only on the most frequent words and loses to it on every other
+# band, as a model does that has so far learnt little beyond the most frequent words.
+# Repeat the experiment in the full profile before reading the bands as an effect.
 #
-# {cite:t}`pappas2018joint` (Table 1) compare a word's neighbours under the *input*
-# embedding with its neighbours under the *output* representation the classifier scores
-# against. With weight tying the two are the same matrix. A head with a label encoder can
-# organise the output side differently. `head.output_embeddings()` returns the matrix each
-# head scores against; `nearest_neighbours` ranks words by cosine similarity.
-
-# %%
-queries = ["million", "company", "market", "president", "year"]
-ids = [corpus.vocab.index(w) for w in queries]
-neighbours = {}
-for kind in ["tied", "dual", "drill"]:
-    _, model, _ = load_run(runs[kind], corpus=corpus, device=nb.device)
-    with torch.no_grad():
-        tables = {"input": model.encoder.embedding.weight,
-                  "output": model.head.output_embeddings()}
-        for side, table in tables.items():
-            if kind != "tied" or side == "input":  # tied: output is the input
-                found = nearest_neighbours(table, ids, k=4)
-                neighbours[f"{kind} {side}"] = [
-                    ", ".join(corpus.vocab.words[i] for i, _ in row) for row in found]
-pd.DataFrame(neighbours, index=queries)
-
-# %% [markdown]
-# Read these lists as a demonstration of the tool, not as a result. After 100 updates the
-# output sides have barely moved from their random start: where a list is dominated by
-# frequent function words, that is an untrained projection placing most words near the
-# frequent ones, not learnt structure. The paper's Table 1 comes from converged models;
-# the full profile is the place to look for it.
+# The joint-embedding paper also compares a word's nearest neighbours under the input
+# embedding with those under the output representation a head scores against
+# ({cite:t}`pappas2018joint`, Table 1; `nearest_neighbours` and `head.output_embeddings()`
+# compute them). We leave that comparison to trained models: after a few dozen updates
+# both sides are still close to their random initialisation, and their neighbour lists
+# would show the initialisation, not structure learnt from text.
 
 # %% [markdown]
 # ## Takeaways
@@ -364,10 +485,115 @@ pd.DataFrame(neighbours, index=queries)
 # * The five heads are one interface: `build_head(kind, vocab_size=, d_hidden=,
 #   embedding=)`; swapping the output layer of a model is a one-word change.
 # * Their dedicated parameter counts obey $\mathcal C_{\text{tied}} <
-#   \mathcal C_{\text{bilinear}} \le \mathcal C_{\text{dual}} \le \mathcal C_{\text{base}}$,
-#   and DRILL adds $d^2 + d$ per layer; the totals reproduce the DRILL paper's Table 4.
+#   \mathcal C_{\text{bilinear}} \le \mathcal C_{\text{dual}} \le \mathcal C_{\text{base}}$;
+#   DRILL adds $d^2 + d$ per layer (Eq. 11 counts the $d^2$), and the totals reproduce the
+#   DRILL paper's Table 4.
+# * DRILL's paper drops each layer's output (Eq. 12), its code each layer's input;
+#   `drillbook` follows the code.
 # * A label encoder runs over the vocabulary, not over the tokens of a batch, so its cost
 #   does not grow with the batch, and at evaluation it is computed once.
 # * Whether sharing across words pays off shows up first on rare words; small budgets
-#   cannot tell the heads apart, which is why chapter 6 keeps full-length runs and
-#   budgeted ones strictly apart.
+#   cannot tell the heads apart, which is why {doc}`06_reproductions` keeps full-length
+#   runs and budgeted ones strictly apart.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1. DRILL's parameter count.** Derive $\mathcal C_{\text{drill}}(k)$ for $k$ layers,
+# biases included. By Eq. 11, DRILL matches the untied softmax's capacity at
+# $k = |V| / d$. At $|V| = 10{,}000$ and $d = d_h = 400$, which depth is that, and how
+# many dedicated parameters do DRILL at that depth and the softmax have exactly? Check
+# with `param_counts()`. How deep would DRILL have to be to match the full-softmax row of
+# Table 4, whose last LSTM layer has $d_h = 1{,}150$?
+#
+# ````{admonition} Solution
+# :class: dropdown
+# Each layer has a $d \times d$ matrix and a $d$-vector of biases, and the output bias
+# has $|V|$ entries: $\mathcal C_{\text{drill}}(k) = k\,(d^2 + d) + |V|$. The untied
+# softmax has $d_h |V| + |V|$. Eq. 11 drops the biases on both sides and gives
+# $k = |V| / d = 25$. Exactly: the softmax has 4,010,000 dedicated parameters, DRILL-24
+# 3,859,600 and DRILL-25 4,020,000, so 25 layers is the first depth at or above the
+# softmax. For $d_h = 1{,}150$ the softmax has 11,510,000, and DRILL needs 72 layers
+# (11,558,800; 71 give 11,398,400).
+#
+# ```python
+# with torch.device("meta"):  # count without allocating
+#     emb = torch.nn.Embedding(10_000, 400)
+#     for k in (24, 25, 71, 72):
+#         head = build_head("drill", vocab_size=10_000, d_hidden=400, embedding=emb, depth=k)
+#         print(k, head.param_counts().dedicated)
+#     for d_h in (400, 1150):
+#         print(d_h, build_head("softmax", vocab_size=10_000, d_hidden=d_h)
+#               .param_counts().dedicated)
+# ```
+# ````
+#
+# **2. Variational dropout on the input.** In the code's form
+# {eq}`drill-dropout-code` with variational dropout, the first layer computes
+# $\delta(E)\,U^{(1)}$ with $\delta(E) = E \operatorname{diag}(m)$ for one mask
+# $m \in \{0, \tfrac{1}{1-p}\}^d$. Show that this is the same as keeping $E$ and dropping
+# rows of $U^{(1)}$, and check it numerically with `variational_dropout`. What does
+# standard dropout correspond to, and what does the paper's output form
+# {eq}`drill-dropout-paper` drop?
+#
+# ````{admonition} Solution
+# :class: dropdown
+# $\delta(E)\,U = (E \operatorname{diag}(m))\,U = E\,(\operatorname{diag}(m)\,U)$:
+# scaling column $j$ of $E$ by $m_j$ is scaling row $j$ of $U$ by $m_j$. Variational
+# dropout on the input thins the layer's *weights*, the same way for every word in a step
+# (DropConnect on whole input rows). Standard dropout draws a mask per word, so each word
+# is projected with its own thinned $U$. The paper's output form instead zeroes output
+# units of the layer, the same columns of $f(E)$ for every word, after the nonlinearity.
+#
+# ```python
+# torch.manual_seed(0)
+# E, U = torch.randn(50, 8, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)
+# m = variational_dropout(torch.ones(1, 8, dtype=torch.float64), 0.5)  # (1, d) mask
+# print(torch.allclose((E * m) @ U, E @ (torch.diag(m[0]) @ U)))      # True
+# ```
+# ````
+#
+# **3. DRILL depth 0 to 4, in FLOPs.** A training step's forward pass costs the tied head
+# $2 n |V| d$ for the scores; DRILL adds $2 k |V| d^2$ for its label encoder. Predict the
+# ratio DRILL / tied for $k = 0, \dots, 4$ at this chapter's size ($n = 32 \times 35$,
+# $|V| = 10{,}000$, $d = 128$), check it with `head_flops`, and predict the ratio for
+# DRILL-4 at the paper's PTB size ($n = 20 \times 70$, $d = 400$) and at a batch of 80.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# The ratio is $1 + k d / n$. Here $d / n = 128 / 1120$, so 1.00, 1.11, 1.23, 1.34 and
+# 1.46. At the paper's size, $1 + 4 \cdot 400 / 1400 \approx 2.14$: the label encoder
+# costs more than the scores. With a batch of 80 sequences, $n = 5600$ and the ratio
+# falls to about 1.29, because the label encoder's cost does not grow with the batch.
+# These are forward FLOPs of the head alone; a whole model adds the encoder to both
+# sides of the ratio ({doc}`07_cost_of_output_layers`).
+#
+# ```python
+# tied = head_flops("tied", vocab_size=10_000, d=128, tokens=1120).train_forward
+# print([head_flops("drill", vocab_size=10_000, d=128, tokens=1120, depth=k)
+#        .train_forward / tied for k in range(5)])
+# ```
+# ````
+#
+# **4. Structure on one side only.** The joint-embedding paper {cite:p}`pappas2018joint`
+# (Eq. 7) compares putting the nonlinearity on the output side only, (a)
+# $\sigma(E W) h_t$, with putting it on the context side only, (b) $E \sigma(W h_t)$.
+# For each: which part can be computed once and cached at evaluation, what does a
+# training step add to the tied head's cost, and is its log-probability matrix still
+# under a rank ceiling? Which `drillbook` head computes (a)?
+#
+# ````{admonition} Solution
+# :class: dropdown
+# (a) $\sigma(E W)$ depends on the vocabulary alone: a label encoder, $2 |V| d\, d_h$
+# FLOPs per training step and nothing at evaluation once cached. It is a 1-layer DRILL
+# head without the skip connection, `build_head("drill", ..., depth=1, residual=False,
+# activation="tanh")`, except that DRILL's layer also has a bias $b^{(1)}$.
+# (b) $\sigma(W h_t)$ depends on the context alone: $2 n\, d_h d$ per step, in training
+# and at evaluation alike; it is one more nonlinear layer of the encoder in front of a
+# tied head, which is why DRILL sets $g_{\text{in}} = I$ and leaves that work to the
+# encoder (its Sec. 3.3). Both still score with one softmax over a fixed matrix times a
+# vector: in (a) the matrix $\sigma(E W)$ has $d_h$ columns, in (b) $E$ has $d$, so the
+# log-probabilities have rank at most $d_h + 2$ and $d + 2$, as in
+# {doc}`01_softmax_bottleneck`. Neither escapes the bottleneck; what they change is how
+# words share parameters.
+# ````

@@ -19,14 +19,19 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/03_mixtures_mos_doc.ipynb)
 #
-# Chapter 1 showed that a softmax of dimension $d$ can only produce log-probability
-# matrices of rank $d + 2$, and previewed the way out: average several softmaxes. This
-# chapter builds the two output layers that do so, the **mixture of softmaxes** (MoS) of
-# {cite:t}`yang2018mos` and the **direct output connection** (DOC) of
-# {cite:t}`takase2018doc`, plus **sigsoftmax** {cite:p}`kanai2018sigsoftmax`, which escapes
-# the bound with no extra parameters at all. We check that they reach full rank, measure
-# what that costs, and end with the question the DRILL paper raises: is full rank what
-# a language model needs?
+# *Running time of the small profile (what CI runs): about 0 s on a 2-core CPU, measured
+# when the outputs below were produced.*
+#
+# {doc}`01_softmax_bottleneck` showed that a softmax of dimension $d$ can only produce
+# log-probability matrices of rank $d + 2$, and previewed the way out: average several
+# softmaxes. This chapter builds the two output layers that do so, the **mixture of
+# softmaxes** (MoS) of {cite:t}`yang2018mos` and the **direct output connection** (DOC)
+# of {cite:t}`takase2018doc`, plus **sigsoftmax** {cite:p}`kanai2018sigsoftmax`, which
+# escapes the bound with no extra parameters at all. Beside them runs the control that
+# {cite:t}`yang2018mos` discuss themselves, the **mixture of contexts**, which averages
+# the same components *before* the softmax and stays low-rank. We check which of them
+# reach full rank, measure what that costs, and end with the question the DRILL paper
+# raises: is full rank what a language model needs?
 
 # %%
 import subprocess
@@ -38,7 +43,6 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
                            f"drillbook[notebooks] @ {REPO}"])
 
 # %%
-import tempfile
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -57,13 +61,21 @@ from drillbook.experiments import compare_heads
 from drillbook.heads import DOCHead, MoSHead, build_head
 from drillbook.heads.mixture import (
     coefficient_of_variation,
+    context_mixture_log_prob,
     mixture_log_prob,
     mixture_log_prob_reference,
 )
 from drillbook.notebook import setup, show_source
+from drillbook.papers import assert_quoted
+from drillbook.plotting import head_color
 from drillbook.train import Trainer, load_run, read_log
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
+# Drive: /content/drive/MyDrive/drillbook-runs) so a disconnected session resumes.
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+RUNS = ""  # @param {type:"string"}
+nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 
 # %% [markdown]
 # ## Why a mixture is not low-rank
@@ -71,31 +83,61 @@ nb = setup(seed=0)
 # A softmax head's log-probabilities are $\log p(w \mid c) = h_c^\top e_w + b_w - Z_c$:
 # linear in the context vector, up to the per-context normaliser $Z_c$. Stacked over
 # contexts they form $H E^\top + \mathbf 1 b^\top - Z \mathbf 1^\top$, a matrix of rank at
-# most $d + 2$. A mixture averages *probabilities*:
+# most $d + 2$. A mixture of softmaxes averages *probabilities*:
 #
 # $$
 # p(w \mid c) = \sum_{k=1}^{K} \pi_{c,k}\, \softmax(E\, k_{c,k} + b)_w ,
 # \qquad
 # \log p(w \mid c) = \log \sum_{k} \exp\big(\log \pi_{c,k} + k_{c,k}^\top e_w + b_w
 # - Z_{c,k}\big).
-# $$
+# $$ (eq-mos)
 #
 # The logarithm of a sum is not a sum of logarithms: $\log p$ is now a nonlinear
 # function (a log-sum-exp) of $K$ low-rank matrices, and nothing bounds its rank. In MoS
-# (DOC paper's Eq. 9 notation), the $K$ context vectors and the weights come from the last
-# layer:
+# the $K$ context vectors and the weights both come from the last layer $h_c$:
 #
 # $$
 # [k_{c,1}; \dots; k_{c,K}] = \tanh(W_l h_c + b_l), \qquad
 # \pi_c = \softmax(W_\pi h_c).
+# $$ (eq-mos-components)
+#
+# ### Mixing the logits instead: a mixture of contexts
+#
+# Where the average is taken is the whole point. Average the same $K$ components'
+# *logits* and take one softmax, and you get what {cite:t}`yang2018mos` call a mixture of
+# contexts, which they discuss as a low-rank baseline:
+#
 # $$
+# p(w \mid c) = \softmax\Big(\sum_{k} \pi_{c,k}\,(E\, k_{c,k} + b)\Big)_w
+# = \softmax(E\, \bar k_c + b)_w ,
+# \qquad \bar k_c = \sum_k \pi_{c,k}\, k_{c,k} .
+# $$ (eq-moc)
+#
+# The logits are linear in the context and the weights sum to one, so averaging them *is*
+# scoring one averaged context $\bar k_c$: a single softmax, whose log-probability
+# matrix $\bar K E^\top + \mathbf 1 b^\top - Z \mathbf 1^\top$ has rank at most $d + 2$
+# however many components there are. drillbook offers it as an option of the MoS head,
+# `build_head("mos", ..., mix="logits")` (the default, `mix="probs"`, is MoS); both modes
+# have the same parameters, so one state dict serves both.
+#
+# ### DOC: vectors from several layers
 #
 # DOC takes $i_n$ of the $J = \sum_n i_n$ vectors from layer $n$ of the encoder, the
 # embedding layer included, with the weights still read from the last layer (DOC
-# Eqs. 7-11); with all $J$ vectors from the last layer it *is* MoS. One difference between
-# the paper and its code: DOC's Eq. 11 computes each vector linearly, $k_{j,c} = W_j
-# h^n_c$, while the authors' code (like MoS's) passes it through $\tanh(W_j h^n_c + b_j)$.
-# drillbook follows the code, since the published perplexities come from it.
+# Eqs. 7-11); with all $J$ vectors from the last layer it *is* MoS. The paper computes
+# each vector *linearly*, its Eq. 11, while the authors' code passes it through a bias
+# and a $\tanh$, as MoS does:
+#
+# $$
+# \underbrace{k_{j,c} = W_j\, h^n_c}_{\text{DOC paper, Eq. 11}}
+# \qquad\text{vs.}\qquad
+# \underbrace{k_{j,c} = \tanh(W_j\, h^n_c + b_j)}_{\text{the authors' code; drillbook}} .
+# $$ (eq-doc-k)
+#
+# The $\tanh$ is not in Eq. 11. drillbook computes the second form, since the published
+# perplexities come from that code, and with it DOC with every vector from the last layer
+# is exactly MoS ({eq}`eq-mos-components`). Here are the two heads' `components`, which
+# return the vectors $k$ and the log-weights $\log \pi$:
 
 # %%
 show_source(MoSHead.components)
@@ -129,90 +171,184 @@ print(f"-inf entries, log space:         {int(torch.isinf(log_space).sum())}")
 print(f"smallest log-probability kept:   {float(log_space.min()):.0f} nats")
 
 # %% [markdown]
-# ## Fitting a high-rank language
-#
-# Back to chapter 1's synthetic language, whose true log-probability matrix $A$ has full
-# rank. We fix a small embedding dimension $d$ and let the number of components $K$ grow:
-# a softmax of dimension $d$ is stuck at rank $d + 2$, MoS and DOC are not, and
-# sigsoftmax escapes with no extra parameters. As in chapter 1, `fit_head` gives every
-# context free vectors (for DOC one per layer it reads), so the remaining KL divergence
-# measures the output layer alone. Every head here shares an embedding of size $d$.
-#
-# That makes the comparison between MoS and DOC unequal: DOC reads two layers, so it gets
-# two free $d$-dimensional vectors per context where MoS gets one, twice the free
-# parameters. The table compares each with the softmax ceiling, not with each other; a
-# lower KL for DOC than for MoS at the same $K$ would say as much about the extra free
-# vectors as about reading middle layers.
+# The mixture of contexts needs no such care: it is one softmax
+# ({eq}`eq-moc`), and `context_mixture_log_prob` computes it over the averaged context.
+# On the same components, scaled back to unit size and given a bias, its matrix of 50
+# contexts x 100 words has the softmax's rank, $d + 2 = 10$, where the mixture of
+# softmaxes is full-rank:
 
 # %%
-n_contexts, vocab = nb.pick(small=(512, 128), full=(2048, 512))
+show_source(context_mixture_log_prob)
+
+# %% tags=["nbval-check-output"]
+bias = torch.randn(100, generator=gen, dtype=torch.float64)
+contexts = context_mixture_log_prob(vectors / 300, log_prior, weight, bias)
+softmaxes = mixture_log_prob(vectors / 300, log_prior, weight, bias)
+print("rank, mixture of contexts:", singular_values(contexts).rank())
+print("rank, mixture of softmaxes:", singular_values(softmaxes).rank())
+
+# %% [markdown]
+# ## Fitting a high-rank language
+#
+# Back to the synthetic language of {doc}`01_softmax_bottleneck`, whose true
+# log-probability matrix $A$ has full rank. We fix a small embedding dimension $d$ and let
+# the number of components $K$ grow: a softmax of dimension $d$ is stuck at rank $d + 2$;
+# MoS and DOC should leave that ceiling, the mixture of contexts should not, and
+# sigsoftmax should leave it with no extra parameters. As in
+# {doc}`01_softmax_bottleneck`, `fit_head` gives every context free vectors that stand
+# for a perfect encoder, so the remaining KL divergence measures the output layer alone.
+# Every head here shares an embedding of size $d$.
+#
+# Those free vectors are parameters too, and DOC needs one per layer it reads. A DOC head
+# reading two layers of size $d$ would get $2d$ free numbers per context where MoS gets
+# $d$, and a lower KL would then say more about the extra freedom than about reading
+# middle layers. So DOC here reads two layers of size $d/2$: every head fits the same $d$
+# free numbers per context (`fit_head` reports them as `context_dims`). For contrast, the
+# last row gives DOC two layers of size $d$, the unequal setup.
+
+# %%
+n_contexts, vocab = nb.pick(small=(256, 128), full=(2048, 512))
 d = 8
 language = SyntheticLanguage(n_contexts, vocab, logit_rank=vocab, seed=0)
-ks = nb.pick(small=[1, 2, 4, 8], full=[1, 2, 4, 8, 16, 32])
-steps = nb.pick(small=300, full=1500)
+ks = nb.pick(small=[1, 2, 4], full=[1, 2, 4, 8, 16, 32])
+steps = nb.pick(small=200, full=1500)
+MOC = "MoC (mos, mix=logits)"
 
 
-def fitted(kind, **options):
+def fitted(kind, d_hidden=d, **options):
     torch.manual_seed(nb.seed)
     emb = torch.nn.Embedding(vocab, d).double()
-    head = build_head(kind, vocab_size=vocab, d_hidden=d, embedding=emb, **options)
+    head = build_head(kind, vocab_size=vocab, d_hidden=d_hidden, embedding=emb, **options)
     head = head.double()
     fit = fit_head(language, head, steps=steps, lr=0.05, seed=nb.seed)
     with torch.no_grad():
         spectrum = singular_values(head.log_prob(fit.features))
     return head, fit, {"KL (nats)": fit.kl, "rank": spectrum.rank(),
                        "rank (tol=1)": spectrum.rank(DRILL_TOL),
+                       "free dims per context": fit.context_dims,
                        "dedicated params": head.param_counts().dedicated}
+
+
+def doc_options(k, size):
+    """DOC over two free layers of ``size`` numbers, half of its ``k`` vectors from each."""
+    return {"d_hidden": size, "vectors_per_layer": [k // 2, k - k // 2],
+            "layer_sizes": [size, size], "cv_weight": 0.0}
 
 
 rows = [{"head": "tied", "K": 1, **fitted("tied")[2]},
         {"head": "sigsoftmax", "K": 1, **fitted("sigsoftmax")[2]}]
 for k in ks:
     rows.append({"head": "MoS", "K": k, **fitted("mos", n_experts=k)[2]})
-    if k > 1:  # DOC: half the vectors from a second (free) layer
-        rows.append({"head": "DOC", "K": k, **fitted(
-            "doc", vectors_per_layer=[k // 2, k - k // 2], layer_sizes=[d, d],
-            cv_weight=0.0)[2]})
+    if k > 1:
+        rows.append({"head": MOC, "K": k, **fitted("mos", n_experts=k, mix="logits")[2]})
+        rows.append({"head": "DOC", "K": k, **fitted("doc", **doc_options(k, d // 2))[2]})
+rows.append({"head": "DOC, 2d free", "K": ks[-1],
+             **fitted("doc", **doc_options(ks[-1], d))[2]})
 synthetic = pd.DataFrame(rows)
+synthetic.round({"KL (nats)": 3})
+
+# %% [markdown]
+# The table has both rank columns: `rank` counts singular values above numpy's default
+# tolerance (relative to the largest, about $10^{-13}$ of it here in float64), `rank
+# (tol=1)` those above 1.0, the DRILL authors' absolute tolerance. The claims of this
+# section, checked:
 
 # %% tags=["nbval-check-output"]
+ceiling = d + 2
+head_is = synthetic["head"].eq
+single = synthetic[head_is("tied") | head_is(MOC) | (head_is("MoS") & synthetic["K"].eq(1))]
+mixtures = synthetic[(head_is("MoS") | head_is("DOC")) & synthetic["K"].gt(1)]
+kl = synthetic.set_index(["head", "K"])["KL (nats)"]
+mos_kl, doc_kl, moc_kl = (kl["MoS"], kl["DOC"], kl[MOC])
 print(f"true A: {vocab} words, rank {singular_values(language.log_probs).rank()}; "
-      f"embedding size d = {d}, softmax ceiling d + 2 = {d + 2}")
-print(synthetic[["head", "K", "rank", "rank (tol=1)", "dedicated params"]]
-      .to_string(index=False))
+      f"embedding size d = {d}, softmax ceiling d + 2 = {ceiling}")
+print("tied, MoS with K = 1 and every MoC at the ceiling d + 2:",
+      bool(single["rank"].eq(ceiling).all()))
+sig_rank = int(synthetic.loc[head_is("sigsoftmax"), "rank"].iloc[0])
+print("sigsoftmax, and MoS and DOC with K >= 2, at full rank V:",
+      bool(mixtures["rank"].eq(vocab).all()) and sig_rank == vocab)
+sig_tol1 = int(synthetic.loc[head_is("sigsoftmax"), "rank (tol=1)"].iloc[0])
+print("DRILL's tolerance never counts more than numpy's:",
+      bool((synthetic["rank (tol=1)"] <= synthetic["rank"]).all()),
+      "| and fewer for sigsoftmax:", sig_tol1 < sig_rank)
+print("every row but 'DOC, 2d free' fits d free numbers per context:",
+      sorted(set(synthetic.loc[~head_is("DOC, 2d free"), "free dims per context"])) == [d])
+print("MoS's KL falls as K grows:", mos_kl.is_monotonic_decreasing)
+print("MoC no better than tied at any K (KL at least tied's):",
+      bool((moc_kl >= kl["tied", 1]).all()))
+print("at equal free numbers, DOC within 10% of MoS's KL at every K >= 2:",
+      bool(((doc_kl - mos_kl[doc_kl.index]).abs() <= 0.10 * mos_kl[doc_kl.index]).all()))
+print(f"DOC with 2d free numbers below every equal-freedom row (K = {ks[-1]}):",
+      bool(kl["DOC, 2d free", ks[-1]] < kl.drop("DOC, 2d free", level="head").min()))
 
 # %%
-fig, (ax_kl, ax_rank) = plt.subplots(1, 2, figsize=(11, 4))
+fig, (ax_kl, ax_rank) = plt.subplots(1, 2, figsize=(11, 4.2))
+styles = {"tied": "s", "sigsoftmax": "D", "MoS": "o-", MOC: "v--", "DOC": "^-",
+          "DOC, 2d free": "P"}
+# ranks coincide (10 or V): shift markers sideways so that none hides another
+shift = {"tied": 0.92, "sigsoftmax": 0.92, "DOC": 1.08, "DOC, 2d free": 1.16}
 for name, group in synthetic.groupby("head", sort=False):
-    style = "o-" if len(group) > 1 else "s"
-    ax_kl.plot(group["K"], group["KL (nats)"], style, label=name)
-    ax_rank.plot(group["K"], group["rank"], style, label=name)
-ax_rank.axhline(d + 2, color="grey", ls="--", lw=1, label="softmax ceiling d + 2")
+    for ax, column in ((ax_kl, "KL (nats)"), (ax_rank, "rank")):
+        k = group["K"] * (shift.get(name, 1.0) if ax is ax_rank else 1.0)
+        ax.plot(k, group[column], styles[name], color=head_color(name), label=name,
+                markersize=8 if name in ("MoS", MOC) else 7,
+                markerfacecolor="none" if name == "DOC, 2d free" else None)
+ax_rank.axhline(ceiling, color="grey", ls="--", lw=1, label="softmax ceiling d + 2")
 ax_rank.axhline(vocab, color="grey", ls=":", lw=1, label=f"V = {vocab}")
 ax_kl.set(xscale="log", xlabel="components K", ylabel="KL after fitting (nats)",
           title=f"Fit to a full-rank language, d = {d}")
 ax_rank.set(xscale="log", xlabel="components K", ylabel="rank of log-probabilities",
-            title="Mixtures escape the ceiling")
+            title="Mixtures of softmaxes leave the ceiling", ylim=(0, 1.08 * vocab))
+ax_rank.set_yticks([ceiling, vocab // 2, vocab])
 for ax in (ax_kl, ax_rank):
     ax.set_xticks(ks, [str(k) for k in ks])
-    ax.legend(fontsize=8)
-fig.tight_layout()
+    ax.minorticks_off()
+handles, labels = ax_rank.get_legend_handles_labels()
+fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9, frameon=False)
+fig.tight_layout(rect=(0, 0.14, 1, 1))
 plt.show()
 
 # %% [markdown]
+# **Figure 3.1.** Fitting the full-rank synthetic language with an embedding of size
+# $d = 8$. Left: KL divergence left after fitting, against the number of components $K$.
+# Right: rank of the fitted log-probability matrix (numpy's tolerance). MoS, DOC and
+# sigsoftmax reach the vocabulary size; the tied softmax, MoS with one component and
+# every mixture of contexts stay on the ceiling $d + 2$. The hollow marker is DOC with
+# twice the free numbers per context. In the right panel the markers of heads with equal
+# ranks are shifted sideways so that none hides another.
+#
+# *Alt text:* Two panels. Left, KL against K on a log axis: the MoS and DOC lines fall
+# as K grows, the dashed mixture-of-contexts line stays level at the height of the tied
+# softmax's square, and a hollow DOC marker at the largest K lies below every line.
+# Right, rank against K: the sigsoftmax diamond at the top (the vocabulary size) and the
+# tied square on the dashed ceiling line at d + 2 for K = 1; MoS and DOC at the top from
+# K = 2 on; the mixture-of-contexts line flat on the ceiling.
+#
 # With one component MoS is a softmax (over a tanh-projected context) and sits on the
 # ceiling. From two components on, the log-probability matrix has (numerically) full
 # rank, and the divergence falls as $K$ grows: each component adds a rank-$d$ "view" and
-# the log-sum-exp combines them nonlinearly. Sigsoftmax also leaves the ceiling, with no
-# extra parameter, though at this $d$ it buys little divergence. Note the column with the
-# DRILL tolerance in the table above: fewer singular values exceed 1.0, and the two
-# tolerances answer different questions.
+# the log-sum-exp combines them nonlinearly. The mixture of contexts, built from the same
+# kind of components and weights, stays on the ceiling at every $K$, with a divergence no
+# better than the tied softmax's: averaging before the softmax buys nothing, as
+# {eq}`eq-moc` predicts. Sigsoftmax also leaves the ceiling with no extra parameter.
+#
+# At equal free numbers per context, DOC and MoS end close together (within 10%), and on
+# this language nothing could favour DOC: when every layer is a free vector, MoS reading
+# one layer of size $d$ can express whatever DOC reading two of size $d/2$ can (make
+# $W_l$ block-diagonal). DOC's case rests on real encoders, whose middle layers carry
+# different information from the last. Give DOC twice the free numbers instead and it
+# beats every other row, which is why the comparison must be made at equal freedom.
+#
+# The DRILL tolerance asks a different question from numpy's: how many directions move
+# the log-probabilities by more than one nat in total. It never counts more, and for
+# sigsoftmax it counts fewer, since part of its spectrum is small.
 
 # %% [markdown]
 # ## DOC's balance term
 #
 # A mixture can collapse onto a few components. DOC adds $\lambda_\beta \beta$ to the
-# loss, with $\beta$ the squared *coefficient of variation* of the mixture weights. The
+# loss, with $\beta$ the squared *coefficient of variation* of the mixture weights, the
+# balancing term {cite:t}`shazeer2017moe` introduced for their mixture of experts. The
 # paper (Eqs. 12-13) sums the weights of a minibatch into one total per component,
 # $s_j$, and takes $\beta = \mathrm{Var}(s) / \mathrm{mean}(s)^2$ over the $J$ totals;
 # it reports $\sqrt\beta$ in its Table 4. The authors' code, which produced the published
@@ -234,41 +370,43 @@ show_source(coefficient_of_variation)
 # ($\lambda_\beta = 0.01$).
 
 # %% tags=["nbval-check-output"]
-from drillbook.papers import assert_quoted
-
 print(assert_quoted({"doc:table4:lambda-0": {"sqrt_beta_valid": 0.276},
                      "doc:table4:lambda-0.01": {"sqrt_beta_valid": 0.092}}))
 
 # %% [markdown]
-# The same happens on the synthetic language. (`fit_head` adds the head's regulariser to
-# its objective, in the authors' form; the contexts of the language play one long
-# sequence, for which that form is exactly $J$ times the paper's. The table prints the
-# paper's $\sqrt\beta$.)
+# The same happens on the synthetic language, with the equal-freedom DOC of the previous
+# section (4 vectors, 2 from each of two free layers of size $d/2$). (`fit_head` adds the
+# head's regulariser to its objective, in the authors' form; the contexts of the language
+# play one long sequence, for which that form is exactly $J$ times the paper's. The table
+# prints the paper's $\sqrt\beta$.)
 
-# %% tags=["nbval-check-output"]
+# %%
 balance = []
 for lam in [0.0, 0.01, 0.1, 1.0]:
-    head, fit, _ = fitted("doc", vectors_per_layer=[4, 4], layer_sizes=[d, d],
-                          cv_weight=lam)
+    head, fit, _ = fitted("doc", **{**doc_options(4, d // 2), "cv_weight": lam})
     with torch.no_grad():
         prior = head.mixture_weights(fit.features)
     balance.append({"lambda_beta": lam,
                     "sqrt(beta)": float(coefficient_of_variation(prior)),
                     "KL (nats)": fit.kl})
 balance = pd.DataFrame(balance)
-print(balance.round(2).to_string(index=False))
+balance.round(3)
+
+# %% tags=["nbval-check-output"]
 print("sqrt(beta) falls as lambda_beta grows:", balance["sqrt(beta)"].is_monotonic_decreasing)
 
 # %% [markdown]
 # ## On Penn Treebank
 #
-# Now the same heads on real text, with the `tutorial/ptb-*` configs (a 2-layer
-# AWD-LSTM with 128-dimensional embeddings): tied, DRILL, sigsoftmax, MoS with 5
-# experts and DOC with 3 vectors from the last layer and 2 from the first. The budget is
-# tiny in the small profile (30 batches of 16 sequences each), which is enough for
-# ranks, costs and mixture statistics, and not for perplexity rankings; the full profile
-# trains 6 epochs each on a GPU. The paper-sized MoS and DOC runs (`ptb/awd-lstm-mos`,
-# `ptb/awd-lstm-doc`, 22M and 23M parameters as in the papers) are chapter 6's.
+# Now the same heads on real text, Penn Treebank {cite:p}`marcus1993ptb`, with the
+# `tutorial/ptb-*` configs (a 2-layer AWD-LSTM {cite:p}`merity2018awdlstm` with
+# 128-dimensional embeddings): tied, DRILL, sigsoftmax, MoS with 5 experts and DOC with 3
+# vectors from the last layer and 2 from the first. The budget is tiny in the small
+# profile (10 batches of 16 sequences each), which is enough for ranks and mixture
+# statistics, and not for perplexity rankings; the full profile trains 6 epochs each on a
+# GPU. The paper-sized MoS and DOC runs (`ptb/awd-lstm-mos`,
+# `ptb/awd-lstm-doc`, 22M and 23M parameters as in the papers) belong to
+# {doc}`06_reproductions`.
 
 # %% tags=["nbval-check-output"]
 print(assert_quoted({"doc:table7:awd-lstm-mos": {"params_m": 22},
@@ -277,18 +415,21 @@ print(assert_quoted({"doc:table7:awd-lstm-mos": {"params_m": 22},
 # %%
 corpus = load_corpus("ptb", download=True)
 budget = nb.pick(
-    small=["train.epochs=1", "train.max_batches_per_epoch=30", "train.batch_size=16",
-           "train.max_eval_tokens=4000"],
+    small=["train.epochs=1", "train.max_batches_per_epoch=10", "train.batch_size=16",
+           "train.max_eval_tokens=1000"],
     full=["train.epochs=6", "train.max_batches_per_epoch=null",
-          "train.max_eval_tokens=null"])
-run_root = tempfile.mkdtemp(prefix="drillbook-ch03-")
+          "train.max_eval_tokens=null"],
+    t4=["train.epochs=2", "train.max_batches_per_epoch=null",
+        "train.max_eval_tokens=null"])
+run_root = nb.run_dir("ch03")
 kinds = ["tied", "drill", "sigsoftmax", "mos", "doc"]
 runs = {}
 for kind in kinds:
     config = apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
-    Trainer(config, f"{run_root}/{kind}", device=nb.device, corpus=corpus,
-            progress=False).fit()
-    runs[kind] = f"{run_root}/{kind}"
+    folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
+    Trainer(config, folder, device=nb.device, corpus=corpus,
+            resume=(folder / "last.pt").exists(), progress=nb.progress).fit()
+    runs[kind] = folder
 
 # %% [markdown]
 # For each trained model we build the log-probability matrix of a stretch of validation
@@ -296,13 +437,25 @@ for kind in kinds:
 # evaluated in float64 for this: float32 rounding noise is not low-rank, and under
 # numpy's relative tolerance it would make every matrix look full-rank. (That noise is
 # one reason the DRILL authors counted only singular values above 1.)
+#
+# One more row costs no training: the trained MoS head's parameters, loaded into a head
+# that mixes the logits instead (`mix="logits"`, {eq}`eq-moc`). Its perplexity would mean
+# nothing, since it was never trained that way (the table leaves it empty), but its rank
+# answers a question about the function class: with exactly MoS's components and
+# weights, can averaging before the softmax leave the ceiling?
 
 # %%
-rank_tokens = nb.pick(small=600, full=12_000)  # full: more contexts than words
+rank_tokens = nb.pick(small=350, full=12_000)  # full: more contexts than words
 valid = batchify(corpus.valid, 10).to(nb.device)
 ptb_rows = []
-for kind, run_dir in runs.items():
+for kind, run_dir in [*runs.items(), ("mos, mix=logits", runs["mos"])]:
     config, model, _ = load_run(run_dir, corpus=corpus, device=nb.device)
+    if kind == "mos, mix=logits":  # the same trained parameters, mixed before the softmax
+        moc = build_head("mos", vocab_size=len(corpus.vocab), d_hidden=model.head.d_hidden,
+                         embedding=model.head.embedding_weight,
+                         n_experts=model.head.n_vectors, mix="logits")
+        moc.load_state_dict(model.head.state_dict())
+        model.head = moc.eval()
     model = model.double()
     rows, hidden = [], model.init_hidden(valid.shape[1])
     with torch.no_grad():
@@ -312,24 +465,40 @@ for kind, run_dir in runs.items():
             hidden = out.hidden
             rows.append(model.head.log_prob(out.features).reshape(-1, len(corpus.vocab)))
     spectrum = singular_values(torch.cat(rows), method="svd")
-    ptb_rows.append({"head": kind, "valid ppl": read_log(run_dir)[-1]["best_val_ppl"],
+    trained = kind != "mos, mix=logits"
+    ptb_rows.append({"head": kind,
+                     "valid ppl": read_log(run_dir)[-1]["best_val_ppl"] if trained else None,
                      "contexts": spectrum.n_rows, "rank": spectrum.rank(),
                      "rank (tol=1)": spectrum.rank(DRILL_TOL),
-                     "ceiling d+2": model.head.d_hidden + 2,
+                     "ceiling d+2": config.model.emsize + 2,
                      "dedicated params": model.head.param_counts().dedicated})
 ptb = pd.DataFrame(ptb_rows).set_index("head")
 ptb.round({"valid ppl": 0})
 
+# %% tags=["nbval-check-output"]
+on_ceiling = ptb.loc[["tied", "drill", "mos, mix=logits"]]
+above = ptb.loc[["sigsoftmax", "mos", "doc"]]
+print("embedding size 128, ceiling d + 2 =", int(ptb["ceiling d+2"].iloc[0]))
+print("tied, DRILL and MoS's parameters mixing logits exactly on the ceiling:",
+      bool((on_ceiling["rank"] == on_ceiling["ceiling d+2"]).all()))
+print("sigsoftmax, MoS and DOC: rank = number of contexts stacked:",
+      bool((above["rank"] == above["contexts"]).all()), "| contexts:",
+      sorted(set(ptb["contexts"])))
+print("at DRILL's tolerance every head is below the ceiling:",
+      bool((ptb["rank (tol=1)"] < ptb["ceiling d+2"]).all()))
+
 # %% [markdown]
 # The `rank` column (numpy's tolerance, float64) is the chapter's claim on real text: the
-# tied and DRILL heads sit exactly on the ceiling $d + 2 = 130$, while sigsoftmax and the
-# mixtures produce matrices whose rank is limited only by the number of contexts we
-# stacked. (On the full validation set the mixtures reach the vocabulary size, as DOC's
-# Table 5 reports for PTB: 10,000 for MoS and DOC against 401 for AWD-LSTM.) The DRILL
-# tolerance tells another story in the small profile: barely trained models predict
-# nearly the same distribution everywhere, so few directions move the log-probabilities
-# by more than one nat in total. The papers' ranks with that tolerance come from models
-# trained for hundreds of epochs.
+# tied and DRILL heads sit exactly on the ceiling $d + 2 = 130$, and so does the trained
+# MoS head when it mixes its logits; sigsoftmax and the mixtures of softmaxes produce
+# matrices whose rank is limited only by the number of contexts we stacked. Same
+# parameters, same contexts: only *where* the average is taken decides the rank. (On the
+# full validation set the mixtures reach the vocabulary size, as DOC's Table 5 reports for
+# PTB: 10,000 for MoS and DOC against 401 for AWD-LSTM.) The DRILL tolerance tells
+# another story in the small profile: barely trained models predict nearly the same
+# distribution everywhere, so few directions move the log-probabilities by more than one
+# nat in total, and every head stays below the ceiling. The papers' ranks with that
+# tolerance come from models trained for hundreds of epochs.
 
 # %% tags=["nbval-check-output"]
 print(assert_quoted({"doc:table5:awd-lstm-mos": {"rank_valid": 10000},
@@ -346,46 +515,75 @@ diagnostics = {}
 for kind in ["mos", "doc"]:
     _, model, _ = load_run(runs[kind], corpus=corpus, device=nb.device)
     diagnostics[kind] = mixture_diagnostics(model, valid, bptt=35,
-                                            max_tokens=nb.pick(small=4000, full=None))
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+                                            max_tokens=nb.pick(small=1000, full=None))
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for ax, (kind, diag) in zip(axes, diagnostics.items(), strict=True):
-    ax.bar(range(len(diag.usage)), diag.usage.numpy(), color="C0")
+    ax.bar(range(len(diag.usage)), diag.usage.numpy(), color=head_color(kind))
     ax.axhline(1 / len(diag.usage), color="grey", ls="--", lw=1, label="uniform")
     ax.set(title=f"{kind.upper()}: sqrt(beta) = {diag.cv:.2f}, "
                  f"entropy {diag.entropy:.2f} / {diag.max_entropy:.2f} nats",
-           xlabel="component", ylabel="mean weight")
-    ax.legend(fontsize=8)
+           xlabel="component", ylabel="mean weight", xticks=range(len(diag.usage)))
+    ax.set_ylim(0, 1.3 * max(float(diag.usage.max()), 1 / len(diag.usage)))
+    ax.legend(fontsize=8, loc="upper right")
 fig.tight_layout()
 plt.show()
 print("DOC usage by source layer:",
-      {layer: round(u, 3) for layer, u in diagnostics["doc"].usage_by_layer.items()})
+      {layer: round(u, 2) for layer, u in diagnostics["doc"].usage_by_layer.items()})
+
+# %% [markdown]
+# **Figure 3.2.** Mean mixture weight of each component over validation text, for the
+# barely trained MoS (5 components) and DOC (3 vectors from the last layer, listed first,
+# and 2 from the first LSTM layer) heads; the dashed line is the uniform weight $1/J$.
+# The titles give $\sqrt\beta$ (the paper's form) and the mean entropy of $\pi$ against
+# its maximum $\log J$.
+#
+# *Alt text:* Two bar charts of mean weight per component, MoS with five bars and DOC
+# with five bars, each beside a dashed horizontal line at the uniform weight.
 
 # %% [markdown]
 # ## What full rank costs
 #
-# A mixture scores every position $J$ times. `compare_heads` times a training step
-# (forward and backward of the loss) and the evaluation loss per token for each head,
-# alone, on random inputs, against a tied head measured in the same process. On this
-# CPU and at these sizes:
+# A mixture of softmaxes scores every position $J$ times; a mixture of contexts scores
+# it once. `compare_heads` times a training step (forward and backward of the loss) and
+# the evaluation loss per token for each head, alone, on random inputs, against a tied
+# head measured in the same process. On this CPU and at these sizes:
 
 # %%
-cost_size = nb.pick(small={"vocab_size": 10_000, "d": 128, "tokens": 16 * 35},
+cost_size = nb.pick(small={"vocab_size": 10_000, "d": 128, "tokens": 8 * 35},
                     full={"vocab_size": 10_000, "d": 400, "tokens": 20 * 70})
 cost = pd.DataFrame(compare_heads(
     [("tied", {}), ("drill", {"depth": 4}), ("sigsoftmax", {}),
-     ("mos", {"n_experts": 15}), ("mos", {"n_experts": 15, "chunk_size": 128})],
-    device=nb.device, repeats=nb.pick(small=2, full=5), warmup=1, **cost_size))
+     ("mos", {"n_experts": 15}), ("mos", {"n_experts": 15, "chunk_size": 128}),
+     ("mos", {"n_experts": 15, "mix": "logits"})],
+    device=nb.device, repeats=nb.pick(small=1, full=5), warmup=1, **cost_size))
 cost["label"] = cost["kind"] + cost["options"].map(
-    lambda o: "" if not o.get("chunk_size") else f" (chunks of {o['chunk_size']})")
-cost.set_index("label")[["train_ratio", "eval_ratio", "score_bytes"]].round(2)
+    lambda o: (f" (chunks of {o['chunk_size']})" if o.get("chunk_size") else "")
+    + (f", mix={o['mix']}" if o.get("mix") else ""))
+cost = cost.set_index("label")
+cost[["train_ratio", "eval_ratio", "score_bytes"]].round(2)
+
+# %% tags=["nbval-check-output"]
+mos15, moc15 = cost.loc["mos"], cost.loc["mos, mix=logits"]
+print("MoS-15's training step at least 5 times the tied head's:",
+      bool(mos15["train_ratio"] >= 5))
+print("mixing logits at most a third of MoS-15's training step:",
+      bool(moc15["train_ratio"] <= mos15["train_ratio"] / 3))
+print("score memory, MoS-15 / tied:",
+      int(mos15["score_bytes"] // cost.loc["tied", "score_bytes"]),
+      "| chunks of 128 / tied:",
+      round(cost.loc["mos (chunks of 128)", "score_bytes"] / cost.loc["tied", "score_bytes"],
+            2), "| mix=logits / tied:",
+      int(moc15["score_bytes"] // cost.loc["tied", "score_bytes"]))
 
 # %% [markdown]
-# MoS with 15 experts costs an order of magnitude more than a tied head per step on a CPU
-# (the DRILL paper reports 3.0 times per *epoch* of a whole AWD-LSTM on PTB on a GPU,
-# about 138 seconds against 46, where the LSTM's share is larger and the V-sized matrix
-# products are cheap). Chunking the positions caps the score memory (`score_bytes`) at
-# the price of recomputing each chunk in the backward pass. Chapter 7 measures every head
-# at the papers' sizes, alone and inside the AWD-LSTM.
+# MoS with 15 experts costs many times a tied head per step on a CPU, and the mixture of
+# contexts, with the same 15 components, costs a fraction of that: it computes the 15
+# vectors but only one softmax. (The DRILL paper reports MoS at 3.0 times per *epoch* of
+# a whole AWD-LSTM on PTB on a GPU, about 138 seconds against 46, where the LSTM's share
+# is larger and the V-sized matrix products are cheap.) Chunking the positions caps the
+# score memory (`score_bytes`, 15 times a tied head's without it) at the price of
+# recomputing each chunk in the backward pass. {doc}`07_cost_of_output_layers` measures
+# every head at the papers' sizes, alone and inside the AWD-LSTM.
 
 # %% tags=["nbval-check-output"]
 print(assert_quoted({"drill:sec4.1.1:ptb-mos-speed": {"seconds_per_epoch": 138,
@@ -395,14 +593,16 @@ print(assert_quoted({"drill:sec4.1.1:ptb-mos-speed": {"seconds_per_epoch": 138,
 # %% [markdown]
 # ## A question to test: is full rank what we need?
 #
-# The DRILL paper's own measurement (Sec. 4.1.1) is the counterpoint to this chapter.
-# The log-probability matrix of its 4-layer DRILL model on PTB has rank 400, the same as
-# AWD-LSTM's, while MoS reaches 9,981. (The paper states no tolerance; the authors'
-# repository counts singular values above 1 and gives 402 for both, exactly the softmax
-# ceiling $d + 2$ for $d = 400$, and the same 9,981 for MoS.) Yet DRILL's test perplexity
-# (55.7) is close to MoS's (54.44) and better than the tied AWD-LSTM's (57.3) with the
-# same rank. The suggestion: a low-rank head that *structures* its output space well can
-# compete with a high-rank one.
+# The DRILL paper's own measurement (Sec. 4.1.1) is the counterpoint to this chapter
+# {cite:p}`pappas2019drill`. The log-probability matrix of its 4-layer DRILL model on PTB
+# has rank 400, the same as AWD-LSTM's, while MoS reaches 9,981. (The paper states no
+# tolerance; the authors' repository counts singular values above 1 and gives 402 for
+# both, exactly the softmax ceiling $d + 2$ for $d = 400$, and the same 9,981 for MoS.)
+# Yet DRILL's test perplexity (55.7) is close to MoS's (54.44) and better than the tied
+# AWD-LSTM's (57.3) with the same rank. The suggestion: a low-rank head that *structures*
+# its output space well can compete with a high-rank one. The mixture of contexts is the
+# control on the other side: it has MoS's components and parameters but not its rank, so
+# comparing the two separates what the rank buys from what the extra parameters buy.
 
 # %% tags=["nbval-check-output"]
 print(assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
@@ -417,15 +617,173 @@ print(assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
 # %% [markdown]
 # Everything needed to test this is in the package. Train `ptb/awd-lstm-drill` and
 # `ptb/awd-lstm-mos` (or their `tutorial/` versions for a quick look), then compare
-# `drillbook eval RUN --split test` and `drillbook rank RUN --split test`. Chapter 6's
-# `rank` and `cpu-scale` tables record it, each run with its budget.
+# `drillbook eval RUN --split test` and `drillbook rank RUN --split test`. For the
+# low-rank control, train the MoS config with `--set head.options.mix=logits`.
+# {doc}`06_reproductions`'s `rank` and `cpu-scale` tables record such runs, each with its
+# budget.
 #
 # ## Takeaways
 #
 # * A mixture of softmaxes is a log-sum-exp of low-rank matrices and has no rank ceiling;
 #   MoS and DOC reach full rank, and so does sigsoftmax without extra parameters.
+# * Where the average is taken decides: averaging the logits (a mixture of contexts) is
+#   one softmax over an averaged context, and stays at $d + 2$ with the very same
+#   parameters.
 # * Mix in log space: exact, and no word's probability is floored or lost to underflow.
+# * Compare heads at equal freedom: on the synthetic language, DOC's advantage over MoS
+#   was its extra free vectors.
 # * DOC's $\lambda_\beta \beta$ term spreads the weight across components; $\sqrt\beta$
-#   measures how evenly.
+#   measures how evenly. The paper's $k = W h$ (Eq. 11) has no $\tanh$; drillbook follows
+#   the authors' code, which has.
 # * Full rank costs $J$ times the output layer's work; chunking bounds the memory, not
 #   the time. Whether the rank is needed is an empirical question, set up above.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1. Mixture of contexts vs. mixture of softmaxes.** Before running anything, predict
+# the rank (numpy's tolerance, float64) of the fitted log-probability matrix of
+# `fitted("mos", n_experts=16, mix="logits")` on this chapter's synthetic language
+# ($d = 8$, $V = 128$ in the small profile). Then load its parameters into a MoS head
+# with `mix="probs"` and predict again. Measure both.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# With `mix="logits"` the head is one softmax over the averaged context
+# $\bar k_c = \sum_k \pi_{c,k} k_{c,k} \in \R^d$ ({eq}`eq-moc`), so its log-probabilities
+# are $\bar K E^\top + \mathbf 1 b^\top - Z \mathbf 1^\top$: rank at most $d + 2 = 10$
+# whatever $K$, and exactly 10 here, as for every $K$ in the table (a bias and more than
+# $d + 2$ contexts and words make the bound tight). The same parameters mixing
+# probabilities give a log-sum-exp of 16 such matrices, which is full-rank: 128.
+#
+# ```python
+# head, fit, row = fitted("mos", n_experts=16, mix="logits")
+# print(row["rank"])                                     # 10
+# mos = build_head("mos", vocab_size=vocab, d_hidden=d, embedding=head.embedding_weight,
+#                  n_experts=16).double()
+# mos.load_state_dict(head.state_dict())
+# with torch.no_grad():
+#     print(singular_values(mos.log_prob(fit.features)).rank())   # 128
+# ```
+# ````
+#
+# **2. What MoS costs per token, from FLOPs.** A MoS head with $J$ components, embedding
+# size $d$ and last layer $d_h$ computes, per token, a latent $\tanh(W_l h + b_l)$, a
+# prior and $J$ score vectors over $V$ words. (a) Count the matrix-product FLOPs of one
+# token's forward pass and predict the ratio to a tied head at this chapter's cost-table
+# size ($V = 10{,}000$, $d = d_h = 128$, $J = 15$), for `mix="probs"` and for
+# `mix="logits"`. (b) At the paper's PTB sizes (MoS: $d = 280$, $d_h = 620$, encoder
+# 280/960/620; tied AWD-LSTM: $d = 400$, encoder 400/1150/400), predict the ratio of the
+# whole model's forward FLOPs, and compare it with the DRILL paper's 3.0 per epoch.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# (a) Scores: $2 J V d$; latent: $2 d_h J d$; prior: $2 d_h J$. A tied head: $2 V d$.
+# The ratio is $J + (d_h J d + d_h J) / (V d) = 15 + (128 \cdot 15 \cdot 128 + 128 \cdot
+# 15) / (10{,}000 \cdot 128) \approx 15.19$. Mixing logits scores once:
+# $1 + 0.19 = 1.19$. `head_flops` gives the same numbers. The measured time ratios in
+# the cost table need not match them: the log-softmax and log-sum-exp over $J V$ values
+# per token are elementwise work and memory traffic that a count of matrix-product FLOPs
+# leaves out, and how much they weigh depends on the machine.
+#
+# (b) Head: $84.0 + 5.2$ MFLOP per token for MoS against $8.0$ for the tied head, a ratio
+# of about 11.2; the encoders cost about 32.1 (MoS) and 40.4 (AWD-LSTM) MFLOP per token,
+# so the whole model's ratio is $(32.1 + 89.2) / (40.4 + 8.0) \approx 2.5$, the same
+# order as the reported 3.0 per epoch (which also counts the backward pass, the
+# elementwise work and everything that is not a matrix product).
+#
+# ```python
+# from drillbook.analysis import awd_lstm_flops, head_flops
+# mos = head_flops("mos", vocab_size=10_000, d=280, d_hidden=620, tokens=1, n_experts=15)
+# tied = head_flops("tied", vocab_size=10_000, d=400, tokens=1)
+# enc_mos = awd_lstm_flops(emsize=280, nhid=960, nlayers=3, d_out=620, tokens=1)
+# enc_tied = awd_lstm_flops(emsize=400, nhid=1150, nlayers=3, tokens=1)
+# print((enc_mos + mos.train_forward) / (enc_tied + tied.train_forward))   # about 2.5
+# ```
+# ````
+#
+# **3. Why DOC's regulariser balances the weights.** With the paper's form (Eqs. 12-13),
+# $\beta = \mathrm{std}(B)^2 / \mathrm{avg}(B)^2$, where $B_j = \sum_t \pi_{t,j}$ over the
+# $n$ positions of a minibatch: the squared coefficient of variation of the "importance"
+# of each component, the term {cite:t}`shazeer2017moe` added to balance their mixture of
+# experts. (a) Show that $\mathrm{avg}(B)$ does not depend on the weights, and find where
+# $\beta$ is smallest. (b) Does $\beta = 0$ mean that every position spreads its weight
+# evenly?
+#
+# ````{admonition} Solution
+# :class: dropdown
+# (a) Each $\pi_t$ sums to one, so $\sum_j B_j = n$ and $\mathrm{avg}(B) = n / J$ for any
+# weights. Hence $\beta = (J / n)^2\, \frac1J \sum_j (B_j - n/J)^2$, a sum of squares that
+# is zero exactly when every component receives the same total $n / J$. Its gradient,
+# $\partial \beta / \partial B_j = 2 J (B_j - n/J) / n^2$, pushes weight away from the
+# components used more than average and towards those used less: it fights the collapse
+# onto a few components that {cite:t}`shazeer2017moe` observed and the DOC paper saw too.
+#
+# (b) No. The term balances the *totals*, not each position: with $n = 2$, $J = 2$,
+# $\pi_1 = (1, 0)$ and $\pi_2 = (0, 1)$, $B = (1, 1)$ and $\beta = 0$, yet each position
+# uses a single component. A balanced mixture may still be sharp per position; the mean
+# entropy of $\pi$ (`mixture_diagnostics`) measures that side.
+#
+# ```python
+# pi = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+# print(float(coefficient_of_variation(pi)))   # 0.0
+# ```
+# ````
+#
+# **4. Sigsoftmax's rank.** Sigsoftmax's log-probabilities are
+# $z + \log\sigma(z) - \text{const}$ with $z = E h + b$. (a) Explain why the rank bound
+# $d + 2$ does not apply. (b) Predict what happens to the rank when every score is pushed
+# far from zero: add a constant $c$ to the bias for $c = -40, 0, 40$, with $V = 50$,
+# $d = 4$, 200 random contexts. Measure with both tolerances.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# (a) $\log\sigma(z) = -\log(1 + e^{-z})$ is applied to each entry of the low-rank matrix
+# $Z = H E^\top + \mathbf 1 b^\top$, and an entrywise nonlinear function of a low-rank
+# matrix is generally full-rank.
+#
+# (b) Far from zero the nonlinearity disappears. For $z \gg 0$, $\log\sigma(z) \to 0$ and
+# sigsoftmax becomes $\softmax(z)$; for $z \ll 0$, $\log\sigma(z) \approx z$ and it becomes
+# $\softmax(2z)$. Both are single softmaxes, and since a constant bias is absorbed by the
+# normaliser the rank is at most $d + 1 = 5$. With `torch.manual_seed(0)`, an
+# `nn.Embedding(50, 4)` and `torch.randn(200, 4)` contexts: $c = \pm 40$ gives rank 5
+# with both tolerances; $c = 0$ gives 50 under numpy's tolerance and 20 under DRILL's.
+# At $c = \pm 20$ numpy still counts 50 but DRILL's tolerance counts 5: the nonlinear part
+# is there, about $e^{-20}$ of the rest. (The counts under DRILL's tolerance depend on the
+# seed and the scale of $E$.)
+#
+# ```python
+# torch.manual_seed(0)
+# emb = torch.nn.Embedding(50, 4).double()
+# head = build_head("sigsoftmax", vocab_size=50, d_hidden=4, embedding=emb).double()
+# h = torch.randn(200, 4, dtype=torch.float64)
+# for c in [-40.0, 0.0, 40.0]:
+#     with torch.no_grad():
+#         head.bias.fill_(c)
+#         s = singular_values(head.log_prob(h))
+#     print(c, s.rank(), s.rank(DRILL_TOL))
+# ```
+# ````
+#
+# **5. A fair comparison.** DOC with two free layers of size $d$ (the "DOC, 2d free" row)
+# beats MoS with one layer of size $d$. Show that MoS with `d_hidden=2 * d` can represent
+# every DOC head with `layer_sizes=[d, d]` in `fit_head`, then compare the two fits.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# In `fit_head` the layers are free vectors, so stack them, $h = [h^1; h^0] \in \R^{2d}$.
+# DOC's vectors are $\tanh(W_1 h^1 + b_1)$ and $\tanh(W_0 h^0 + b_0)$ (last layer first);
+# MoS computes $\tanh(W_l h + b_l)$, which equals them when $W_l$ is block-diagonal with
+# blocks $W_1$ and $W_0$ and $b_l = [b_1; b_0]$. DOC's prior reads the last layer only,
+# $\softmax(W_\pi h^1)$: MoS's prior $W_p = [W_\pi, 0]$ reproduces it. So any DOC
+# distribution is a MoS distribution with the same free numbers per context, and MoS
+# has the more general $W_l$; a lower KL for DOC can only come from the optimisation.
+# Reading middle layers helps only when they carry information the last layer does not,
+# which needs a real encoder.
+#
+# ```python
+# _, fit_mos, _ = fitted("mos", d_hidden=2 * d, n_experts=4)
+# _, fit_doc, _ = fitted("doc", **doc_options(4, d))
+# print(fit_mos.context_dims == fit_doc.context_dims == 2 * d, fit_mos.kl, fit_doc.kl)
+# ```
+# ````

@@ -19,6 +19,9 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/05_joint_embeddings_nmt.ipynb)
 #
+# *Running time of the small profile (what CI runs): about 0 s on a 2-core CPU, measured
+# when the outputs below were produced.*
+#
 # {doc}`02_tied_joint_drill` compared output layers inside a language model. This chapter
 # takes them to the setting where the joint input-output embedding was proposed: neural
 # machine translation {cite:p}`pappas2018joint`. The decoder of a translation model has an

@@ -15,30 +15,39 @@
 # ---
 
 # %% [markdown]
-# # Reproducing the papers: the recipes, and what has been run so far
+# # Reproducing the papers: CPU-scale runs now, paper-scale tables awaiting a GPU
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/06_reproductions.ipynb)
 #
+# *Running time of the small profile (what CI runs): about 0 s on a 2-core CPU, measured
+# when the outputs below were produced.*
+#
 # The earlier chapters built every output layer of the four papers and trained them at a
 # size a laptop can afford. This chapter asks the harder question: do the papers' tables
-# come out of this code? A full AWD-LSTM run is 500 to 2,000 epochs, tens of GPU hours per
-# row, and **no paper-scale row has been run yet**: every number of ours in this chapter
-# comes from CPU-sized runs, and every paper-scale row below shows a dash. The chapter
-# keeps two things strictly apart:
+# come out of this code? **No paper-scale row has been run yet.** The paper-scale tables
+# (DRILL's Tables 1 to 4, the MoS and DOC rows, the speeds and the ranks) are complete
+# configs that await a GPU: a full AWD-LSTM run {cite:p}`merity2018awdlstm` is 500 to
+# 2,000 epochs, hours to days of GPU time per row, and every one of their rows below
+# shows a dash. So do the two translation tables on the full Multi30k
+# {cite:p}`elliott2016multi30k`, analogues of the vMF and joint-embedding papers'
+# experiments, also sized for a GPU. The only runs so far are two CPU-scale tables:
+# `cpu-scale`, every head on Penn Treebank with a small AWD-LSTM and one budget for all,
+# and `tutorial`, two rows that the tests and a first look use. The chapter keeps two
+# things strictly apart:
 #
 # 1. **Complete configs** that run a table to the end on one GPU. Each row resumes from its
 #    last checkpoint, so a Colab session that disconnects loses minutes, not the run.
 # 2. **Runs we actually made**, each at a stated budget, each recorded in a small JSON
-#    file under `results/`, with its full config, seed, git commit, device, precision, wall
-#    time and learning curve.
+#    file under `drillbook/results/` (shipped with the package), with its full config,
+#    seed, git commit, device, precision, wall time and learning curve.
 #
 # The papers' numbers come from one place, the package's record of what the papers report
 # (`drillbook.papers`): each entry is one printed row with its table, its label as
 # printed, and whether it is after fine-tuning, and the test suite finds each one in its
 # paper's text (the few numbers from the authors' repositories say so). Each row of a
 # table below names its own entries. Everything else printed below is read from the
-# result files. A row that has not been run shows a dash: this
-# chapter never fills a gap with a number that was not measured.
+# result files. A row that has not been run shows a dash: this chapter never fills a gap
+# with a number that was not measured.
 
 # %%
 import subprocess
@@ -56,9 +65,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from drillbook.configs import get_config
+from drillbook.data import load_corpus
 from drillbook.experiments import (
     TABLES,
-    find_results,
+    book_results,
     format_rows,
     full_command,
     load_results,
@@ -66,37 +76,56 @@ from drillbook.experiments import (
     reproduce,
     table_rows,
 )
-from drillbook.notebook import in_colab, setup
+from drillbook.experiments.compare import always_falls, cpu_tables, fmt, last_change
+from drillbook.experiments.seeds import (
+    chance_separated,
+    plot_spread,
+    resolved,
+    resolved_pairs,
+    seed_spread,
+    spread_table,
+)
+from drillbook.notebook import setup
 from drillbook.papers import assert_quoted, paper_value
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README).
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+nb = setup(seed=0, profile=PROFILE)
 
 # %% [markdown]
-# The result files live in the repository, not in the installed package. On Colab there is
-# no checkout, so the next cell fetches the repository's `results/` folder (a shallow
-# clone of the same repository the install cell used).
+# The result files ship with the package (`drillbook/results/`), so the next cell finds
+# them the same way in a checkout and on Colab.
 
 # %%
-RESULTS = find_results(clone=REPO if in_colab() else None)
+RESULTS = book_results()
 
 # %% [markdown]
 # ## What has been run
 #
 # One line per result file. `status` is `done` when the row reached its config's last
-# epoch and `budget` when it stopped at its time budget; `precision` says whether the
-# training step ran in float32 or under bfloat16 autocast, so no number depends on a
-# speed trick silently.
+# epoch and `budget` when it stopped at its time budget (a dash under `budget`: the row ran
+# without one); `precision` says whether the training step ran in float32 or under
+# bfloat16 autocast, so no number depends on a speed trick silently. The last lines count
+# the files of every table sized for a GPU (the paper-scale ones and Multi30k's), the
+# check behind this chapter's title.
 
 # %% tags=["nbval-check-output"]
+docs = load_results(RESULTS)
 runs = pd.DataFrame([{
     "table": d["table"], "row": d["row"], "device": d["device"], "precision": d.get(
-        "precision", "fp32"), "budget (min)": d["budget_minutes"], "status": d["status"],
-    "epochs": d["epochs_done"], "updates": d["steps_done"],
+        "precision", "fp32"), "budget (min)": fmt(d["budget_minutes"], 0),
+    "status": d["status"], "epochs": d["epochs_done"], "updates": d["steps_done"],
     "wall (min)": round(d["wall_seconds"] / 60, 1), "commit": (d["git_commit"] or "")[:7],
-} for d in load_results(RESULTS)])
-on_gpu = runs["device"].str.startswith("cpu") == False  # noqa: E712
+} for d in docs])
+on_gpu = ~runs["device"].str.startswith("cpu")
 print(f"{len(runs)} result files; {int(on_gpu.sum())} from a GPU, "
       f"{int((~on_gpu).sum())} from a CPU")
+gpu_sized = [d for d in docs if d["table"] not in cpu_tables()]
+print("CPU-scale tables:", sorted(cpu_tables()))
+print("tables with result files:", sorted({d["table"] for d in docs}))
+print("result files of the tables sized for a GPU:", len(gpu_sized))
+print("no paper-scale row has been run yet:", not gpu_sized)
 runs
 
 # %% [markdown]
@@ -131,10 +160,12 @@ paper_vs_ours("drill-table4")
 
 # %% [markdown]
 # The paper's ordering is the claim to reproduce: the untied full softmax is worst (66.8
-# test perplexity), tying brings it to 57.3, a bilinear map does not help (58.5), the dual
-# nonlinear mapping does (56.4), and each DRILL layer helps a little more (56.2, 56.0,
-# 55.9, 55.7 for one to four layers). A residual between the label encoder's layers costs
-# 1.8 points (57.5), and standard instead of variational dropout 5 points (60.7).
+# test perplexity), tying {cite:p}`inan2017tying,press2017tying` brings it to 57.3, a
+# bilinear map {cite:p}`gulordava2018bilinear` does not help (58.5), the dual nonlinear
+# mapping {cite:p}`pappas2018joint` does (56.4), and each DRILL layer
+# {cite:p}`pappas2019drill` helps a little more (56.2, 56.0, 55.9, 55.7 for one to four
+# layers). A residual between the label encoder's layers costs 1.8 points (57.5), and
+# standard instead of variational dropout {cite:p}`gal2016dropout` 5 points (60.7).
 
 # %% tags=["nbval-check-output"]
 print(assert_quoted({f"drill:table4:{k}": {"test_ppl": v} for k, v in [
@@ -144,13 +175,15 @@ print(assert_quoted({f"drill:table4:{k}": {"test_ppl": v} for k, v in [
     ("no-variational-dropout", 60.7)]}))
 
 # %% [markdown]
-# The differences between neighbouring rows are a few tenths of a point. The papers report
-# one run per row and no spread between seeds, so they do not tell whether gaps this small
-# exceed what a change of seed alone produces; testing the ordering needs runs that go to
-# convergence, with several seeds per row. The same holds for the
-# main rows (DRILL Tables 1 and 2, the only ones that also give the numbers before
-# fine-tuning) and the mixtures (MoS and DOC, DOC Tables 3, 7 and 8). DOC's row with 20
-# vectors from the last layer (`ptb-doc-i3-20`) was trained with the MoS code and MoS's
+# The differences between DRILL's depths are tenths of a point. The papers report one run
+# per row and no spread between seeds, so they do not tell whether gaps this small exceed
+# what a change of seed alone produces; testing the ordering needs runs that go to
+# convergence, with several seeds per row (the section on seeds below measures that
+# spread at CPU scale). The same holds for the main rows (DRILL Tables 1 and 2, the only
+# ones that also give the numbers before fine-tuning, on Penn Treebank and on
+# WikiText-2 {cite:p}`merity2016wikitext`) and the mixtures (MoS {cite:p}`yang2018mos`
+# and DOC {cite:p}`takase2018doc`, DOC Tables 3, 7 and 8). DOC's row with 20 vectors from
+# the last layer (`ptb-doc-i3-20`) was trained with the MoS code and MoS's
 # hyper-parameters, so it is the MoS config with 20 experts:
 
 # %%
@@ -234,49 +267,118 @@ print("on Colab:", full_command("drill-table4", colab=True))
 # A budgeted run is the same command with `--budget-minutes M`: each row trains for at
 # most `M` minutes per call, writes its result file with `status: budget`, and continues
 # from where it stopped the next time it is called. `drillbook report` turns the folder
-# into the Markdown tables of `results/REPORT.md`, and `drillbook report --figures DIR`
-# draws the learning curves.
+# into Markdown tables (the book's are `drillbook/results/REPORT.md`), and
+# `drillbook report --figures DIR` draws the learning curves.
 #
 # ## Every head at CPU scale, one budget
 #
 # The paper tables above need a GPU. To test the *orderings* they claim at a size anyone
-# can rerun, the `cpu-scale` table trains every head on PTB with the `tutorial/` model
-# (a 2-layer, 256-unit AWD-LSTM with 128-dimensional embeddings) and the same budget for
-# every row: 6 epochs of 150 updates of 32 x 35 tokens, about one pass over the training
-# text. The rank column is computed in float64 on the first 2,240 test positions, so both
+# can rerun, the `cpu-scale` table trains every head on Penn Treebank
+# {cite:p}`marcus1993ptb` with the `tutorial/` model (a small AWD-LSTM) and the same budget
+# for every row, about one pass over the training text:
+
+# %% tags=["nbval-check-output"]
+corpus = load_corpus("ptb", download=True)
+config = TABLES["cpu-scale"][0].resolve()
+m, t = config.model, config.train
+trained = t.epochs * t.max_batches_per_epoch * t.batch_size * t.bptt
+print(f"{m.nlayers}-layer AWD-LSTM, {m.nhid} hidden units, {m.emsize}-dimensional "
+      f"embeddings; {t.epochs} epochs of {t.max_batches_per_epoch} updates of "
+      f"{t.batch_size} x {t.bptt} tokens")
+print(f"tokens trained on: {trained:,}; PTB's training text: "
+      f"{corpus.num_tokens()['train']:,} tokens "
+      f"({trained / corpus.num_tokens()['train']:.1f} passes)")
+
+# %% [markdown]
+# The rank column is computed in float64 on the first 2,240 test positions, so both
 # DRILL's tolerance of 1 and numpy's relative tolerance are meaningful.
 
 # %% tags=["nbval-check-output"]
-cpu = pd.DataFrame(table_rows("cpu-scale", RESULTS)).set_index("row")
+cpu_rows = table_rows("cpu-scale", RESULTS)
+cpu = pd.DataFrame(cpu_rows).set_index("row")
 cpu[["valid", "test", "rank_numpy_tol", "rank_tol_1", "rank_positions", "epochs_done",
      "device"]].round(2)
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 4))
-plot_curves(table_rows("cpu-scale", RESULTS), ax=ax,
-            title="cpu-scale: validation perplexity, 150 updates per epoch")
+fig, ax = plt.subplots(figsize=(8, 4))
+plot_curves(cpu_rows, ax=ax, title="cpu-scale: validation perplexity, 150 updates per epoch")
 fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **Figure 6.1.** Validation perplexity (log scale) after each of the six epochs of every
+# `cpu-scale` row, one colour per head; the three DRILL depths share DRILL's colour and
+# differ by line style.
+#
+# *Alt text:* ten falling curves from between 600 and 900 at epoch 1 to between 260 and
+# 350 at epoch 6, except the dual head's, which goes up and down between about 650 and 850.
+#
+# The curves say how far from convergence these runs are. Each line below is a row's
+# relative change of validation perplexity over its last epoch:
+
+# %% tags=["nbval-check-output"]
+change = {r["row"]: last_change(r["curve"]) for r in cpu_rows}
+falls = {r["row"]: always_falls(r["curve"]) for r in cpu_rows}
+for row, c in change.items():
+    print(f"{row:<11} last epoch {100 * c:+5.1f}%   fell at every epoch: {falls[row]}")
+steady = {row: c for row, c in change.items() if falls[row]}
+print("rows that rose at some epoch:", [row for row, f in falls.items() if not f])
+print("largest last-epoch drop among the others:", min(steady, key=steady.get))
+print("smallest last-epoch drop:", max(steady, key=steady.get),
+      "(below 1%:", steady[max(steady, key=steady.get)] > -0.01, ")")
+print("others still falling by more than 4% in the last epoch:",
+      sum(c < -0.04 for c in steady.values()), "of", len(steady))
+dual = [p["val_ppl"] for p in cpu.loc["dual", "curve"]]
+print("dual head's validation perplexity between 650 and 850:",
+      650 <= min(dual) and max(dual) <= 850)
+test_others = cpu["test"].drop("dual")
+print("test perplexity between 230 and 310 (dual aside):",
+      230 <= test_others.min() and test_others.max() <= 310)
 
 # %% [markdown]
 # One pass over the training text is far from convergence: the paper's rows reach 55 to
-# 70 after hundreds of passes, these are between 230 and 350 (the dual head aside), and
-# every curve is still falling steeply. Only coarse claims can be tested at this size.
+# 67 after hundreds of passes (checked above), these lie between 230 and 310 on test (the
+# dual head aside). Every curve but the dual head's falls at every epoch, and most are
+# still falling by more than 4% an epoch at the end, the untied softmax fastest. DOC's is
+# the exception: its last epoch gained less than 1%. None of this says where a row
+# would end; only coarse claims can be tested at this size.
 #
 # **Rank.** Every single-softmax head (full softmax, tied, bilinear, dual and DRILL at
 # every depth) has rank exactly $d + 2 = 130$ under numpy's tolerance, the ceiling of
-# chapter 1, however deep its label encoder. MoS, DOC and sigsoftmax reach 2,236 on 2,240
-# positions, full rank up to four. With DRILL's absolute tolerance of 1 the mixtures'
-# ranks are much lower (353 for MoS, 1,418 for DOC, 282 for sigsoftmax): most of their
-# extra singular values are still small this early in training. The tolerance changes the
-# answer several-fold, which is why every rank in this book states its tolerance.
-#
+# {doc}`01_softmax_bottleneck`, however deep its label encoder. The three heads that
+# escape the bottleneck (MoS, DOC and sigsoftmax {cite:p}`kanai2018sigsoftmax`) reach
+# 2,236 on 2,240 positions, full rank up to four. With DRILL's absolute tolerance of 1 the
+# numbers change several-fold: 353 for MoS, 1,418 for DOC, 282 for sigsoftmax, and even
+# two single-softmax heads fall below $d + 2$ (68 for the bilinear head, 13 for the
+# dual). Most of the extra singular values are still small this early in training, which
+# is why every rank in this book states its tolerance.
+
+# %% tags=["nbval-check-output"]
+single = ["softmax", "tied", "bilinear", "dual", "drill-1", "drill-2", "drill-4"]
+escape = ["mos", "doc", "sigsoftmax"]
+print("d + 2 =", m.emsize + 2)
+print("single-softmax heads at rank d + 2 (numpy tol):",
+      bool((cpu.loc[single, "rank_numpy_tol"] == m.emsize + 2).all()))
+print("MoS, DOC, sigsoftmax (numpy tol):", cpu.loc[escape, "rank_numpy_tol"].tolist(),
+      "of", int(cpu["rank_positions"].max()), "positions")
+print("at tol 1:", cpu.loc[[*escape, "bilinear", "dual"], "rank_tol_1"].to_dict())
+
+# %% [markdown]
 # **Time.** The table leaves out seconds per epoch on purpose. The rows ran one after
 # another on a 2-core machine that was also running other work at times; the tied row,
 # for one, overlapped a test run and took 57 s per epoch against 19 to 23 s for the
 # DRILL rows. Wall-clock times from different runs on a shared machine are not a speed
-# comparison. Chapter 7 measures speed as ratios within one process.
-#
+# comparison. {doc}`07_cost_of_output_layers` measures speed as ratios within one process.
+
+# %% tags=["nbval-check-output"]
+seconds = cpu["seconds_per_epoch"].round().astype(int)
+print("tied:", seconds["tied"], "s per epoch; DRILL rows:",
+      sorted(seconds[["drill-1", "drill-2", "drill-4"]].tolist()))
+
+# %% [markdown]
 # ## Does DRILL beat the tied baseline at equal budget?
+#
+# One run per row first, with the config's seed (141):
 
 # %% tags=["nbval-check-output"]
 test = cpu["test"]
@@ -287,37 +389,121 @@ for row in ["softmax", "bilinear", "dual", "drill-1", "drill-2", "drill-4", "mos
 print("best row:", test.idxmin())
 
 # %% [markdown]
-# At the same budget, every DRILL depth beats the tied baseline (test perplexity 237 to
-# 247 against 259). So do DOC, the best row at 236, and sigsoftmax at 244. (The DOC row
-# is trained with its authors' regulariser on the mixture weights, the default since the
-# package matched their code; see chapter 3.) The untied
-# softmax (288) and the bilinear head (302) trail the tied one, which is also where the
-# paper puts them (Table 4: 66.8 and 58.5 against 57.3, checked above). MoS, with 5
-# experts at this size, trails the tied head here; a mixture has more to learn per
-# update, and one pass over the data says nothing about where it would end.
+# In these runs, every DRILL depth beats the tied baseline (test perplexity 237 to 247
+# against 259). So do DOC, the best row at 236, and sigsoftmax at 244. (The DOC row is
+# trained with its authors' regulariser on the mixture weights, the default since the
+# package matched their code; see {doc}`03_mixtures_mos_doc`.) The untied softmax (288)
+# and the bilinear head (302) trail the tied one, which is also where the paper puts
+# them (Table 4: 66.8 and 58.5 against 57.3, checked above). MoS, with 5 experts at this
+# size, trails the tied head here; one pass over the data says nothing about where it
+# would end.
 #
-# The dual head did not train stably at this learning rate. Its validation perplexity
-# swings between 650 and 850 from epoch to epoch, the only curve that is not monotone, so
-# its row says nothing about the dual mapping itself. In chapter 5's translation model it
-# was the best head. The differences between DRILL depths (DRILL-1 237, DRILL-4 242,
-# DRILL-2 247) are within what one seed at this budget can resolve. The paper's
-# improvement from depth 1 to depth 4 (56.2 to 55.7, checked above) can only be tested
-# with full runs and several seeds.
+# The dual head did not train stably at this learning rate: its validation perplexity
+# goes up and down between 650 and 850 (checked above), so its row says nothing about the
+# dual mapping itself; {doc}`05_joint_embeddings_nmt` trains it in a translation model.
+#
+# Each of these verdicts is one run. Whether a gap of a few points, DRILL-1 against
+# DRILL-4 or DOC against DRILL-1, is larger than what a change of seed alone produces is
+# the question of the next section.
+#
+# ## How much is one seed worth?
+#
+# A seed fixes the initial weights, the dropout masks and the lengths and order of the
+# BPTT windows; another seed trains another model, with another perplexity. To measure how
+# much that moves a row, the table is rerun with more seeds:
+# `drillbook reproduce cpu-scale --rows ROW --seed N` writes
+# `results/cpu-scale/seed-<N>/<row>.json` beside the row's own file (seed 141; the book's
+# are in `drillbook/results/`), and
+# `drillbook.experiments.seeds` gathers a row's runs (refusing two runs that differ in
+# anything but the seed) and summarises them: the mean, the sample standard deviation and
+# the range. A row with one seed has no measured spread; its table line shows a dash.
+
+# %% tags=["nbval-check-output"]
+spreads = seed_spread(RESULTS, "cpu-scale")
+print("rows:", len(spreads))
+print("rows with one seed (spread unmeasured):", sum(s.n == 1 for s in spreads))
+print("rows with >= 2 seeds:", sum(s.n >= 2 for s in spreads))
+print("rows with >= 3 seeds:", sum(s.n >= 3 for s in spreads))
+pd.DataFrame(spread_table(spreads)).set_index("row")
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 3.6))
+plot_spread([s for s in spreads if s.row != "dual"], ax=ax)  # dual: see the caption
+ax.set_title("cpu-scale: test perplexity of every seed (dual head left out)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **Figure 6.2.** Test perplexity of every run of each `cpu-scale` row, one dot per seed
+# in the head's colour; rows with two or more seeds also get a bar of one standard
+# deviation either side of their mean. A row with a single dot has one seed so far. The
+# dual head, which did not train stably, is left out: its perplexity near 585 would
+# squeeze the other rows' seeds into a few pixels (its seeds are in the table above).
+#
+# *Alt text:* one column of dots per table row except the dual head, between about 230
+# and 310 on the perplexity axis; columns with several seeds show a short vertical bar
+# beside the dots.
+#
+# **When is a difference resolved?** The rule used here is the plainest one a reader can
+# check by eye: two rows are resolved when their ranges across seeds do not overlap
+# (`seeds.resolved`, at least two seeds each). A gap smaller than either row's spread is
+# never called, but the rule is not proof against luck. If two rows were equally good, all
+# orderings of their runs would be equally likely, and the ranges of $n_a$ and $n_b$ runs
+# would come out separate with probability
+#
+# $$
+# P(\text{separate}) = \frac{2}{\binom{n_a + n_b}{n_a}} ,
+# $$ (eq-chance-separated)
+#
+# one in ten for three seeds each. With many rows there are many pairs, so a few pairs
+# may look resolved by chance alone; the cell prints how many to expect if every row
+# were equally good. The verdicts below are computed from the files as they are now; more
+# seeds can only widen a row's range, so a later file can undo a `resolved: True` but
+# never create one out of the same gap.
+
+# %% tags=["nbval-check-output"]
+pairs = resolved_pairs(spreads)
+by_row = {s.row: s for s in spreads}
+print("pairs of rows with >= 2 seeds each:", len(pairs))
+print("resolved (ranges do not overlap):", sum(p["resolved"] for p in pairs))
+print("expected by chance if every row were equally good:",
+      round(sum(chance_separated(by_row[p["lower"]].n, by_row[p["higher"]].n)
+                for p in pairs), 1))
+for row in ["drill-1", "drill-4", "doc", "sigsoftmax", "mos", "softmax"]:
+    a, b = by_row[row], by_row["tied"]
+    side = "below" if a.mean < b.mean else "above"
+    print(f"{row} {side} tied (n = {a.n} / {b.n}), resolved: {resolved(a, b)}")
+a, b = by_row["drill-1"], by_row["drill-4"]
+print(f"drill-1 {'below' if a.mean < b.mean else 'above'} drill-4 (n = {a.n} / {b.n}), "
+      f"resolved: {resolved(a, b)}")
+measured = [s.std for s in spreads if s.n >= 2]
+print("largest seed std among rows with >= 2 seeds:",
+      round(max(measured), 1) if measured else "unmeasured")
+
+# %% [markdown]
+# Read the verdicts as the files state them. A pair printed `resolved: True` has ranges
+# that do not overlap at this budget; a pair printed `resolved: False` is not evidence
+# that the two heads are equally good, only that the seeds alone could produce the gap (or,
+# with `n = 1`, that nobody has measured the spread). The seeds section answers a
+# CPU-scale question: which orderings one pass over the data establishes. The papers'
+# orderings are about converged models, tenths of a point apart; at paper scale the same
+# method needs the same several seeds per row, on a GPU.
 #
 # ## A live row: budgets and resuming
 #
 # The last cell runs a row for real. It trains `tutorial`'s DRILL row with a budget
 # smaller than the row needs, so it stops with `status: budget`; calling `reproduce`
 # again resumes from the checkpoint and finishes. On a GPU the same cell runs the row at
-# its `tutorial` size; on a CPU a reduced model keeps it under a minute.
+# its `tutorial` size; on a CPU a reduced model keeps it short.
 
 # %% tags=["nbval-check-output"]
-shrink = nb.pick(small=["model.emsize=32", "model.nhid=64", "train.max_batches_per_epoch=20",
-                        "train.max_eval_tokens=2000"], full=[])
+shrink = nb.pick(small=["model.emsize=32", "model.nhid=64", "train.batch_size=16",
+                        "train.bptt=20", "train.max_batches_per_epoch=8",
+                        "train.max_eval_tokens=1000"], full=[])
 with tempfile.TemporaryDirectory() as tmp:
     kwargs = dict(rows=["drill"], out=f"{tmp}/results", runs=f"{tmp}/runs",
-                  overrides=shrink, max_eval_tokens=nb.pick(small=5000, full=None),
-                  device=nb.device, progress=False)
+                  overrides=shrink, max_eval_tokens=nb.pick(small=2000, full=None),
+                  device=nb.device, progress=nb.progress, corpus=corpus)
     reproduce("tutorial", budget_minutes=1e-6, **kwargs)  # the budget ends it at once
     stopped = load_results(f"{tmp}/results")[0]
     reproduce("tutorial", **kwargs)  # the same call without a budget resumes and finishes
@@ -331,10 +517,119 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 #
 # * A reproduction is two separate things: a config that can run to the end, and a run
 #   made at a stated budget. Only the second has numbers, and each number comes with the
-#   commit, device, precision and budget that produced it.
+#   commit, device, precision and budget that produced it. So far only CPU-scale runs
+#   exist; every paper-scale row awaits a GPU.
 # * The papers' rows differ by tenths of a perplexity point; only full-length runs, with
 #   several seeds, can confirm or refute their ordering. The `cpu-scale` table tests the
-#   coarse claims (rank, relative cost, which heads learn faster early) at a size
-#   anyone can rerun.
+#   coarse claims (rank, and which heads lead after one pass over the data) at a size
+#   anyone can rerun, and its seeds say which of its own gaps are larger than a change of
+#   seed.
 # * A full reproduction of the DRILL tables is days of GPU time; budgets and resumable
 #   rows make it a sequence of sessions rather than one impossible one.
+#
+# ## Exercises
+#
+# 1. **Run one row with another seed.** Choose a `cpu-scale` row that already has two or
+#    more seeds (the table of the seeds section) and predict, before running it, the
+#    interval in which a new seed's test perplexity will land. Then run it with
+#    `drillbook reproduce cpu-scale --rows ROW --seed 150` and recompute the spread. Can
+#    the new run turn a `resolved: False` verdict into `resolved: True`?
+#
+# ````{admonition} Solution
+# :class: dropdown
+# If the seeds' perplexities are roughly normal, a new run falls within a *prediction
+# interval* $\bar x \pm t_{0.975,\,n-1}\, s \sqrt{1 + 1/n}$ 95% of the time, where
+# $\bar x$ and $s$ are the row's mean and sample standard deviation over its $n$ seeds.
+# With $n = 3$, $t_{0.975,2} = 4.30$ and the interval is $\bar x \pm 4.97\,s$: three
+# seeds say little about the next one. The run takes a few minutes on two CPU cores (the
+# row's file records its own wall time) and needs the corpus (`DRILLBOOK_DATA`):
+#
+# ```python
+# from drillbook.experiments import reproduce
+# from drillbook.experiments.seeds import resolved_pairs, seed_spread
+#
+# reproduce("cpu-scale", rows=["drill-1"], seed=150, out="results")
+# spreads = seed_spread("results", "cpu-scale")
+# print([p for p in resolved_pairs(spreads) if "drill-1" in (p["lower"], p["higher"])])
+# ```
+#
+# No: a new run can only widen its row's range (or leave it as it is), so two ranges
+# that overlapped still overlap. It can do the opposite, and turn a `resolved: True`
+# into `False`.
+# ````
+#
+# 2. **How many seeds does a gap need?** In the single runs, DRILL-2 and DRILL-4 differ
+#    by about 5 points of test perplexity. Suppose every row's seed standard deviation is
+#    $s$. How many seeds per row would make a true gap $\Delta$ twice the standard error
+#    of the difference of the two means? Evaluate it for $\Delta = 5$ and $s = 3$, and
+#    for $s = 5$.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# The mean of $n$ seeds has variance $s^2/n$, so the difference of two rows' means has
+# standard error $s\sqrt{2/n}$. Asking for $\Delta \ge 2 s \sqrt{2/n}$ gives
+#
+# $$
+# n \ge \frac{8 s^2}{\Delta^2} .
+# $$
+#
+# For $\Delta = 5$: $s = 3$ gives $n \ge 2.9$, three seeds per row; $s = 5$ gives
+# $n \ge 8$. The answer depends on $s$, which only the seed runs can measure: the
+# largest standard deviation printed in the seeds section is the one to use. (The range
+# rule of this chapter is stricter than two standard errors for large $n$, since ranges
+# grow with $n$ while standard errors shrink.)
+# ````
+#
+# 3. **The chance of a false verdict.** Derive Eq. {eq}`eq-chance-separated`. If seven
+#    rows have three seeds each and all seven heads were equally good, how many of the
+#    pairs would you expect to look resolved? How many seeds per row bring that below
+#    one? Check with `drillbook.experiments.seeds.chance_separated`.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# If the $n_a + n_b$ runs are draws from one continuous distribution, every assignment
+# of the labels "a" and "b" to the sorted values is equally likely: there are
+# $\binom{n_a + n_b}{n_a}$ of them. The ranges are separate in exactly two (all a's
+# below all b's, or all above), which gives Eq. {eq}`eq-chance-separated`. Seven rows
+# make $\binom{7}{2} = 21$ pairs; with three seeds each the chance per pair is
+# $2/\binom{6}{3} = 1/10$, so about 2.1 pairs look resolved by luck (the pairs are not
+# independent, but the expected count is still $21 \times 0.1$). Four seeds give
+# $2/\binom{8}{4} = 2/70$ per pair and $21 \times 2/70 = 0.6$ expected:
+#
+# ```python
+# from drillbook.experiments.seeds import chance_separated
+#
+# for n in (2, 3, 4, 5):
+#     print(n, 21 * chance_separated(n, n))  # 7.0, 2.1, 0.6, 0.17
+# ```
+# ````
+#
+# 4. **What would `drill-main` cost?** Using the configs' epoch counts
+#    (`TABLES["drill-main"]`) and the DRILL paper's seconds per epoch (46 s for the PTB
+#    baseline, 89 s for WikiText-2's, and 1.2 times that for DRILL, from
+#    `drillbook.papers`), estimate the GPU time of the four main runs before fine-tuning.
+#
+# ````{admonition} Solution
+# :class: dropdown
+# The configs give 500 and 1,000 epochs on PTB (AWD-LSTM, DRILL) and 750 and 2,000 on
+# WikiText-2:
+#
+# ```python
+# from drillbook.experiments import TABLES
+# from drillbook.papers import paper_value
+#
+# total = 0.0
+# for row in TABLES["drill-main"]:
+#     corpus, head = row.name.split("-", 1)
+#     base = paper_value(f"drill:sec4.1.1:{corpus}-awd-lstm-speed", "seconds_per_epoch")
+#     ratio = 1.0 if head == "awd-lstm" else paper_value(
+#         f"drill:sec4.1.1:{corpus}-drill-speed", "ratio_to_tied")
+#     total += row.resolve().train.epochs * base * ratio
+# print(total / 3600)  # about 99.6 GPU hours
+# ```
+#
+# $500 \cdot 46 + 1000 \cdot 46 \cdot 1.2 + 750 \cdot 89 + 2000 \cdot 89 \cdot 1.2 =
+# 358{,}550$ s, about 100 hours or four days on the paper's GPU, two thirds of it for
+# WikiText-2's DRILL row. A newer GPU is faster; the epoch counts, not the GPU, make it
+# days.
+# ````

@@ -15,8 +15,10 @@ from drillbook.analysis import (
     compare_by_frequency,
     nearest_neighbours,
     token_nll,
+    unigram_nll,
 )
 from drillbook.data import EOS, Vocabulary, batchify, read_tokens
+from drillbook.errors import ConfigError
 from drillbook.heads import build_head
 from drillbook.models import AWDLSTM, LanguageModel
 from drillbook.train import evaluate
@@ -124,3 +126,20 @@ def test_nearest_neighbours_bad_input():
         nearest_neighbours(table, [10])
     with pytest.raises(ValueError, match="metric"):
         nearest_neighbours(table, [0], metric="dot")
+
+
+def test_unigram_nll_by_hand():
+    counts = torch.tensor([3, 1, 0])
+    target = torch.tensor([[0, 1], [1, 0]])
+    nll = unigram_nll(counts, target)
+    expected = -torch.tensor([[3 / 4, 1 / 4], [1 / 4, 3 / 4]], dtype=torch.float64).log()
+    assert nll.dtype == torch.float64 and nll.shape == (2, 2)
+    torch.testing.assert_close(nll, expected)
+    # add-one: (n + 1) / (N + V) = (n + 1) / 7, and the unseen word gets 1/7
+    smoothed = unigram_nll(counts, torch.tensor([0, 2]), alpha=1.0)
+    torch.testing.assert_close(smoothed, -torch.tensor([4 / 7, 1 / 7],
+                                                       dtype=torch.float64).log())
+    with pytest.raises(ConfigError, match="word id 2 never occurs"):
+        unigram_nll(counts, torch.tensor([0, 2]))
+    with pytest.raises(ConfigError, match="alpha must be"):
+        unigram_nll(counts, target, alpha=-1.0)

@@ -4,12 +4,14 @@ and the optimised paths it times agreeing with the plain ones."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
 from torch import nn
 
 from drillbook.cli import main
+from drillbook.errors import ConfigError
 from drillbook.experiments import (
     BENCH_FORMAT,
     bench_report,
@@ -20,9 +22,11 @@ from drillbook.experiments import (
     head_cost,
     run_targets,
     saved_bytes,
+    time_call,
     vocab_sweep,
     write_report,
 )
+from drillbook.experiments.bench import time_once
 from drillbook.heads import DrillHead, Features, build_head
 from drillbook.losses import nearest_neighbour
 
@@ -30,14 +34,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY = ["--repeats", "1", "--warmup", "1"]
 #: a CPU-sized AWD-LSTM (the tutorial config, shrunk further)
-TINY_ENCODER = ["--encoder", "tutorial/ptb-tied", "--set", "model.emsize=8", "model.nhid=16",
+TINY_ENCODER = ["model", "tutorial/ptb-tied", "--set", "model.emsize=8", "model.nhid=16",
                 "--batch-size", "2", "--bptt", "4"]
 
 
 # ------------------------------------------------------------------ end to end
 def test_bench_cli_writes_a_report(tmp_path, capsys):
     out = tmp_path / "bench" / "cpu.json"
-    assert main(["bench", "--heads", "drill-1", "vmf-300", "--d", "8", "--tokens", "16",
+    assert main(["bench", "heads", "--heads", "drill-1", "vmf-300", "--d", "8", "--tokens", "16",
                  "--precision", "bf16", *TINY, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["format"] == BENCH_FORMAT and report["mode"] == "heads"
@@ -48,7 +52,7 @@ def test_bench_cli_writes_a_report(tmp_path, capsys):
     assert report["environment"]["torch"] and "train x" in capsys.readouterr().out
     assert [p.name for p in out.parent.iterdir()] == ["cpu.json"]  # no temporary left
     with pytest.raises(SystemExit):
-        main(["bench", "--heads", "nope"])
+        main(["bench", "heads", "--heads", "nope"])
 
 
 def test_encoder_mode_runs_end_to_end_and_writes_a_valid_file(tmp_path, capsys):
@@ -74,23 +78,42 @@ def test_encoder_mode_runs_end_to_end_and_writes_a_valid_file(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["--sweep", "--encoder", "ptb/awd-lstm"],
-    ["--set", "model.nhid=16"],
-    ["--encoder", "ptb/awd-lstm", "--d", "8"],
-    ["--sweep", "--heads", "tied"],
-    ["--vocab-sizes", "100"],
-    ["--targets", "--vocab-sizes", "100"],
+    ["sweep", "--heads", "tied"],  # the sweep measures fixed heads
+    ["heads", "--set", "model.nhid=16"],  # an encoder's override without an encoder
+    ["heads", "--batch-size", "4"],
+    ["model", "ptb/awd-lstm", "--d", "8"],  # the config sizes the features
+    ["heads", "--vocab-sizes", "100"],
+    ["targets", "--vocab-sizes", "100"],  # the targets measure V = 50,000 only
+    ["targets", "--heads", "tied"],
+    ["model"],  # no config
+    [],  # no mode
 ])
-def test_flags_of_another_benchmark_are_errors(argv, capsys):
+def test_each_mode_takes_only_its_own_flags(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["bench", *argv])
-    assert exc.value.code == 2 and "drillbook: error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("usage: drillbook "), err
+    assert "unrecognized arguments" in err or "required" in err
+
+
+def test_every_mode_is_documented_with_its_report_mode():
+    from drillbook.cli import build_parser
+
+    bench = next(a for a in build_parser()._subparsers._group_actions[0].choices.items()
+                 if a[0] == "bench")[1]
+    modes = bench._subparsers._group_actions[0].choices
+    assert list(modes) == ["heads", "model", "sweep", "targets"]  # = the reports' "mode"
+    for mode, parser in modes.items():
+        text = parser.format_help()
+        assert text.startswith(f"usage: drillbook bench {mode} ")
+        assert "--precision" in text and "--out" in text
+    assert "vmf-300" in modes["heads"].format_help()  # from BENCH_HEADS, not by hand
 
 
 # ------------------------------------------------------------------ vMF sweep
 def test_sweep_runs_end_to_end_with_decode_columns(tmp_path, capsys):
     out = tmp_path / "sweep.json"
-    assert main(["bench", "--sweep", "--vocab-sizes", "100", "50", "--d", "8", "--tokens", "16",
+    assert main(["bench", "sweep", "--vocab-sizes", "100", "50", "--d", "8", "--tokens", "16",
                  "--decode-positions", "4", *TINY, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["format"] == BENCH_FORMAT and report["mode"] == "sweep"
@@ -208,6 +231,27 @@ def test_targets_compare_thresholds_and_leave_the_unmeasured_as_none():
     assert evaluate_targets([small])[4]["met"] is None
 
 
+def test_the_targets_render_as_markdown_and_join_the_results_report(tmp_path):
+    from drillbook.experiments import render_report
+
+    ptb = model_report([model_row("tied", train_ratio=1.0, eval_ratio=1.0,
+                                  tokens_per_s=14_000.0),
+                        model_row("drill-4", train_ratio=1.25, eval_ratio=1.0)])
+    text = bench_report.render_targets([ptb])
+    lines = text.splitlines()
+    assert lines[0] == "## Cost targets"
+    assert "| target | measured | threshold | met | device | note |" in lines
+    assert ("| DRILL-4 train step / tied (AWD-LSTM, PTB) | 1.25 | <= 1.1 | NO | cuda:0 | "
+            "100.0 ms/step, ptb/awd-lstm, batch 20 x bptt 70, fp32 |") in lines
+    assert ("| MoS-15 train step / tied (AWD-LSTM, PTB) | - | <= 1.8 | not measured | - | "
+            "not measured |") in lines
+    assert sum(line.startswith("| ") for line in lines) == 1 + len(bench_report.TARGETS)
+    # the results report gains the section once results/bench holds a report
+    assert "## Cost targets" not in render_report(tmp_path)
+    write_report(ptb, tmp_path / "bench" / "gpu.json")
+    assert render_report(tmp_path).endswith(text.rstrip("\n"))
+
+
 def test_run_targets_measures_what_the_targets_need(monkeypatch):
     calls = []
 
@@ -241,6 +285,30 @@ def test_format_report_and_write_report_refuse_what_they_cannot_handle(tmp_path)
         write_report({"a": object()}, path)
     assert json.loads(path.read_text()) == {"a": 1}  # the old file survives a failed write
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+# ------------------------------------------------------------------ timing
+def test_time_call_warms_up_then_times_a_block_with_the_callers_threads():
+    """torch.utils.benchmark.Timer under the hood: ``warmup`` untimed calls (at least the
+    Timer's own two), ``repeats`` timed ones, at the caller's thread count (the Timer's
+    default would be one thread)."""
+    calls: list[int] = []
+    cpu = torch.device("cpu")
+
+    def step() -> None:
+        calls.append(torch.get_num_threads())
+        time.sleep(0.002)
+
+    torch.set_num_threads(2)  # the one_thread fixture sets 1 back afterwards
+    [seconds] = time_call(step, cpu, repeats=4, warmup=5)
+    assert calls == [2] * 9 and 0.002 <= seconds < 0.5
+    calls.clear()
+    time_call(step, cpu, repeats=3, warmup=0)
+    assert len(calls) == 2 + 3  # Timer.timeit always warms up with two calls
+    calls.clear()
+    assert 0.002 <= time_once(step, cpu) < 0.5 and len(calls) == 1
+    with pytest.raises(ConfigError, match="repeats must be >= 1"):
+        time_call(step, cpu, repeats=0)
 
 
 # ------------------------------------------------------------------ memory
@@ -335,11 +403,10 @@ def test_score_bytes_count_the_score_tensors_a_head_builds_in_training():
 
 def test_committed_bench_reports_are_valid_and_name_their_machine():
     import json
-    from pathlib import Path
 
-    from drillbook.experiments import evaluate_targets, format_report
+    from drillbook.experiments import book_results, evaluate_targets, format_report
 
-    folder = Path(__file__).resolve().parent.parent / "results" / "bench"
+    folder = book_results() / "bench"
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     for report in reports:
         assert format_report(report)  # raises on a wrong format or mode

@@ -135,3 +135,77 @@ def test_debug_variable_shows_the_traceback(monkeypatch):
     monkeypatch.setenv("DRILLBOOK_DEBUG", "1")
     with pytest.raises(Exception, match="unknown config"):
         main(["params", "ptb/awd-lstn"])
+
+
+# ---------------------------------------------------------------- config files
+@pytest.fixture
+def captured_configs(monkeypatch):
+    """Trainers that only record the config they are given."""
+    seen = []
+
+    class Recorder:
+        epoch, best_bleu = 1, 0.0
+
+        def __init__(self, config, run_dir, **kwargs):
+            seen.append(config)
+            self.task = config.task
+
+        def fit(self, **kwargs):
+            from drillbook.train import RunStatus
+
+            if self.task == "translation":
+                return {"epoch": 1}  # NMTTrainer.fit returns its last log record
+            return RunStatus(reason="done", epoch=1, best_val_loss=1.0)
+
+    monkeypatch.setattr("drillbook.train.Trainer", Recorder)
+    monkeypatch.setattr("drillbook.nmt.train.NMTTrainer", Recorder)
+    return seen
+
+
+@pytest.mark.parametrize(("name", "fmt"), [("tutorial/ptb-doc", "json"),
+                                           ("tutorial/ptb-doc", "yaml"),
+                                           ("multi30k/de-en-drill", "json")])
+def test_show_then_train_from_the_file_builds_the_same_config(
+        capsys, tmp_path, captured_configs, name, fmt):
+    from drillbook.configs import apply_overrides, get_config
+
+    if fmt == "yaml":
+        pytest.importorskip("yaml")
+    overrides = ["train.epochs=3", "head.options.depth=3" if "drill" in name else
+                 "head.options.latent_dropout=0.1"]
+    assert main(["configs", "--show", name, "--set", *overrides, "--format", fmt]) == 0
+    path = tmp_path / f"run.{fmt}"
+    path.write_text(capsys.readouterr().out)
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 0
+    assert str(tmp_path / "run") in capsys.readouterr().out
+    expected = apply_overrides(get_config(name), overrides)
+    assert captured_configs == [expected] and captured_configs[0].hash() == expected.hash()
+    # --set applies on top of the file, as on top of a name
+    assert main(["train", "--config", str(path), "--set", "train.seed=7", "--out",
+                 str(tmp_path / "run2")]) == 0
+    assert captured_configs[1].train.seed == 7
+
+
+def test_show_prints_json_by_default_and_params_reads_a_file(capsys, tmp_path):
+    assert main(["configs", "--show", "tutorial/ptb-tied"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["name"] == "tutorial/ptb-tied" and shown["task"] == "language-model"
+    shown["model"]["emsize"] = shown["model"]["nhid"] = 16
+    (tmp_path / "small.json").write_text(json.dumps(shown))
+    assert main(["params", "--config", str(tmp_path / "small.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 174_352  # as with --set
+
+
+def test_param_report_moved_to_the_library_and_the_old_import_still_works():
+    from drillbook.cli import param_report
+    from drillbook.models import param_report as in_the_library
+
+    assert param_report is in_the_library
+
+
+def test_a_name_and_a_file_together_or_neither_are_usage_errors(capsys, tmp_path):
+    for argv in (["train"], ["train", "tutorial/ptb-tied", "--config", "x.json"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+    assert "not allowed with" in capsys.readouterr().err

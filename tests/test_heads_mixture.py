@@ -3,22 +3,37 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from drillbook.analysis import singular_values
-from drillbook.cli import param_report
-from drillbook.configs import get_config
+from drillbook.analysis import (
+    DRILL_TOL,
+    head_flops,
+    log_prob_chunks,
+    matrix_rank,
+    mixture_diagnostics,
+    singular_values,
+)
+from drillbook.configs import Config, DataConfig, HeadConfig, ModelConfig, TrainConfig, get_config
+from drillbook.data import load_corpus_from_files
+from drillbook.errors import ConfigError
+from drillbook.experiments import head_cost
 from drillbook.heads import DOCHead, Features, MoSHead, SigSoftmaxHead, build_head
 from drillbook.heads.mixture import (
     coefficient_of_variation,
+    context_mixture_log_prob,
     mixture_log_prob,
     mixture_log_prob_reference,
 )
+from drillbook.models import param_report
+from drillbook.nmt.decode import beam_search, greedy_decode
+from drillbook.nmt.model import Seq2Seq
 from drillbook.papers import paper_value
+from drillbook.train import Trainer
 
 F64 = torch.float64
 V, D, DH = 23, 5, 7
@@ -176,10 +191,12 @@ def test_doc_projection_biases_start_at_zero():
     assert doc.prior.bias is None and torch.count_nonzero(doc.bias) == 0
 
 
-@pytest.mark.parametrize("kind", ["mos", "doc"])
-def test_chunked_and_unchunked_agree_in_values_and_gradients(kind):
+@pytest.mark.parametrize(("kind", "extra"), [("mos", {}), ("doc", {}),
+                                           ("mos", {"mix": "logits"})],
+                         ids=["mos", "doc", "mos-logits"])
+def test_chunked_and_unchunked_agree_in_values_and_gradients(kind, extra):
     emb = emb64()
-    opts = ({"n_experts": 3} if kind == "mos"
+    opts = ({"n_experts": 3, **extra} if kind == "mos"
             else {"vectors_per_layer": [1, 3], "layer_sizes": [D, DH], "cv_weight": 0.0})
     torch.manual_seed(0)
     whole = build_head(kind, vocab_size=V, d_hidden=DH, embedding=emb, **opts).double()
@@ -268,3 +285,124 @@ def test_with_more_contexts_than_words_mixtures_reach_the_vocabulary_size():
                  "mos": singular_values(mos.log_prob(h)).rank(),
                  "doc": singular_values(doc.log_prob(Features(h, (h0, h)))).rank()}
     assert ranks == {"tied": D + 2, "mos": V, "doc": V}
+
+
+# ------------------------------------------------------------------ mixture of contexts
+def test_mixture_of_contexts_is_one_softmax_over_the_weighted_mean_context():
+    """mix="logits" by hand: k_k = tanh(W_l h + b_l), pi = softmax(W_p h), and one softmax
+    over E (sum_k pi_k k_k) + b, which is also the pi-average of the K logit vectors."""
+    emb = emb64()
+    head = MoSHead(V, DH, embedding=emb, n_experts=4, mix="logits").double().eval()
+    with torch.no_grad():
+        head.bias.normal_()
+    h = torch.randn(6, 2, DH, dtype=F64)
+    w_l, b_l, w_p = head.latent.weight, head.latent.bias, head.prior.weight
+    k = torch.tanh(h @ w_l.T + b_l).reshape(6, 2, 4, D)
+    pi = torch.softmax(h @ w_p.T, -1)
+    k_bar = (pi[..., None] * k).sum(-2)
+    by_hand = torch.log_softmax(k_bar @ emb.weight.T + head.bias, -1)
+    with torch.no_grad():
+        torch.testing.assert_close(head.log_prob(h), by_hand)
+        logits = k @ emb.weight.T + head.bias  # (6, 2, 4, V): one logit vector per component
+        torch.testing.assert_close(head.log_prob(h),
+                                   torch.log_softmax((pi[..., None] * logits).sum(-2), -1))
+        y = torch.randint(0, V, (6, 2))
+        torch.testing.assert_close(head.loss(h, y), -by_hand.gather(-1, y[..., None]).mean())
+        # the same parameters mixing probabilities give another distribution (MoS)
+        mos = MoSHead(V, DH, embedding=emb, n_experts=4).double().eval()
+        mos.load_state_dict(head.state_dict())
+        by_hand_mos = torch.logsumexp(pi.log()[..., None] + logits.log_softmax(-1), dim=-2)
+        torch.testing.assert_close(mos.log_prob(h), by_hand_mos)
+        assert not torch.allclose(mos.log_prob(h), head.log_prob(h))
+    assert head.n_softmaxes == 1 and mos.n_softmaxes == 4 == mos.n_vectors == head.n_vectors
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_mixture_of_contexts_keeps_the_softmax_rank_bound_and_mos_does_not(k):
+    """Random parameters and contexts, float64, more contexts than words: averaging the
+    logits stays at d + 2 (numpy's tolerance and DRILL's), averaging the probabilities
+    reaches V."""
+    emb = emb64()
+    moc = MoSHead(V, DH, embedding=emb, n_experts=k, mix="logits").double()
+    with torch.no_grad():
+        moc.bias.normal_()
+        moc.latent.weight.mul_(3.0)  # spread the tanh over its range
+    mos = MoSHead(V, DH, embedding=emb, n_experts=k).double()
+    mos.load_state_dict(moc.state_dict())
+    h = torch.randn(200, DH, dtype=F64)
+    with torch.no_grad():
+        low, high = singular_values(moc.log_prob(h)), singular_values(mos.log_prob(h))
+        # the function agrees with its definition on these inputs, too
+        vectors, log_prior = moc.components(h)
+        torch.testing.assert_close(
+            context_mixture_log_prob(vectors, log_prior, emb.weight, moc.bias), moc.log_prob(h))
+    assert low.rank() == D + 2 and low.rank(DRILL_TOL) <= D + 2
+    assert high.rank() == V
+
+
+def test_mix_is_a_mos_option_and_is_checked():
+    emb = emb64()
+    assert "mix" in MoSHead.options and "mix" not in DOCHead.options
+    head = build_head("mos", vocab_size=V, d_hidden=DH, embedding=emb, n_experts=2,
+                      mix="logits")
+    assert head.mix == "logits" and "mix='logits'" in repr(head)
+    assert MoSHead(V, DH, embedding=emb).mix == "probs"
+    with pytest.raises(ConfigError) as err:
+        build_head("mos", vocab_size=V, d_hidden=DH, embedding=emb, mix="log")
+    assert str(err.value) == ("unknown mix 'log' for the mos head; choose 'probs' (average the "
+                              "softmaxes) or 'logits' (average the logits: a mixture of "
+                              "contexts)")
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['mix'\] for head 'doc'"):
+        build_head("doc", vocab_size=V, d_hidden=DH, embedding=emb, vectors_per_layer=[0, 2],
+                   mix="logits")
+    with pytest.raises(ValueError, match="only the mos head takes mix"):
+        head_flops("doc", vocab_size=V, d=D, tokens=4, mix="logits")
+
+
+def test_gradcheck_mixture_of_contexts(gradcheck_head):
+    head = MoSHead(V, DH, embedding=emb64(), n_experts=3, mix="logits").double()
+    gradcheck_head(head, DH)
+
+
+TINY_DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_mixture_of_contexts_runs_through_the_consumers(tmp_path, gen):
+    """The option reaches every consumer through the config: the language model trains,
+    streams a log-probability matrix of rank <= d + 2 (in float64: float32 rounding noise
+    is not low-rank), its mixture weights are diagnosed, the cost benchmark counts one
+    score matrix, and translation decodes with it."""
+    corpus = load_corpus_from_files({s: TINY_DATA / "tiny" / f"{s}.txt"
+                                     for s in ("train", "valid", "test")}, name="tiny")
+    emsize, options = 4, {"n_experts": 3, "mix": "logits"}
+    config = Config(
+        name="test/moc", data=DataConfig("tiny"),
+        model=ModelConfig(emsize=emsize, nhid=6, nlayers=2, dropout=0.1, dropouth=0.1,
+                          dropouti=0.1, dropoute=0.1, wdrop=0.1),
+        head=HeadConfig("mos", options),
+        train=TrainConfig(batch_size=2, eval_batch_size=1, bptt=5, variable_bptt=False,
+                          lr=1.0, epochs=1, checkpoint_minutes=1e6, seed=0))
+    trainer = Trainer(config, tmp_path / "run", device="cpu", corpus=corpus, progress=False)
+    assert trainer.model.head.mix == "logits"
+    assert trainer.fit(max_steps=2).reason == "steps"
+    model, data = trainer.model.double().eval(), trainer.valid_data
+    n_words = len(corpus.vocab)
+    assert data[1:].numel() > n_words > emsize + 2  # enough contexts to exceed d + 2
+    rank = matrix_rank(log_prob_chunks(model, data, bptt=5), method="svd")
+    assert rank <= emsize + 2
+    diag = mixture_diagnostics(model, data, bptt=5)
+    torch.testing.assert_close(float(diag.usage.sum()), 1.0, rtol=0, atol=1e-6)
+    cost = head_cost("mos", vocab_size=n_words, d=emsize, tokens=16, repeats=1, warmup=0,
+                     **options)
+    assert cost.score_bytes == 16 * n_words * 4  # one (n, V) matrix, as a tied head
+    flops = head_flops("mos", vocab_size=n_words, d=emsize, tokens=16, **options)
+    assert flops.scores == head_flops("tied", vocab_size=n_words, d=emsize, tokens=16).scores
+
+    src_v, tgt_v = 13, 11
+    seq2seq = Seq2Seq(src_v, tgt_v, emb_size=emsize, hidden=emsize, dropout=0.1, head="mos",
+                      head_options=options).eval()
+    src = torch.randint(4, src_v, (5, 3), generator=gen)
+    lengths = torch.tensor([5, 4, 2])
+    greedy = greedy_decode(seq2seq, src, lengths, bos=2, eos=3, max_len=6)
+    assert beam_search(seq2seq, src, lengths, bos=2, eos=3, beam=1, max_len=6) == greedy

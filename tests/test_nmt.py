@@ -213,9 +213,21 @@ def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
                  "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["sentences"] == 20 and result["beam"] == 2 and result["bleu"] >= 0
+    # reported BLEU is sacrebleu's on detokenised text, with its signature
+    assert result["bleu_signature"].startswith("nrefs:1|case:lc|eff:no|tok:13a|smooth:exp")
+    assert main(["eval", str(run), "--split", "test", "--max-tokens", "5"]) == 0
+    assert "sacreBLEU signature: nrefs:1|case:lc" in capsys.readouterr().out
     monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\nzwei hunde .\n"))
     assert main(["translate", str(run)]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 2
+    tokenised = capsys.readouterr().out.splitlines()
+    assert len(tokenised) == 2
+    # --raw: ordinary text in (cased, punctuation attached), detokenised text out; the
+    # model sees exactly the tokens of the tokenised input above
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein Mann.\nZwei Hunde.\n"))
+    assert main(["translate", str(run), "--raw"]) == 0
+    from drillbook.nmt.text import moses_detokenize
+    assert capsys.readouterr().out.splitlines() == [moses_detokenize(line.split(), "en")
+                                                    for line in tokenised]
     monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\n\n"))
     with pytest.raises(SystemExit):
         main(["translate", str(run)])
@@ -233,3 +245,30 @@ def test_accuracy_by_frequency_counts_every_kept_token():
     kept = sum(1 for _, tgt in corpus.train for w in tgt if tgt_vocab.index(w) > 3)
     assert sum(r["tokens"] for r in rows) == kept
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows if r["tokens"])
+
+
+@pytest.mark.parametrize("extra", [(), ("train.negative_sampling=50",)])
+def test_two_fresh_runs_with_one_seed_are_identical(tmp_path, extra):
+    """The book's claim that a rerun on the same machine and versions reproduces its
+    numbers, for translation (sampled-softmax candidates included): same seed, same bits."""
+    def run(folder):
+        trainer = NMTTrainer(small("multi30k/de-en-drill", "train.epochs=1", *extra),
+                             tmp_path / folder, device="cpu", corpus=tiny_corpus(),
+                             progress=False)
+        trainer.fit()
+        return trainer
+
+    a, b = run("a"), run("b")
+    for (name, wa), wb in zip(a.model.state_dict().items(), b.model.state_dict().values(),
+                              strict=True):
+        assert torch.equal(wa, wb), name
+    assert (tmp_path / "a" / "log.jsonl").read_text().count("val_loss") == 1
+    la = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
+    lb = [json.loads(x) for x in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
+    assert [r["val_loss"] for r in la] == [r["val_loss"] for r in lb]
+    different = NMTTrainer(small("multi30k/de-en-drill", "train.epochs=1", "train.seed=5",
+                                 *extra), tmp_path / "c", device="cpu",
+                           corpus=tiny_corpus(), progress=False)
+    different.fit()
+    assert not torch.equal(next(iter(different.model.state_dict().values())),
+                           next(iter(a.model.state_dict().values())))

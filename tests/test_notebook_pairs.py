@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,10 +26,18 @@ def test_repository_pairs_agree():
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
+    """The notebooks and _config.yml, each notebook marked as produced by no package file:
+    these tests are about the pairs (tests/test_notebook_provenance.py tests the record;
+    test_repository_pairs_agree, the repository's own notebooks)."""
     shutil.copy(ROOT / "_config.yml", tmp_path)
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    assert run_check(tmp_path).returncode == 0
+    for ipynb in (tmp_path / "notebooks").glob("*.ipynb"):
+        nb = nbformat.read(ipynb, as_version=4)
+        nb.metadata["drillbook"] = {"sources": {}, "torch": None}
+        nbformat.write(nb, ipynb)
+    result = run_check(tmp_path)
+    assert result.returncode == 0, result.stderr
     return tmp_path
 
 
@@ -52,6 +61,16 @@ def test_dropped_tag_is_caught(copy):
 def test_missing_twin_is_caught(copy):
     first_py(copy).with_suffix(".ipynb").unlink()
     assert "no paired" in run_check(copy).stderr
+
+
+def test_outputs_without_a_record_are_caught(copy):
+    ipynb = first_py(copy).with_suffix(".ipynb")
+    nb = nbformat.read(ipynb, as_version=4)
+    del nb.metadata["drillbook"]
+    nbformat.write(nb, ipynb)
+    result = run_check(copy)
+    assert result.returncode == 1
+    assert f"notebooks/{ipynb.name}: outputs of unknown provenance" in result.stderr
 
 
 def test_repository_url_comes_from_config(copy):

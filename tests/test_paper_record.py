@@ -85,9 +85,9 @@ def test_every_entry_is_checkable_or_says_why_not():
 
 
 def test_the_numbers_the_issue_found_wrong_are_right_now():
-    from drillbook.experiments import table_rows
+    from drillbook.experiments import book_results, table_rows
 
-    t4 = {r["row"]: r for r in table_rows("drill-table4", ROOT / "results")}
+    t4 = {r["row"]: r for r in table_rows("drill-table4", book_results())}
     for row, numbers in [("drill-4-residual-previous", (59.6, 57.5)),
                          ("drill-4-standard-dropout", (63.4, 60.7)),
                          ("drill-4", (58.2, 55.7)), ("tied", (60.0, 57.3))]:
@@ -96,11 +96,11 @@ def test_the_numbers_the_issue_found_wrong_are_right_now():
     assert (t4["tied"]["paper_valid"], t4["tied"]["paper_test"]) == (60.7, 58.8)
     assert (t4["drill-4"]["paper_valid"], t4["drill-4"]["paper_test"]) == (59.6, 57.0)
     assert t4["drill-2"]["paper_valid"] is None  # Table 4 has no number before fine-tuning
-    main = {r["row"]: r for r in table_rows("drill-main", ROOT / "results")}
+    main = {r["row"]: r for r in table_rows("drill-main", book_results())}
     assert [(main[r]["paper_valid"], main[r]["paper_test"]) for r in
             ("ptb-awd-lstm", "ptb-drill", "wt2-awd-lstm", "wt2-drill")] == [
         (60.7, 58.8), (59.6, 57.0), (69.1, 66.0), (65.7, 62.8)]
-    mix = {r["row"]: r for r in table_rows("mos-doc", ROOT / "results")}
+    mix = {r["row"]: r for r in table_rows("mos-doc", book_results())}
     assert (mix["ptb-doc-i3-20"]["paper_finetuned_valid"],
             mix["ptb-doc-i3-20"]["paper_finetuned_test"]) == (56.88, 54.79)
     assert (mix["ptb-doc-lambda-0"]["paper_finetuned_valid"],

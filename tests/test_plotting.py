@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-
-from drillbook.experiments import TABLES  # noqa: E402
-from drillbook.heads import HEADS  # noqa: E402
-from drillbook.plotting import HEAD_COLORS, head_color, head_kind, tidy_log_axis  # noqa: E402
+from drillbook.experiments import TABLES
+from drillbook.heads import HEADS
+from drillbook.plotting import HEAD_COLORS, head_color, head_kind, tidy_log_axis
 
 
 def test_every_registry_head_has_its_own_colour():
@@ -36,6 +32,7 @@ def test_every_table_row_has_a_colour_and_unknown_names_are_refused():
 
 
 def test_tidy_log_axis_drops_minor_labels():
+    plt.switch_backend("Agg")
     fig, ax = plt.subplots()
     ax.semilogy([1, 2, 3], [20, 50, 90])
     tidy_log_axis(ax)

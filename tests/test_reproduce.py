@@ -11,6 +11,7 @@ import pytest
 from drillbook.cli import main
 from drillbook.experiments import (
     TABLES,
+    book_results,
     load_results,
     render_report,
     reproduce,
@@ -36,11 +37,24 @@ def test_every_table_row_names_a_real_config():
 
 
 def test_committed_result_files_are_valid_and_the_report_is_current():
-    results = ROOT / "results"
-    load_results(results)  # raises on any invalid file
-    report = results / "REPORT.md"
-    if report.exists():  # the committed report is exactly what the files give
-        assert report.read_text() == render_report(results) + "\n"
+    results = book_results()
+    assert results == ROOT / "drillbook" / "results"  # the package's own folder
+    assert load_results(results)  # raises on any invalid file
+    # the committed report is exactly what the files give (regenerate it with
+    # `drillbook report --results drillbook/results --out drillbook/results/REPORT.md`)
+    assert (results / "REPORT.md").read_text() == render_report(results) + "\n"
+
+
+def test_book_results_says_when_the_installed_package_lacks_them(tmp_path, monkeypatch):
+    import importlib.resources
+
+    from drillbook.errors import MissingFileError
+
+    (tmp_path / "results").mkdir()  # a wheel built without its package data
+    monkeypatch.setattr(importlib.resources, "files", lambda package: tmp_path)
+    with pytest.raises(MissingFileError, match=r"results: the package's result files are "
+                                               r"missing; reinstall drillbook"):
+        book_results()
 
 
 def test_schema_rejects_what_it_should():
@@ -51,6 +65,15 @@ def test_schema_rejects_what_it_should():
     assert "curve points" in problems
     with pytest.raises(ValueError, match="not a valid result file"):
         write_result("/tmp/never.json", doc)
+
+
+def test_a_bleu_signature_is_optional_but_must_be_a_string():
+    doc = _doc("multi30k-joint", "tied", "multi30k/de-en-softmax-tied", test_bleu=30.0)
+    assert validate_result(doc) == []  # files from before the field stay valid
+    doc["bleu_signature"] = "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    assert validate_result(doc) == []
+    doc["bleu_signature"] = 2
+    assert validate_result(doc) == ["field 'bleu_signature' has type int, expected str"]
 
 
 @needs_data
@@ -95,7 +118,10 @@ def test_a_translation_row_reports_bleu(tmp_path):
     doc = json.loads(paths[0].read_text())
     assert validate_result(doc) == [] and doc["status"] == "done"
     assert {"val_bleu", "test_bleu", "output_layer_params"} <= set(doc["metrics"])
-    assert "Metric: BLEU." in render_report(tmp_path / "r")
+    signature = doc["bleu_signature"]  # the test BLEU is sacrebleu's, on detokenised text
+    assert signature.startswith("nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:")
+    report = render_report(tmp_path / "r")
+    assert "Metric: BLEU." in report and f"signature `{signature}`" in report
 
 
 def _doc(table: str, row: str, config: str, **metrics) -> dict:
@@ -191,27 +217,6 @@ def test_full_command_and_curve_figures(tmp_path, capsys):
                  str(tmp_path / "fig")]) == 0
     png = tmp_path / "fig" / "tutorial.png"
     assert png.read_bytes()[:4] == b"\x89PNG" and f"wrote {png}" in capsys.readouterr().out
-
-
-def test_find_results_walks_up_and_clones_when_asked(tmp_path, monkeypatch):
-    import subprocess
-
-    from drillbook.experiments import find_results
-
-    assert find_results(ROOT / "notebooks") == ROOT / "results"
-    with pytest.raises(FileNotFoundError, match="pass clone="):
-        find_results(tmp_path)
-    repo = tmp_path / "origin"
-    (repo / "results").mkdir(parents=True)
-    (repo / "results" / "REPORT.md").write_text("# Reproduction results\n")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "r"], check=True)
-    monkeypatch.chdir(tmp_path)
-    found = find_results(tmp_path / "elsewhere", clone=f"git+file://{repo}@main")
-    assert found == Path("drillbook-src/results").resolve()
-    assert (found / "REPORT.md").read_text() == "# Reproduction results\n"
 
 
 def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch):
@@ -321,3 +326,28 @@ def test_seeds_write_beside_the_row_and_give_a_spread(tmp_path, monkeypatch):
     assert resolved(a, SeedSpread("b", (1, 2, 3), (12.5, 13.0, 14.0)))
     assert not resolved(a, SeedSpread("c", (1, 2, 3), (11.5, 13.0, 14.0)))
     assert not resolved(a, SeedSpread("d", (1,), (20.0,)))  # one run has no range
+
+
+def test_the_report_shows_a_table_across_seeds_once_a_row_has_two(tmp_path):
+    def run(row: str, seed: int, test_ppl: float) -> dict:
+        doc = _doc("cpu-scale", row, f"tutorial/ptb-{row}", val_ppl=1.0, test_ppl=test_ppl)
+        doc["seed"], doc["config"] = seed, {"train": {"seed": seed}}
+        return doc
+
+    for row, ppl in (("mos", 280.0), ("tied", 260.0), ("doc", 236.0)):
+        write_result(tmp_path / "cpu-scale" / f"{row}.json", run(row, 141, ppl))
+    alone = render_report(tmp_path)
+    assert "across seeds" not in alone  # one seed per row: nothing to add
+    for seed, tied, mos in ((142, 262.0, 281.0), (143, 261.0, 279.0)):
+        folder = tmp_path / "cpu-scale" / f"seed-{seed}"
+        write_result(folder / "tied.json", run("tied", seed, tied))
+        write_result(folder / "mos.json", run("mos", seed, mos))
+    report = render_report(tmp_path)
+    assert report.startswith(alone.rstrip("\n"))  # the main table is unchanged
+    assert "### cpu-scale across seeds" in report
+    assert "| tied | 3 | 141, 142, 143 | 261.00 | 1.00 | 260.00 | 262.00 |" in report
+    assert "| doc | 1 | 141 | 236.00 | - | - | - |" in report
+    # in the table's order (tied, mos, doc), not the files' (doc, mos, tied)
+    assert report.index("| tied | 3 |") < report.index("| mos | 3 |") < report.index("| doc | 1 |")
+    assert ("Pairs of rows with at least two seeds each: 1; resolved (ranges do not "
+            "overlap): tied < mos.") in report

@@ -117,3 +117,16 @@ def test_a_mixture_of_two_low_rank_softmaxes_is_not_low_rank(high_rank):
     _, _, logp = _fit(high_rank, 3)
     mix = torch.logaddexp(logp, logp.roll(1, dims=0)) - np.log(2.0)
     assert singular_values(mix).rank() > 3 * (3 + 2)
+
+
+def test_fit_reports_the_free_numbers_per_context():
+    """A head that reads two layers gets a free vector for each: DOC over layers of sizes
+    3 and 4 optimises 7 numbers per context, MoS over one layer of 7 as many."""
+    lang = SyntheticLanguage(20, 9, 9, seed=0)
+    emb = nn.Embedding(9, 5).double()
+    doc = build_head("doc", vocab_size=9, d_hidden=4, embedding=emb, vectors_per_layer=[1, 1],
+                     layer_sizes=[3, 4], cv_weight=0.0).double()
+    mos = build_head("mos", vocab_size=9, d_hidden=7, embedding=emb, n_experts=2).double()
+    fit_doc, fit_mos = fit_head(lang, doc, steps=2), fit_head(lang, mos, steps=2)
+    assert [t.shape for t in fit_doc.features.layers] == [(20, 3), (20, 4)]
+    assert fit_doc.context_dims == 3 + 4 == fit_mos.context_dims == fit_mos.hidden.shape[1]

@@ -10,11 +10,13 @@ from .frequency import (
     band_of,
     compare_by_frequency,
     token_nll,
+    unigram_nll,
 )
 from .mixture import MixtureDiagnostics, mixture_diagnostics
 from .neighbours import nearest_neighbours
 from .rank import DRILL_TOL, Spectrum, log_prob_chunks, matrix_rank, singular_values
 from .synthetic import FitResult, SyntheticLanguage, fit_head
+from .tail import ProbabilityBand, errors_by_probability
 
 __all__ = [
     "AVERAGES",
@@ -26,11 +28,13 @@ __all__ = [
     "FrequencyBand",
     "HeadFlops",
     "MixtureDiagnostics",
+    "ProbabilityBand",
     "Spectrum",
     "SyntheticLanguage",
     "awd_lstm_flops",
     "band_of",
     "compare_by_frequency",
+    "errors_by_probability",
     "fit_head",
     "head_flops",
     "log_prob_chunks",
@@ -39,4 +43,5 @@ __all__ = [
     "nearest_neighbours",
     "singular_values",
     "token_nll",
+    "unigram_nll",
 ]

@@ -25,6 +25,8 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from ..heads.mixture import MIX_MODES
+
 __all__ = ["HeadFlops", "awd_lstm_flops", "head_flops"]
 
 
@@ -74,7 +76,7 @@ def head_flops(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int
                depth: int = 4, d_joint: int | None = None, n_experts: int = 15,
                vectors_per_layer: Sequence[int] | None = None,
                layer_sizes: Sequence[int] | None = None, dim: int = 300,
-               **options) -> HeadFlops:
+               mix: str = "probs", **options) -> HeadFlops:
     """Matrix-product FLOPs of ``kind``'s forward pass (see the module docstring).
 
     Args:
@@ -86,6 +88,9 @@ def head_flops(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int
         depth: DRILL's number of label-encoder layers.
         d_joint: the dual head's joint size (default ``d``).
         n_experts: MoS's ``J``.
+        mix: MoS's mixing: ``"probs"`` scores ``J`` matrices, ``"logits"`` (the mixture
+            of contexts) one, over the ``pi``-weighted mean context (a weighted sum, no
+            matrix product).
         vectors_per_layer, layer_sizes: DOC's ``i_n`` per layer and the layers' sizes
             (embedding first; default: every vector from the last layer).
         dim: vMF's output embedding size ``m``.
@@ -94,12 +99,16 @@ def head_flops(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int
             backward pass, not the forward), so a head's options can be passed as they are.
 
     Raises:
-        ValueError: an unknown kind, or an option that is no head option.
+        ValueError: an unknown kind, an option that is no head option, or ``mix`` for a
+            head other than ``mos``.
     """
     unknown = sorted(set(options) - _NO_PRODUCTS)
     if unknown:
         raise ValueError(f"unknown head option(s) {unknown} for head_flops; the options that "
                          f"change no product count are {sorted(_NO_PRODUCTS)}")
+    if mix not in MIX_MODES or (mix != "probs" and kind != "mos"):
+        raise ValueError(f"mix={mix!r} for head {kind!r}: only the mos head takes mix, one "
+                         f"of {list(MIX_MODES)}")
     v, n = int(vocab_size), int(tokens)
     dh = d if d_hidden is None else int(d_hidden)
 
@@ -121,7 +130,7 @@ def head_flops(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int
     elif kind == "mos":
         j = int(n_experts)
         parts = {"label": 0, "context": 2 * n * dh * j * d + 2 * n * dh * j,
-                 **scores(d, j)}
+                 **scores(d, j if mix == "probs" else 1)}
     elif kind == "doc":
         counts = list(vectors_per_layer) if vectors_per_layer is not None else [n_experts]
         sizes = list(layer_sizes) if layer_sizes is not None else [dh] * len(counts)

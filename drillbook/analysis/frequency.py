@@ -36,8 +36,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..errors import ConfigError
+
 __all__ = ["AVERAGES", "DECADE_BANDS", "DEFAULT_BANDS", "DRILL_BANDS", "FrequencyBand",
-           "band_of", "compare_by_frequency", "token_nll"]
+           "band_of", "compare_by_frequency", "token_nll", "unigram_nll"]
 
 #: DRILL Fig. 3's training-count bins ``[lo, hi)`` (the authors' analysis script)
 DRILL_BANDS: tuple[tuple[int, int | None], ...] = (
@@ -111,6 +113,39 @@ def token_nll(model, data: Tensor, bptt: int, max_tokens: int | None = None
         nlls.append(-logp.gather(-1, y.unsqueeze(-1)).squeeze(-1).reshape(-1).float().cpu())
         targets.append(y.reshape(-1).cpu())
     return torch.cat(nlls), torch.cat(targets)
+
+
+def unigram_nll(train_counts: Tensor, target: Tensor, *, alpha: float = 0.0) -> Tensor:
+    """Per-token NLL (nats) of the unigram model of the training data, the baseline any
+    language model has to beat before its context counts for anything.
+
+    .. math::  -\\log p(w) = -\\log \\frac{n_w + \\alpha}{N + \\alpha V},
+
+    with ``n_w`` the training count of word ``w``, ``N`` the training tokens and ``V`` the
+    vocabulary size (``alpha = 0``: the maximum-likelihood unigram).
+
+    Args:
+        train_counts: ``(V,)`` training-set count of every word id.
+        target: ``(...)`` target word ids, e.g. the second output of :func:`token_nll`.
+        alpha: add-``alpha`` smoothing, needed when a target word never occurs in training.
+
+    Returns:
+        a float64 tensor of ``target``'s shape.
+
+    Raises:
+        ConfigError: ``alpha < 0``, or a target word whose probability is 0 (count 0 and
+            ``alpha = 0``).
+    """
+    if alpha < 0:
+        raise ConfigError(f"alpha must be >= 0 (add-alpha smoothing), got {alpha}")
+    counts = train_counts.detach().double().cpu()
+    probs = (counts + alpha) / (counts.sum() + alpha * counts.numel())
+    p = probs[target.detach().cpu().long()]
+    if (p == 0).any():
+        missing = int(target.reshape(-1)[(p == 0).reshape(-1)][0])
+        raise ConfigError(f"word id {missing} never occurs in training, so the unigram gives "
+                          f"it probability 0: pass alpha > 0 (add-alpha smoothing)")
+    return -p.log()
 
 
 def compare_by_frequency(nll_a: Tensor, nll_b: Tensor, target: Tensor, train_counts: Tensor,

@@ -127,12 +127,16 @@ class FitResult:
         hidden: the fitted context vectors ``H``, ``(U, d_hidden)`` (detached).
         features: what to feed the head to get the fitted distributions: ``hidden``, or
             for heads that read several layers a :class:`~drillbook.heads.Features`.
+        context_dims: free numbers per context that the fit optimised (``d_hidden``, plus
+            the sizes of the middle layers a head such as DOC reads): compare heads at
+            equal ``context_dims``.
     """
 
     kl: float
     history: list[float] = field(repr=False)
     hidden: Tensor = field(repr=False)
     features: Tensor | Features | None = field(default=None, repr=False)
+    context_dims: int = 0
 
 
 def fit_head(
@@ -153,6 +157,13 @@ def fit_head(
     free vector per context for each of its layers, and a head with a training
     regulariser (DOC's ``lambda beta``) has it added to the objective (``history`` and
     ``kl`` report the KL alone).
+
+    The free vectors are parameters of the fit too: a DOC head reading two layers of size
+    ``d`` gets ``2 d`` free numbers per context where a MoS head reading one layer of size
+    ``d`` gets ``d``, and with twice the freedom a lower KL says nothing about reading
+    middle layers. :attr:`FitResult.context_dims` reports the count; compare heads where
+    it is equal (e.g. DOC with ``layer_sizes=[d // 2, d // 2]`` against MoS with
+    ``d_hidden=d``).
 
     Args:
         language: the target.
@@ -204,4 +215,6 @@ def fit_head(
     return FitResult(kl=final, history=history, hidden=hidden.detach(),
                      features=Features(hidden.detach(), tuple(
                          None if p is None else p.detach() for p in (*layers, hidden)))
-                     if sizes else hidden.detach())
+                     if sizes else hidden.detach(),
+                     context_dims=hidden.shape[1] + sum(
+                         p.shape[1] for p in layers if p is not None))

@@ -1,8 +1,14 @@
-"""Experiment configs: typed dataclasses, named setups, ``key=value`` overrides."""
+"""Experiment configs: typed dataclasses, named setups of both tasks, ``key=value``
+overrides, and config files (JSON, YAML, TOML)."""
 
+from .files import CONFIG_FORMATS, DUMP_FORMATS, dump_config, load_config
 from .registry import (
-    CONFIGS,
     FINETUNE_LR,
+    LANGUAGE_MODEL,
+    LM_CONFIGS,
+    TRANSLATION,
+    config_classes,
+    config_from_dict,
     finetune_lr,
     get_config,
     list_configs,
@@ -20,8 +26,12 @@ from .schema import (
 )
 
 __all__ = [
-    "CONFIGS",
+    "CONFIG_FORMATS",
+    "DUMP_FORMATS",
     "FINETUNE_LR",
+    "LANGUAGE_MODEL",
+    "LM_CONFIGS",
+    "TRANSLATION",
     "Config",
     "ConfigError",
     "DataConfig",
@@ -30,8 +40,12 @@ __all__ = [
     "SectionedConfig",
     "TrainConfig",
     "apply_overrides",
+    "config_classes",
+    "config_from_dict",
+    "dump_config",
     "finetune_lr",
     "get_config",
     "list_configs",
+    "load_config",
     "paper_millions",
 ]

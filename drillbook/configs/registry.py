@@ -1,5 +1,10 @@
 """Named configs: the papers' setups, and small ``tutorial/`` ones for a CPU.
 
+One registry holds the configs of both tasks: the language models defined here
+(:data:`LM_CONFIGS`) and the translation configs of :mod:`drillbook.nmt.config`.
+:func:`get_config` and :func:`list_configs` look a name up in either; code that needs to
+know which kind it got asks the config its :attr:`~drillbook.configs.SectionedConfig.task`.
+
 Hyper-parameters follow the authors' public code (see the book's appendix on sources):
 AWD-LSTM (Merity et al., 2018) for ``*/awd-lstm*``, DRILL (Pappas & Henderson, 2019)
 for ``*/awd-lstm-drill``, MoS (Yang et al., 2018) and DOC (Takase et al., 2018) for the
@@ -21,13 +26,25 @@ is printed as 24.3M); :func:`paper_millions` does the same so tests can compare.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
-from .schema import Config, ConfigError, DataConfig, HeadConfig, ModelConfig, TrainConfig
+from .schema import (
+    Config,
+    ConfigError,
+    DataConfig,
+    HeadConfig,
+    ModelConfig,
+    SectionedConfig,
+    TrainConfig,
+)
 
-__all__ = ["CONFIGS", "FINETUNE_LR", "finetune_lr", "get_config", "list_configs",
-           "paper_millions"]
+__all__ = ["FINETUNE_LR", "LANGUAGE_MODEL", "LM_CONFIGS", "TRANSLATION", "config_classes",
+           "config_from_dict", "finetune_lr", "get_config", "list_configs", "paper_millions"]
+
+#: the two tasks, as configs name them (:attr:`SectionedConfig.task`)
+LANGUAGE_MODEL, TRANSLATION = "language-model", "translation"
 
 #: seeds of the authors' README commands (salesforce/awd-lstm-lm, idiap/drill,
 #: zihangdai/mos, nttcslab-nlp/doc_lm): AWD-LSTM PTB 141 (the TrainConfig default), every
@@ -181,20 +198,66 @@ def _builders() -> dict[str, Callable[[], Config]]:
     return b
 
 
-CONFIGS = _builders()
+#: the language-model configs: name -> a function that builds a fresh copy
+LM_CONFIGS: dict[str, Callable[[], Config]] = _builders()
 
 
-def list_configs() -> list[str]:
-    return sorted(CONFIGS)
+def _registry() -> dict[str, Callable[[], SectionedConfig]]:
+    """Every named config of every task: name -> a function building a fresh copy."""
+    from ..nmt.config import NMT_CONFIGS  # here, not above: drillbook.nmt imports us
+
+    return {**LM_CONFIGS, **{name: config.copy for name, config in NMT_CONFIGS.items()}}
 
 
-def get_config(name: str) -> Config:
-    """A fresh copy of a named config.
+def list_configs(task: str | None = None) -> list[str]:
+    """The names of the named configs, sorted; only those of ``task`` if given
+    (``"language-model"`` or ``"translation"``)."""
+    if task is None:
+        return sorted(_registry())
+    if task not in config_classes():
+        raise ConfigError(f"unknown task {task!r}; choose one of {sorted(config_classes())}")
+    return sorted(name for name, build in _registry().items() if build().task == task)
+
+
+def get_config(name: str) -> SectionedConfig:
+    """A fresh copy of a named config of either task (its ``task`` says which).
 
     Raises:
         ConfigError: unknown name; the message lists the valid ones.
     """
-    try:
-        return CONFIGS[name]()
-    except KeyError:
-        raise ConfigError(f"unknown config {name!r}; choose one of {list_configs()}") from None
+    registry = _registry()
+    if name not in registry:
+        raise ConfigError(f"unknown config {name!r}; choose one of {sorted(registry)}")
+    return registry[name]()
+
+
+def config_classes() -> dict[str, type[SectionedConfig]]:
+    """The config class of each task: ``{"language-model": Config, "translation":
+    NMTConfig}``."""
+    from ..nmt.config import NMTConfig
+
+    return {cls.task: cls for cls in (Config, NMTConfig)}
+
+
+def config_from_dict(d: dict) -> SectionedConfig:
+    """The validated config a :meth:`~SectionedConfig.to_dict` dict describes, of the class
+    its ``"task"`` names. A dict without one (written before configs named their task) is
+    read by the class whose ``data`` section has every key it gives.
+
+    Raises:
+        ConfigError: not a dict, an unknown task, or what
+            :meth:`SectionedConfig.from_dict` refuses.
+    """
+    if not isinstance(d, dict):
+        raise ConfigError(f"a config must be a JSON object, got {type(d).__name__}")
+    classes = config_classes()
+    task = d.get("task")
+    if task is None:
+        data = d.get("data") if isinstance(d.get("data"), dict) else {}
+        task = next((t for t, cls in classes.items()
+                     if set(data) <= {f.name for f in dataclasses.fields(cls.sections()["data"])}),
+                    LANGUAGE_MODEL)
+    if task not in classes:
+        raise ConfigError(f"unknown task {task!r}; a config's task is one of "
+                          f"{', '.join(sorted(classes))}")
+    return classes[task].from_dict(d)

@@ -1,8 +1,11 @@
 """Typed experiment configs and ``key=value`` overrides.
 
 A config is four plain dataclasses (data, model, head, train) plus a name and the key of
-the paper's number it should reproduce (:mod:`drillbook.papers`). Everything is
-JSON-serialisable; the trainer writes the resolved config into its run folder.
+the paper's number it should reproduce (:mod:`drillbook.papers`); its class names its
+``task`` (:class:`Config`: ``"language-model"``; the translation configs of
+:mod:`drillbook.nmt.config`: ``"translation"``). Everything is JSON-serialisable; the
+trainer writes the resolved config into its run folder, and
+:mod:`drillbook.configs.files` reads and writes it as a config file.
 
 Overrides use dotted keys: ``model.nhid=1150``, ``train.lr=20``,
 ``head.options.depth=2``. Values are parsed as JSON (``0.5``, ``true``, ``null``,
@@ -14,7 +17,9 @@ read back (:meth:`SectionedConfig.from_dict`) or handed to a trainer
 (:meth:`SectionedConfig.validate`): a value that would train garbage (a negative
 ``train.clip``, an unknown ``train.optimizer``, ``train.nonmono=0``, a ``vmf`` head for a
 language model, ...) is a :class:`ConfigError` naming the key, the value and what is
-valid, before anything runs.
+valid, before anything runs. Types and ranges follow :mod:`drillbook.validation`: an
+integer may be a NumPy integer (stored as a Python ``int``) but never a ``bool``, and a
+number must be finite.
 """
 
 from __future__ import annotations
@@ -23,14 +28,15 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import ConfigError
+from ..validation import PROBABILITY as _PROBABILITY
+from ..validation import Rule, integer, is_integer, is_number, number, one_of
 
 __all__ = [
     "Config",
@@ -102,8 +108,15 @@ class SectionedConfig:
     """Behaviour shared by experiment configs: a ``name``, a ``description``, a ``paper``
     record key and dataclass *sections* (``data``, ``model``, ``head``, ``train``, ...).
 
-    Subclasses are dataclasses; every field whose type is a dataclass is a section.
+    Subclasses are dataclasses; every field whose type is a dataclass is a section. Each
+    subclass names its :attr:`task`, which :meth:`to_dict` writes beside the values, so a
+    config file or run folder says which class reads it
+    (:func:`drillbook.configs.config_from_dict`).
     """
+
+    #: what the config trains: ``"language-model"`` (:class:`Config`) or
+    #: ``"translation"`` (:class:`drillbook.nmt.config.NMTConfig`)
+    task: ClassVar[str] = ""
 
     #: train-section fields that a resumed run may change. They alter no step already
     #: taken, only the ones to come: the number of epochs, the checkpoint and log
@@ -121,18 +134,27 @@ class SectionedConfig:
                 if dataclasses.is_dataclass(hints[f.name])}
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The config as nested plain dicts, JSON-serialisable, with its ``task``."""
+        d = dataclasses.asdict(self)
+        return {"name": d.pop("name"), "task": self.task, **d}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
-        """The config a :meth:`to_dict` dict describes, validated.
+        """The config a :meth:`to_dict` dict describes, validated. A missing ``task`` is
+        this class's (files written before configs named their task).
 
         Raises:
-            ConfigError: not a dict, unknown or missing keys, or invalid values.
+            ConfigError: not a dict, another task, unknown or missing keys, or invalid
+                values.
         """
         if not isinstance(d, dict):
             raise ConfigError(f"a config must be a JSON object, got {type(d).__name__}")
         d = copy.deepcopy(d)
+        task = d.pop("task", cls.task)
+        if task != cls.task:
+            raise ConfigError(f"a {task!r} config cannot be read as a {cls.task!r} config; "
+                              f"use drillbook.configs.config_from_dict, which reads each "
+                              f"task's configs")
         sections = cls.sections()
         kwargs = {k: v for k, v in d.items() if k not in sections}
         if isinstance(kwargs.get("paper"), dict):
@@ -146,7 +168,7 @@ class SectionedConfig:
                 kwargs[key] = sub(**d[key])
         _check_keys(cls, kwargs, "config")
         if "name" not in kwargs:
-            raise ConfigError("the config has no 'name'")
+            raise ConfigError("the config has no 'name'; add one (any string)")
         return cls(**kwargs).validate()
 
     def validate(self):
@@ -177,13 +199,15 @@ class SectionedConfig:
                         raise ConfigError(f"{name}.options must be an object of keyword "
                                           f"options, got {value!r}")
                     continue
-                _coerce(value, hints[f.name], f"{name}.{f.name}")
+                plain = _coerce(value, hints[f.name], f"{name}.{f.name}")
+                if type(plain) is not type(value) and not isinstance(value, int):
+                    setattr(section, f.name, plain)  # a NumPy number: JSON needs Python's
         return self
 
     def hash(self) -> str:
         """A short stable hash of everything that affects training (not name or paper)."""
         d = self.to_dict()
-        d.pop("name"), d.pop("description"), d.pop("paper")
+        d.pop("name"), d.pop("task"), d.pop("description"), d.pop("paper")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def resume_key(self) -> str:
@@ -214,8 +238,10 @@ class Config(SectionedConfig):
     #: comparison; never used in training, ignored by hash() and resume_key())
     paper: str | None = None
 
+    task: ClassVar[str] = "language-model"
+
     def validate(self) -> Config:
-        """Types and ranges of every value (see :data:`LM_RULES`), and a head that gives
+        """Types and ranges of every value (see ``LM_RULES``), and a head that gives
         word probabilities (perplexity needs them: no ``vmf``)."""
         super().validate()
         check_fields(self, LM_RULES)
@@ -224,28 +250,22 @@ class Config(SectionedConfig):
 
 
 # ------------------------------------------------------------------ validation
-#: ``(test, what is valid)``: ``test(value)`` is true for a valid value
-Rule = tuple[Callable[[Any], bool], str]
-
-AT_LEAST_ONE: Rule = (lambda v: v >= 1, "an integer >= 1")
-CAP: Rule = (lambda v: v is None or v >= 1, "null (no cap) or an integer >= 1")
-POSITIVE: Rule = (lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
-NON_NEGATIVE: Rule = (lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
-CLIP: Rule = (lambda v: math.isfinite(v) and v >= 0,
-              "0 (no clipping) or a positive gradient-norm bound")
-PROBABILITY: Rule = (lambda v: 0 <= v < 1, "a dropout probability in [0, 1)")
-
-
-def one_of(*choices: Any) -> Rule:
-    """A rule accepting exactly ``choices``."""
-    return (lambda v: v in choices, f"one of {', '.join(repr(c) for c in choices)}")
-
+# Range rules (drillbook.validation.Rule), keyed "section.field"; the types come from the
+# dataclass annotations (_coerce). Shared by the translation configs.
+AT_LEAST_ONE = integer(minimum=1)
+CAP = AT_LEAST_ONE.or_none("no cap")
+POSITIVE = number(above=0)
+NON_NEGATIVE = number(minimum=0)
+CLIP = NON_NEGATIVE.saying("0 (no clipping) or a positive gradient-norm bound")
+PROBABILITY = _PROBABILITY.saying("a dropout probability in [0, 1)")
+EPOCHS = AT_LEAST_ONE.saying("an integer >= 1 (0 would train nothing)")
+CHECKPOINT_STEPS = AT_LEAST_ONE.or_none("time-based only")
 
 #: the language-model configs' value ranges (types are checked separately)
 LM_RULES: Mapping[str, Rule] = {
     **{f"model.{k}": AT_LEAST_ONE for k in ("emsize", "nhid", "nlayers", "nhead", "d_ff",
                                             "max_len")},
-    "model.d_out": (lambda v: v is None or v >= 1, "null (= emsize) or an integer >= 1"),
+    "model.d_out": AT_LEAST_ONE.or_none("= emsize"),
     **{f"model.{k}": PROBABILITY for k in ("dropout", "dropouth", "dropouti", "dropoute",
                                            "wdrop")},
     **{f"train.{k}": AT_LEAST_ONE for k in ("batch_size", "eval_batch_size",
@@ -254,29 +274,28 @@ LM_RULES: Mapping[str, Rule] = {
     "train.lr": POSITIVE,
     "train.clip": CLIP,
     "train.wdecay": NON_NEGATIVE,
-    "train.nonmono": (lambda v: v >= 1, "an integer >= 1 (epochs in NT-ASGD's window)"),
+    "train.nonmono": AT_LEAST_ONE.saying("an integer >= 1 (epochs in NT-ASGD's window)"),
     "train.alpha": NON_NEGATIVE,
     "train.beta": NON_NEGATIVE,
-    "train.epochs": (lambda v: v >= 1, "an integer >= 1 (0 would train nothing)"),
+    "train.epochs": EPOCHS,
     "train.max_batches_per_epoch": CAP,
     "train.max_eval_tokens": CAP,
     "train.checkpoint_minutes": POSITIVE,
-    "train.checkpoint_steps": (lambda v: v is None or v >= 1,
-                               "null (time-based only) or an integer >= 1"),
+    "train.checkpoint_steps": CHECKPOINT_STEPS,
 }
 
 
 def check_fields(config: SectionedConfig, rules: Mapping[str, Rule]) -> None:
-    """Apply ``rules`` (``"section.field" -> (test, what is valid)``) to ``config``.
+    """Apply ``rules`` (``"section.field" -> Rule``) to ``config``.
 
     Raises:
         ConfigError: ``invalid train.clip=-1.0: it must be 0 (no clipping) or ...``.
     """
-    for key, (test, valid) in rules.items():
+    for key, rule in rules.items():
         section, name = key.split(".")
         value = getattr(getattr(config, section), name)
-        if not test(value):
-            raise ConfigError(f"invalid {key}={value!r}: it must be {valid}")
+        if not rule(value):
+            raise ConfigError(f"invalid {key}={value!r}: it must be {rule.valid}")
 
 
 def check_head_kind(kind: str, *, language_model: bool) -> None:
@@ -330,13 +349,13 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
             return value
         raise ConfigError(f"{key} must be true or false, got {value!r}")
     if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        if is_integer(value):
+            return int(value)
         raise ConfigError(f"{key} must be an integer, got {value!r}")
     if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             return float(value)
-        raise ConfigError(f"{key} must be a number, got {value!r}")
+        raise ConfigError(f"{key} must be a finite number, got {value!r}")
     if hint is str:
         if isinstance(value, str):
             return value

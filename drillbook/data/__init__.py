@@ -9,14 +9,6 @@ Example::
     for batch in BPTTSampler(train, bptt=70, seed=141):
         batch.x, batch.y, batch.lr_scale     # (seq_len, 80) each, and the lr multiplier
 
-Modules:
-    corpora   the registry (:data:`CORPORA`), the location rule (:func:`data_root`,
-              :func:`corpus_file`), checksum-verified :func:`download`, :func:`verify`,
-              :func:`check_sha256`
-    vocab     tokenisation (``line.split() + ["<eos>"]``) and :class:`Vocabulary`
-    dataset   :class:`Corpus`, :func:`load_corpus`, :func:`load_corpus_from_files`
-    batching  :func:`batchify`, :func:`get_batch`, :class:`BPTTSampler`
-
 Files are found at ``<root>/<subdir>/<filename>``; ``<root>`` is the ``root`` argument,
 else ``$DRILLBOOK_DATA``, else ``$XDG_CACHE_HOME/drillbook`` or ``~/.cache/drillbook``.
 """

@@ -564,7 +564,7 @@ def download(
         force: download even files that are already present and correct, and replace
             present files whose hash is wrong (without ``force`` those raise).
         opener: ``url -> binary file-like`` with ``.read(n)``; default
-            :func:`urllib.request.urlopen` with a :data:`DOWNLOAD_TIMEOUT` timeout.
+            :func:`urllib.request.urlopen` with a ``DOWNLOAD_TIMEOUT`` timeout.
             Tests pass a fake one.
 
     Returns:

@@ -16,16 +16,9 @@ from .bench import (
 from .bench_model import ModelCost, compare_models, model_cost, run_model_bench
 from .bench_report import TARGETS, Target, evaluate_targets, format_report, run_targets
 from .bench_sweep import SWEEP_SIZES, greedy_decode, vocab_sweep
-from .compare import (
-    find_results,
-    format_rows,
-    full_command,
-    plot_curves,
-    ratios_to,
-    table_rows,
-)
+from .compare import format_rows, full_command, plot_curves, ratios_to, table_rows
 from .reproduce import TABLES, Row, baseline_row, find_row, render_report, reproduce
-from .results import RESULT_FORMAT, load_results, validate_result, write_result
+from .results import RESULT_FORMAT, book_results, load_results, validate_result, write_result
 
 __all__ = [
     "BENCH_FORMAT",
@@ -40,11 +33,11 @@ __all__ = [
     "Row",
     "Target",
     "baseline_row",
+    "book_results",
     "compare_heads",
     "compare_models",
     "environment",
     "evaluate_targets",
-    "find_results",
     "find_row",
     "format_report",
     "format_rows",

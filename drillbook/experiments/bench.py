@@ -1,9 +1,12 @@
 """What an output head costs: time per training step, time per evaluation token, memory.
 
-Timings are medians over repeated runs after warm-up, with CUDA synchronised around every
-measurement, and every head is compared with a tied head measured **in the same process
-on the same inputs**, so the ratios hold on a noisy machine even when the absolute numbers
-do not.
+Timings come from :class:`torch.utils.benchmark.Timer` (:func:`time_call`): after
+warm-up calls, the mean time per call of ``repeats`` calls timed as one block, with the
+accelerator synchronised before and after the block, with the thread count the caller
+runs with, and with Python's garbage collector paused while the block runs (as
+:mod:`timeit` does). Every head is compared with a tied head measured **in the same
+process on the same inputs**, so the ratios hold on a noisy machine even when the
+absolute numbers do not.
 
 Memory, three ways:
 
@@ -23,14 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import statistics
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
+from torch.utils import benchmark
 
 from ..errors import ConfigError
 from ..heads import HEADS, Features, OutputHead, build_head
@@ -39,7 +41,7 @@ from .results import write_json
 __all__ = ["BENCH_FORMAT", "BENCH_HEADS", "PRECISIONS", "SIZES", "HeadCost", "autocast",
            "compare_heads", "environment", "head_bytes", "head_cost", "is_out_of_memory",
            "out_of_memory_note",
-           "run_bench", "saved_bytes", "step_costs", "time_call", "write_report"]
+           "run_bench", "saved_bytes", "step_costs", "time_call", "time_once", "write_report"]
 
 #: the ``format`` of every report this package writes
 BENCH_FORMAT = "drillbook-bench/2"
@@ -48,20 +50,47 @@ BENCH_FORMAT = "drillbook-bench/2"
 PRECISIONS = ("fp32", "bf16")
 
 
+def _on(device: torch.device) -> contextlib.AbstractContextManager:
+    """Make ``device`` the current CUDA device (the one the timer synchronises)."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
 def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 5,
               warmup: int = 2) -> list[float]:
-    """Wall-clock seconds of ``fn()``, ``repeats`` times after ``warmup`` untimed calls."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(warmup):
+    """Seconds per call of ``fn()``, measured by :class:`torch.utils.benchmark.Timer`.
+
+    ``warmup`` untimed calls, then ``repeats`` calls timed as one block
+    (``Timer.timeit(repeats)``); the timer synchronises the accelerator before and after
+    the block (``device`` is made the current CUDA device for it), runs with the calling
+    thread's ``torch.get_num_threads()`` (the Timer's own default would be one thread) and
+    pauses Python's garbage collector during the block. ``Timer.timeit`` always makes two
+    untimed calls of its own first (more for ``repeats`` of 200 and up); they count
+    towards ``warmup``, so the warm-up is ``max(warmup, 2)`` calls.
+
+    Returns:
+        ``[seconds per call]``: the block's mean, in a list (``statistics.median`` of it,
+        as callers of the former per-call timings take, is that mean).
+    """
+    if repeats < 1 or warmup < 0:
+        raise ConfigError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, "
+                          f"warmup={warmup}")
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
+                            num_threads=torch.get_num_threads())
+    own_warmup = max(repeats // 100, 2)  # what Timer.timeit runs before its block
+    with _on(device):
+        for _ in range(warmup - own_warmup):
+            fn()
+        return timer.timeit(repeats).times
+
+
+def time_once(fn: Callable[[], object], device: torch.device) -> float:
+    """Seconds of one call of ``fn()``, no warm-up, on the clock of
+    :class:`torch.utils.benchmark.Timer` (which synchronises the accelerator when it is
+    read). For a first, probing call: a ``Timer`` would call ``fn`` three times."""
+    with _on(device):
+        start = benchmark.timer()
         fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return times
+        return benchmark.timer() - start
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
@@ -159,8 +188,9 @@ def step_costs(module: nn.Module, loss_fn: Callable[[], Tensor], eval_fn: Callab
         eval_fn: the evaluation call, run in eval mode under ``torch.no_grad()``.
 
     Returns:
-        ``train_step_s`` and ``eval_s`` (medians), ``saved_bytes`` (:func:`saved_bytes`
-        of one training forward pass) and ``peak_bytes`` (CUDA, else None).
+        ``train_step_s`` and ``eval_s`` (seconds per call, :func:`time_call`),
+        ``saved_bytes`` (:func:`saved_bytes` of one training forward pass) and
+        ``peak_bytes`` (CUDA, else None).
     """
     def train_step() -> None:
         module.train()
@@ -174,14 +204,13 @@ def step_costs(module: nn.Module, loss_fn: Callable[[], Tensor], eval_fn: Callab
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    train = time_call(train_step, device, repeats=repeats, warmup=warmup)
+    [train] = time_call(train_step, device, repeats=repeats, warmup=warmup)
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     module.train()
     saved = saved_bytes(loss_fn, exclude=[*module.parameters(), *module.buffers()])
     module.zero_grad(set_to_none=True)
-    evals = time_call(eval_step, device, repeats=repeats, warmup=warmup)
-    return {"train_step_s": statistics.median(train), "eval_s": statistics.median(evals),
-            "saved_bytes": saved, "peak_bytes": peak}
+    [evals] = time_call(eval_step, device, repeats=repeats, warmup=warmup)
+    return {"train_step_s": train, "eval_s": evals, "saved_bytes": saved, "peak_bytes": peak}
 
 
 @dataclass(frozen=True)
@@ -191,8 +220,8 @@ class HeadCost:
     Attributes:
         kind, options: what was measured.
         vocab_size, d, tokens: the problem size (``tokens`` positions per step).
-        train_step_s: median seconds of forward + backward of the loss.
-        eval_token_s: median seconds per position of the evaluation loss (no grad).
+        train_step_s: seconds of forward + backward of the loss (:func:`time_call`).
+        eval_token_s: seconds per position of the evaluation loss (no grad).
         peak_bytes: peak CUDA memory of a training step (None on CPU).
         score_bytes: size of the largest score tensor (an estimate of the memory the
             output layer needs beyond its parameters).
@@ -245,7 +274,7 @@ def score_bytes(head: OutputHead, positions: int, element_size: int) -> int:
     if not head.is_mixture:
         return positions * head.vocab_size * element_size
     chunk = min(head.chunk_size or positions, positions)
-    return head.n_vectors * chunk * head.vocab_size * element_size
+    return head.n_softmaxes * chunk * head.vocab_size * element_size
 
 
 def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,
@@ -311,7 +340,7 @@ def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
 
     Returns:
         one dict per head: the :class:`HeadCost` fields plus ``train_ratio`` and
-        ``eval_ratio`` (head / baseline, see :func:`add_ratios`: the baseline is measured
+        ``eval_ratio`` (head / baseline, see ``add_ratios``: the baseline is measured
         first and last).
     """
     base = head_cost(baseline, **size).to_dict()

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
-from ..configs import Config, HeadConfig, apply_overrides, get_config
+from ..configs import Config, ConfigError, HeadConfig, apply_overrides, get_config
 from ..heads import HEADS
 from ..models import build_model
 from ..train import training_loss
@@ -44,9 +44,9 @@ class ModelCost:
         size, vocab_size: the :data:`~.bench.SIZES` name and ``V``.
         batch_size, bptt: the training batch, ``(bptt, batch_size)`` word ids.
         eval_batch_size: the evaluation batch, ``(bptt, eval_batch_size)``.
-        train_step_s: median seconds of a training step (forward, loss, regulariser,
-            backward).
-        eval_token_s: median seconds per evaluated token.
+        train_step_s: seconds of a training step (forward, loss, regulariser, backward;
+            :func:`~.bench.time_call`).
+        eval_token_s: seconds per evaluated token.
         tokens_per_s: training throughput, ``batch_size * bptt / train_step_s``.
         saved_bytes: what autograd keeps for backward in a training step (parameters and
             buffers excluded), :func:`~.bench.saved_bytes`.
@@ -85,9 +85,15 @@ def bench_config(encoder: str, overrides: Sequence[str] = ()) -> Config:
     """The named config with ``key=value`` overrides (e.g. ``model.nhid=16``) applied.
 
     Raises:
-        ConfigError: unknown config name or override (the message lists the valid ones).
+        ConfigError: unknown config name or override (the message lists the valid ones),
+            or a translation config.
     """
-    return apply_overrides(get_config(encoder), list(overrides))
+    config = get_config(encoder)
+    if config.task != Config.task:
+        raise ConfigError(f"{encoder} is a {config.task} config; the benchmark puts heads "
+                          f"behind a language model's encoder: choose a language-model "
+                          f"config (`drillbook configs`)")
+    return apply_overrides(config, list(overrides))
 
 
 def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
@@ -166,7 +172,7 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
     Returns:
         one dict per head: the :class:`ModelCost` fields plus ``train_ratio`` and
         ``eval_ratio`` (head / tied; the mean of tied's two measurements divides, see
-        :func:`~.bench.add_ratios`). A head that runs out of memory, or that cannot end a
+        ``bench.add_ratios``). A head that runs out of memory, or that cannot end a
         language model (``is_distribution`` false: vMF), gives a row with ``skipped`` (the
         reason) and no timings; the others are still measured.
     """

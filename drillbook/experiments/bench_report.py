@@ -1,4 +1,11 @@
-"""The issue's cost targets, checked against measured reports, and the terminal tables."""
+"""The project's cost targets, checked against measured reports, and the report tables.
+
+The targets are the project's own bookkeeping, not a result of the papers: ratios it set
+itself for DRILL, MoS and vMF against a tied head or a softmax (:data:`TARGETS`).
+``drillbook bench targets`` measures what they need and prints the verdicts
+(:func:`format_report`); :func:`render_targets` writes the same verdicts on the committed
+reports as Markdown, the section ``drillbook report`` adds to ``REPORT.md``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ from .bench import BENCH_FORMAT, environment
 from .bench_model import run_model_bench
 from .bench_sweep import vocab_sweep
 
-__all__ = ["TARGETS", "Target", "evaluate_targets", "format_report", "run_targets"]
+__all__ = ["TARGETS", "Target", "evaluate_targets", "format_report", "render_targets",
+           "run_targets"]
 
 
 @dataclass(frozen=True)
@@ -224,22 +232,40 @@ _SWEEP = [("V", "vocab_size", None), ("head", "name", None),
           ("buffers MB", "buffer_bytes", _mb), ("peak MB", "peak_bytes", _mb)]
 
 
+def _verdict_cells(r: dict) -> list[str]:
+    """target, measured, threshold, met, device, note of one :func:`evaluate_targets` row."""
+    return [r["target"], "-" if r["measured"] is None else f"{r['measured']:.3g}",
+            "" if r["threshold"] is None else f"{r['op']} {r['threshold']:g}",
+            {True: "yes", False: "NO", None: "not measured"}[r["met"]], r["device"] or "-",
+            r["note"]]
+
+
+_VERDICT_HEADER = ["target", "measured", "threshold", "met", "device", "note"]
+
+
 def _targets_table(rows: Sequence[dict]) -> str:
-    def measured(r: dict) -> str:
-        return "-" if r["measured"] is None else f"{r['measured']:.3g}"
-
-    def met(r: dict) -> str:
-        return {True: "yes", False: "NO", None: "not measured"}[r["met"]]
-
-    body = [[r["target"], measured(r), "" if r["threshold"] is None else
-             f"{r['op']} {r['threshold']:g}", met(r), r["device"] or "-", r["note"]]
-            for r in rows]
-    header = ["target", "measured", "threshold", "met", "device", "note"]
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    body = [_verdict_cells(r) for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(_VERDICT_HEADER)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(_VERDICT_HEADER, widths,
+                                                   strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip()
               for b in body]
     return "\n".join(lines)
+
+
+def render_targets(reports: Sequence[dict], targets: Sequence[Target] = TARGETS) -> str:
+    """Markdown: each target checked against ``reports`` (:func:`evaluate_targets`), with
+    what was measured and on which device, or why it was not."""
+    rows = evaluate_targets(reports, targets)
+    lines = ["## Cost targets", "",
+             "The cost targets the project set itself, as ratios measured in one process "
+             "(`drillbook bench targets` measures what they need), checked against the "
+             "committed benchmark reports in `bench/`. A target nobody has measured says "
+             "so; a target stated for a GPU but measured on a CPU is flagged in its note.",
+             "", "| " + " | ".join(_VERDICT_HEADER) + " |",
+             "|" + "---|" * len(_VERDICT_HEADER)]
+    lines += ["| " + " | ".join(c or "-" for c in _verdict_cells(r)) + " |" for r in rows]
+    return "\n".join([*lines, ""])
 
 
 def format_report(report: dict) -> str:

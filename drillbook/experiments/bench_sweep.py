@@ -14,6 +14,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..heads import OutputHead, build_head
+from ..validation import POSITIVE_INT, POSITIVE_NUMBER
 from .bench import (
     BENCH_FORMAT,
     autocast,
@@ -23,7 +24,7 @@ from .bench import (
     is_out_of_memory,
     out_of_memory_note,
     step_costs,
-    time_call,
+    time_once,
 )
 
 __all__ = ["SWEEP_SIZES", "greedy_decode", "vocab_sweep"]
@@ -109,11 +110,9 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
     sizes = sorted({int(v) for v in vocab_sizes})
     if not sizes or sizes[0] < 2:
         raise ConfigError(f"vocab_sizes must be integers >= 2, got {list(vocab_sizes)}")
-    decode_positions = tokens if decode_positions is None else int(decode_positions)
-    if decode_positions < 1:
-        raise ConfigError(f"decode_positions must be a positive integer, got {decode_positions}")
-    if max_seconds is not None and max_seconds <= 0:
-        raise ConfigError(f"max_seconds must be positive or None, got {max_seconds}")
+    decode_positions = POSITIVE_INT.check(tokens if decode_positions is None
+                                          else decode_positions, "decode_positions")
+    max_seconds = POSITIVE_NUMBER.or_none("no limit").check(max_seconds, "max_seconds")
     device = torch.device(device)
     autocast(device, precision)  # checks the precision before any work
     heads = {"softmax": ("softmax", {}), f"vmf-{dim}": ("vmf", {"dim": dim})}
@@ -135,8 +134,8 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
             try:
                 torch.manual_seed(seed)
                 head = build_head(kind, vocab_size=vocab_size, d_hidden=d, **options).to(device)
-                first = time_call(partial(_train_once, head, hidden, target, precision),
-                                  device, repeats=1, warmup=0)[0]
+                first = time_once(partial(_train_once, head, hidden, target, precision),
+                                  device)
                 if max_seconds is not None and first > max_seconds:
                     reason = f"a training step took {first:.1f} s > max_seconds={max_seconds}"
                     stopped[name] = f"V={vocab_size}: {reason}"

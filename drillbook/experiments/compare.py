@@ -5,22 +5,25 @@ numbers come from :mod:`drillbook.papers` through the keys each row names (the m
 and, where the paper fine-tunes, the fine-tuned run's), ours from the committed result
 files. A row nobody has run yet has ``None`` for our numbers, never a made-up one;
 :func:`format_rows` turns the rows into strings for display, with a dash for every gap.
-:func:`plot_curves` draws what the result files recorded epoch by epoch, and
-:func:`full_command` prints the command that runs a table to the end.
+:func:`plot_curves` draws what the result files recorded epoch by epoch,
+:func:`last_change` and :func:`always_falls` read those curves, :func:`cpu_tables` names
+the tables sized for a CPU, and :func:`full_command` prints the command that runs a table
+to the end.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, MissingFileError
+from ..errors import ConfigError
 from .results import load_results
 
-__all__ = ["find_results", "fmt", "format_rows", "full_command", "plot_curves", "ratios_to",
-           "table_rows"]
+__all__ = ["always_falls", "cpu_tables", "fmt", "format_rows", "full_command",
+           "last_change", "plot_curves", "ratios_to", "table_rows"]
 
 #: what the display shows where a value is missing (a row not run, a paper without it)
 MISSING = "-"
@@ -41,40 +44,6 @@ def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str],
     """``columns`` of each row (from :func:`table_rows`) as display strings: numbers with
     ``digits`` decimals, a dash where a row has no value (not run, or no paper number)."""
     return [{c: fmt(r.get(c), digits) for c in columns} for r in rows]
-
-
-def find_results(start: str | Path = ".", *, clone: str | None = None) -> Path:
-    """The repository's ``results/`` folder: ``start`` or the nearest parent that has one
-    with ``REPORT.md`` in it (a notebook runs from ``notebooks/``).
-
-    Args:
-        start: where to begin looking.
-        clone: a pip-style ``git+URL@BRANCH`` (a notebook's install line) to shallow-clone
-            into ``./drillbook-src`` when no folder is found: a Colab session has the
-            package but not the repository.
-
-    Raises:
-        FileNotFoundError: no folder found and nothing to clone.
-    """
-    here = Path(start).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "results" / "REPORT.md").is_file():
-            return folder / "results"
-    if clone is None:
-        raise MissingFileError(
-            f"no results/ folder with a REPORT.md in {here} or above: run from a checkout of "
-            f"the drillbook repository, or pass clone='git+URL@BRANCH' to fetch one")
-    import subprocess
-
-    url, _, branch = clone.removeprefix("git+").rpartition("@")
-    if not url.startswith(("https://", "git@", "file://", "/")):
-        url, branch = clone.removeprefix("git+"), ""  # no @BRANCH part
-    target = Path("drillbook-src")
-    if not target.exists():
-        subprocess.run(["git", "clone", "--quiet", "--depth", "1",
-                        *(["--branch", branch] if branch else []), url, str(target)],
-                       check=True)
-    return find_results(target)
 
 
 def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any]]:
@@ -154,6 +123,50 @@ def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
             for r in rows}
 
 
+def cpu_tables() -> tuple[str, ...]:
+    """The tables sized for a CPU: every row trains a ``tutorial/`` config (minutes per
+    row). Every other table is sized for a GPU: the papers' AWD-LSTM configs (hours to
+    days per row) and the translation tables on the full Multi30k."""
+    from .reproduce import TABLES
+
+    return tuple(t for t, rows in TABLES.items()
+                 if rows and all(r.config.startswith("tutorial/") for r in rows))
+
+
+def _points(curve: Sequence[dict[str, Any]], metric: str) -> list[float]:
+    return [float(p[metric]) for p in curve
+            if p.get(metric) is not None and math.isfinite(p[metric])]
+
+
+def last_change(curve: Sequence[dict[str, Any]], metric: str = "val_ppl") -> float | None:
+    """The relative change of ``metric`` over the last epoch of a learning curve,
+    ``(y_last - y_prev) / y_prev`` (negative while a perplexity still falls); None when the
+    curve has fewer than two points with the metric."""
+    y = _points(curve, metric)
+    return (y[-1] - y[-2]) / y[-2] if len(y) >= 2 else None
+
+
+def always_falls(curve: Sequence[dict[str, Any]], metric: str = "val_ppl") -> bool:
+    """Whether ``metric`` fell at every epoch of the curve (strictly; True for fewer than
+    two points, which have nothing to contradict it)."""
+    y = _points(curve, metric)
+    return all(b < a for a, b in itertools.pairwise(y))
+
+
+def _label_log_range(ax, values: Sequence[float]) -> None:
+    """Major ticks on a log y axis that leave labels in view when the data span less than
+    a decade or two (perplexities from 260 to 860 hold no power of ten): every integer
+    multiple of a power of ten under a decade, 1-2-5 under two, powers of ten beyond."""
+    from matplotlib.ticker import LogLocator
+
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return
+    span = max(positive) / min(positive)
+    subs = tuple(range(1, 10)) if span < 10 else (1, 2, 5) if span < 100 else (1,)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+
+
 def full_command(table: str, *, colab: bool = False) -> str:
     """The command that runs ``table`` to the end (no budget), resuming interrupted rows.
 
@@ -175,35 +188,53 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
                 x: str = "epoch", log_y: bool | None = None, title: str | None = None):
     """Learning curves of the rows that have one (the output of :func:`table_rows`).
 
+    Each line has its head's colour (:func:`drillbook.plotting.head_color`); rows of one
+    head (DRILL at several depths) differ by line style. The legend sits outside the axes,
+    to the right, so that it covers no curve.
+
     Args:
         rows: dicts with ``row`` and ``curve`` (a list of per-epoch points).
         metric: the curve field on the y axis (``val_ppl``, ``train_ppl``, ``val_bleu``).
         x: ``epoch`` or ``elapsed_seconds``.
-        log_y: log scale (default: on for perplexities).
+        log_y: log scale (default: on for perplexities), with plain tick labels
+            (:func:`drillbook.plotting.tidy_log_axis`).
 
     Returns:
         the matplotlib axes.
     """
     import matplotlib.pyplot as plt
 
+    from ..plotting import head_color, tidy_log_axis
+
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.6))
-    drawn = 0
+    styles = ("-", "--", ":", "-.")
+    used: dict[str | None, int] = {}
+    drawn, values = 0, []
     for r in rows:
         points = [p for p in r.get("curve", []) if p.get(metric) is not None
                   and math.isfinite(p[metric])]
         if points:
+            try:
+                color = head_color(r["row"])
+            except KeyError:  # a row that names no head: matplotlib's next colour
+                color = None
+            style = styles[used.get(color, 0) % len(styles)]
+            used[color] = used.get(color, 0) + 1
             ax.plot([p[x] for p in points], [p[metric] for p in points], marker="o",
-                    markersize=3, label=r["row"])
+                    markersize=3, color=color, linestyle=style, label=r["row"])
+            values += [p[metric] for p in points]
             drawn += 1
     ax.set_xlabel({"epoch": "epoch", "elapsed_seconds": "wall-clock seconds"}.get(x, x))
     ax.set_ylabel(metric.replace("_", " "))
     if log_y if log_y is not None else metric.endswith("ppl"):
         ax.set_yscale("log")
+        _label_log_range(ax, values)
+        tidy_log_axis(ax)
     if title:
         ax.set_title(title)
     if drawn:
-        ax.legend(fontsize="small", ncol=2)
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         ax.text(0.5, 0.5, "no result files yet", ha="center", va="center",
                 transform=ax.transAxes)

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import torch
 
-from ..configs import apply_overrides, finetune_lr, get_config
-from ..errors import ConfigError
+from ..configs import TRANSLATION, apply_overrides, finetune_lr, get_config
+from ..errors import ConfigError, ResultFileError
 from ..metrics import perplexity
 from ..papers import paper_number, paper_values
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
-from .seeds import SEED_FOLDER
+from .seeds import SEED_FOLDER, chance_separated, resolved_pairs, seed_spread, spread_table
 
 __all__ = ["RANK_TABLES", "TABLES", "Row", "baseline_row", "find_row", "records_for",
            "render_report", "reproduce"]
@@ -84,18 +84,12 @@ class Row:
 
     @property
     def translation(self) -> bool:
-        """A Multi30k translation row (BLEU) rather than a language-model row."""
-        return self.config.startswith("multi30k/")
+        """A translation row (BLEU) rather than a language-model row: its config's task."""
+        return get_config(self.config).task == TRANSLATION
 
     def resolve(self, extra: Sequence[str] = ()):
         """The row's config: the named config, the row's overrides, then ``extra``."""
-        if self.translation:
-            from ..nmt.config import get_nmt_config
-
-            base = get_nmt_config(self.config)
-        else:
-            base = get_config(self.config)
-        return apply_overrides(base, [*self.overrides, *extra])
+        return apply_overrides(get_config(self.config), [*self.overrides, *extra])
 
 
 
@@ -258,7 +252,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         seed: train every row with this seed instead of its config's. A seed other than
             the config's writes ``<out>/<table>/seed-<seed>/<row>.json`` (run folders
             ``<runs>/<table>/seed-<seed>/<row>``), beside the row's own file, so repeated
-            runs of one table give the spread across seeds (:func:`seed_spread`).
+            runs of one table give the spread across seeds
+            (:func:`~drillbook.experiments.seeds.seed_spread`).
     """
     from ..train import Trainer
 
@@ -393,8 +388,13 @@ def _result_doc(table: str, row: Row, config, trainer, source: dict, *, status: 
 
 def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
                    budget_minutes, device, progress, source: dict) -> Path:
-    """A translation row: BLEU on the validation and test sets (greedy)."""
-    from ..nmt.bleu import corpus_bleu
+    """A translation row: BLEU on the validation and test sets (greedy).
+
+    ``val_bleu`` is the trainer's best validation BLEU on the tokenised text (what selects
+    the checkpoint); ``test_bleu`` is the reported, detokenised sacreBLEU
+    (:func:`~drillbook.nmt.bleu.multi30k_bleu`), its signature in ``bleu_signature``.
+    """
+    from ..nmt.bleu import multi30k_bleu
     from ..nmt.train import NMTTrainer, load_nmt_run, translate_pairs
     from ..train import read_log
 
@@ -403,13 +403,14 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
     last = trainer.fit(max_minutes=budget_minutes)
     log = read_log(run_dir) if (run_dir / "log.jsonl").exists() else []
     metrics: dict[str, float] = {}
+    signature = None
     if (run_dir / "best.pt").exists():
         metrics["val_bleu"] = trainer.best_bleu
         _, model, src_vocab, tgt_vocab = load_nmt_run(run_dir, device=str(trainer.device))
-        test = trainer.corpus.test
-        hyps = translate_pairs(model, test, src_vocab, tgt_vocab, device=trainer.device,
-                               max_len=config.train.max_len)
-        metrics["test_bleu"] = corpus_bleu(hyps, [t for _, t in test])
+        hyps = translate_pairs(model, trainer.corpus.test, src_vocab, tgt_vocab,
+                               device=trainer.device, max_len=config.train.max_len)
+        bleu = multi30k_bleu(hyps, split="test", lang=config.data.tgt, download=True)
+        metrics["test_bleu"], signature = bleu.score, bleu.signature
         metrics["output_layer_params"] = model.head.param_counts().dedicated
     steps = [r["seconds_per_step"] for r in log if r.get("seconds_per_step")]
     if steps:
@@ -424,6 +425,8 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
         metrics=metrics,
         curve=[{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
                 "elapsed_seconds": r["elapsed_seconds"]} for r in log])
+    if signature is not None:
+        doc["bleu_signature"] = signature
     return write_result(path, doc)
 
 
@@ -482,7 +485,11 @@ def render_report(folder: str | Path) -> str:
     that number, our main run next to the paper's before fine-tuning (a dash where the
     paper gives none). Speed ratios divide each row's seconds per epoch by its
     :func:`baseline_row` in the same table; rank columns appear for tables that measured a
-    rank. Deterministic: the same files give the same bytes (tests check it).
+    rank. A table with a row run under two or more seeds gets a table across seeds
+    (:mod:`drillbook.experiments.seeds`), and the benchmark reports in ``folder/bench``
+    give a section on the cost targets
+    (:func:`~drillbook.experiments.bench_report.render_targets`).
+    Deterministic: the same files give the same bytes (tests check it).
     """
     from .compare import fmt
 
@@ -522,6 +529,12 @@ def render_report(folder: str | Path) -> str:
                        *[_PAPER_RANKS[m] for m in ranks]]
         intro = (f"Metric: {unit}. `paper valid`/`paper test`: the paper's number for the "
                  "main run (before fine-tuning), a dash where the paper gives none.")
+        signatures = sorted({d["bleu_signature"] for d in rows if "bleu_signature" in d})
+        if signatures:
+            intro += (" `valid`: BLEU of the tokenised text (it selects the checkpoint); "
+                      "`test`: sacreBLEU of the detokenised translations against the raw "
+                      "references, signature " + ", ".join(f"`{s}`" for s in signatures)
+                      + ".")
         if has_ft:
             intro += (" `ft`: after AWD-LSTM's fine-tuning stage, our run next to the "
                       "paper's (the papers' headline numbers are after it).")
@@ -555,4 +568,43 @@ def render_report(folder: str | Path) -> str:
                           fmt(m.get("rank_positions")), *[fmt(p.get(r)) for r in ranks]]
             lines.append("| " + " | ".join([*cells, d["device"]]) + " |")
         lines.append("")
+        lines += _seeds_section(folder, table, "test_bleu" if unit == "BLEU" else "test_ppl")
+    bench = sorted((Path(folder) / "bench").glob("*.json"))
+    if bench:
+        from .bench_report import render_targets
+
+        lines += render_targets([_read_bench(path) for path in bench]).splitlines()
     return "\n".join(lines)
+
+
+def _read_bench(path: Path) -> dict:
+    """One benchmark report (``drillbook bench --out``), or a ResultFileError naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ResultFileError(f"benchmark report {path} is not UTF-8 JSON ({err}); rewrite "
+                              f"it with `drillbook bench ... --out {path}`") from None
+
+
+def _seeds_section(folder: str | Path, table: str, metric: str) -> list[str]:
+    """The report's lines on ``table`` across seeds (none while no row has two seeds)."""
+    spreads = seed_spread(folder, table, metric)
+    if not any(s.n >= 2 for s in spreads):
+        return []
+    name = {"test_ppl": "test perplexity", "test_bleu": "test BLEU"}.get(metric, metric)
+    lines = [f"### {table} across seeds", "",
+             f"{name.capitalize()} of every seed of a row (`drillbook reproduce {table} "
+             f"--rows ROW --seed N` writes `{table}/{SEED_FOLDER}N/ROW.json` beside the "
+             "row's own file): mean, sample standard deviation and range. A row with one "
+             "seed has no measured spread (a dash). Two rows are resolved when their ranges "
+             "do not overlap; two equally good rows of three seeds each are resolved by "
+             f"chance with probability {chance_separated(3, 3):.2f}.", "",
+             "| row | n | seeds | mean | std | low | high |", "|---|---|---|---|---|---|---|"]
+    for r in spread_table(spreads, digits=2):
+        lines.append("| " + " | ".join(r[k] for k in ("row", "n", "seeds", "mean", "std",
+                                                       "low", "high")) + " |")
+    pairs = resolved_pairs(spreads)
+    told = [f"{p['lower']} < {p['higher']}" for p in pairs if p["resolved"]]
+    lines += ["", f"Pairs of rows with at least two seeds each: {len(pairs)}; resolved "
+              f"(ranges do not overlap): {', '.join(told) if told else 'none'}.", ""]
+    return lines

@@ -11,10 +11,18 @@ once its main run is done: the same measurements for the fine-tuning stage (``st
 ``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
 status may also be ``converged``, stopped at its non-monotone trigger).
 
+A translation row also has ``bleu_signature``: sacrebleu's signature of its ``test_bleu``
+(:func:`drillbook.nmt.bleu.multi30k_bleu`); files written before it existed, without it,
+stay valid.
+
 The papers' numbers are not stored: the report and the book look them up in
 :mod:`drillbook.papers` when they display a row, so a corrected paper number never leaves
 a stale copy behind. Files of the first format (``drillbook-result/1``) still load; their
 ``paper`` field is ignored.
+
+The book's own result files ship inside the package, in ``drillbook/results/``
+(:func:`book_results`), so a chapter finds them wherever the package is installed; new
+runs write to a folder of the user's (``results/`` in the current directory by default).
 """
 
 from __future__ import annotations
@@ -25,10 +33,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import ResultFileError
+from ..errors import MissingFileError, ResultFileError
 
-__all__ = ["FINETUNED_REQUIRED", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
-           "load_results", "validate_result", "write_json", "write_result"]
+__all__ = ["FINETUNED_REQUIRED", "OPTIONAL", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
+           "book_results", "load_results", "validate_result", "write_json", "write_result"]
 
 RESULT_FORMAT = "drillbook-result/2"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers)
@@ -56,6 +64,11 @@ REQUIRED: dict[str, tuple[type, ...]] = {
     "curve": (list,),
 }
 
+#: fields a document may lack, checked when present: field -> allowed Python types
+OPTIONAL: dict[str, tuple[type, ...]] = {
+    "bleu_signature": (str,),  # sacrebleu's signature of a translation row's test_bleu
+}
+
 #: fields of the optional ``finetuned`` block
 FINETUNED_REQUIRED: dict[str, tuple[type, ...]] = {
     "status": (str,),
@@ -76,6 +89,7 @@ def validate_result(doc: Any) -> list[str]:
     if not isinstance(doc, dict):
         return [f"expected a JSON object, got {type(doc).__name__}"]
     problems = _check_fields(doc, REQUIRED, "", STATUSES)
+    problems += _check_types(doc, {k: t for k, t in OPTIONAL.items() if k in doc}, "")
     if doc.get("format") not in (None, *READABLE_FORMATS):
         problems.append(f"format {doc.get('format')!r} is not one of {READABLE_FORMATS}")
     if "finetuned" in doc:
@@ -92,13 +106,8 @@ def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], wh
                   statuses: tuple[str, ...]) -> list[str]:
     """The problems of one level of a result document: its required fields and types, its
     status, its metrics (numbers) and its curve (dicts with an epoch)."""
-    problems = []
-    for key, types in required.items():
-        if key not in doc:
-            problems.append(f"missing field {where + key!r}")
-        elif not isinstance(doc[key], types) or (isinstance(doc[key], bool) and bool not in types):
-            problems.append(f"field {where + key!r} has type {type(doc[key]).__name__}, "
-                            f"expected {' or '.join(t.__name__ for t in types)}")
+    problems = [f"missing field {where + key!r}" for key in required if key not in doc]
+    problems += _check_types(doc, {k: t for k, t in required.items() if k in doc}, where)
     if "status" in doc and doc["status"] not in statuses:
         problems.append(f"{where}status {doc['status']!r} is not one of {statuses}")
     metrics, curve = doc.get("metrics"), doc.get("curve")
@@ -110,6 +119,17 @@ def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], wh
             problems.append(f"{where}curve points must be dicts with an 'epoch', got {point!r}")
             break
     return problems
+
+
+def _check_types(doc: dict[str, Any], fields: dict[str, tuple[type, ...]],
+                 where: str) -> list[str]:
+    """The fields of ``doc`` (all present) whose value has none of the allowed types (a
+    bool is no int here)."""
+    return [f"field {where + key!r} has type {type(doc[key]).__name__}, expected "
+            f"{' or '.join(t.__name__ for t in types)}"
+            for key, types in fields.items()
+            if not isinstance(doc[key], types) or (isinstance(doc[key], bool)
+                                                    and bool not in types)]
 
 
 def write_result(path: str | Path, doc: dict[str, Any]) -> Path:
@@ -134,6 +154,27 @@ def write_json(path: str | Path, doc: Any, *, sort_keys: bool = False) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def book_results() -> Path:
+    """The folder of result files the book reads, shipped with the package.
+
+    ``drillbook/results/``: ``<table>/<row>.json`` (with ``<table>/seed-<N>/<row>.json``
+    for further seeds), ``bench/*.json`` and ``REPORT.md``, the same in a checkout, an
+    editable install and a wheel. Read it with :func:`load_results`,
+    :func:`~drillbook.experiments.compare.table_rows` or
+    :func:`~drillbook.experiments.reproduce.render_report`; write new runs elsewhere.
+
+    Raises:
+        MissingFileError: the installed package lacks its result files.
+    """
+    from importlib.resources import files
+
+    folder = Path(str(files("drillbook") / "results"))
+    if not (folder / "REPORT.md").is_file():
+        raise MissingFileError(f"{folder}: the package's result files are missing; "
+                               f"reinstall drillbook (pip install --force-reinstall drillbook)")
+    return folder
 
 
 def load_results(folder: str | Path) -> list[dict[str, Any]]:

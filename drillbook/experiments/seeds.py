@@ -8,21 +8,31 @@ seed and reached the same point (status and epochs).
 
 Which differences does a handful of seeds resolve? :func:`resolved` takes the plainest
 rule, one a reader can check by eye in the table: two rows are told apart when their
-ranges across seeds do not overlap. With three seeds that is conservative (a difference
-smaller than the spread of either row is never called), which is the point.
+ranges across seeds do not overlap. A difference smaller than the spread of either row is
+never called. The rule is not proof against chance, though: two rows that are equally good
+still show separate ranges with probability :func:`chance_separated` (1 in 10 with three
+seeds each), so a table of many pairs will show a few by luck alone.
+
+:func:`spread_table`, :func:`resolved_pairs` and :func:`plot_spread` present the spread:
+the rows of a display table, every pair's verdict, and a figure of every seed's value.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ResultFileError
+from ..errors import MissingPackageError, ResultFileError
+from .compare import fmt
 from .results import _read_result
 
-__all__ = ["SEED_FOLDER", "SeedSpread", "resolved", "seed_runs", "seed_spread"]
+__all__ = ["SEED_FOLDER", "SeedSpread", "chance_separated", "plot_spread", "resolved",
+           "resolved_pairs", "seed_runs", "seed_spread", "spread_table"]
 
 #: prefix of the folder that holds one seed's result files: ``<table>/seed-<N>/``
 SEED_FOLDER = "seed-"
@@ -98,15 +108,20 @@ def seed_runs(folder: str | Path, table: str) -> dict[str, list[dict[str, Any]]]
 
 def seed_spread(folder: str | Path, table: str, metric: str = "test_ppl",
                 min_seeds: int = 1) -> list[SeedSpread]:
-    """``metric`` of every row of ``folder/table`` across its seeds, in file order; rows
-    with fewer than ``min_seeds`` runs are left out."""
+    """``metric`` of every row of ``folder/table`` across its seeds, in the table's row
+    order (rows the table no longer has last, by name); rows with fewer than
+    ``min_seeds`` runs are left out."""
+    from .reproduce import TABLES
+
+    order = [r.name for r in TABLES.get(table, [])]
     out = []
     for row, docs in seed_runs(folder, table).items():
         have = [d for d in docs if metric in d["metrics"]]
         if len(have) >= min_seeds and have:
             out.append(SeedSpread(row, tuple(d["seed"] for d in have),
                                   tuple(float(d["metrics"][metric]) for d in have)))
-    return out
+    return sorted(out, key=lambda s: (order.index(s.row) if s.row in order else len(order),
+                                      s.row))
 
 
 def resolved(a: SeedSpread, b: SeedSpread) -> bool:
@@ -115,6 +130,92 @@ def resolved(a: SeedSpread, b: SeedSpread) -> bool:
     if a.n < 2 or b.n < 2:
         return False
     return a.high < b.low or b.high < a.low
+
+
+def chance_separated(n_a: int, n_b: int) -> float:
+    """The probability that :func:`resolved` tells apart two rows that are equally good.
+
+    If the ``n_a + n_b`` runs are draws from one continuous distribution, every way of
+    labelling the sorted values with ``n_a`` a's and ``n_b`` b's is equally likely, and
+    the ranges are separate in exactly two of the ``C(n_a + n_b, n_a)`` labellings (all
+    a's below all b's, or all above): ``2 / C(n_a + n_b, n_a)``. Three seeds each give
+    ``2 / 20 = 0.1``; two each ``2 / 6``. Zero below two seeds (the rule never calls it).
+
+    Raises:
+        ValueError: a negative count.
+    """
+    if n_a < 0 or n_b < 0:
+        raise ValueError(f"run counts must be >= 0, got {n_a} and {n_b}")
+    if n_a < 2 or n_b < 2:
+        return 0.0
+    return 2 / math.comb(n_a + n_b, n_a)
+
+
+def spread_table(spreads: Sequence[SeedSpread], digits: int = 1) -> list[dict[str, str]]:
+    """One display row per spread: ``row``, ``n``, ``seeds``, ``mean``, ``std``, ``low``,
+    ``high`` as strings, with a dash for the std and range of a row with one run (its
+    spread is not measured)."""
+    out = []
+    for s in spreads:
+        measured = s.n >= 2
+        out.append({"row": s.row, "n": str(s.n), "seeds": ", ".join(map(str, s.seeds)),
+                    "mean": fmt(s.mean, digits),
+                    "std": fmt(s.std if measured else None, digits),
+                    "low": fmt(s.low if measured else None, digits),
+                    "high": fmt(s.high if measured else None, digits)})
+    return out
+
+
+def resolved_pairs(spreads: Sequence[SeedSpread], min_seeds: int = 2) -> list[dict[str, Any]]:
+    """Every pair of rows with at least ``min_seeds`` runs each (at least 2), in the order
+    of ``spreads``: ``lower`` and ``higher`` (by mean), ``gap`` (the difference of the
+    means, >= 0), and ``resolved`` (:func:`resolved`)."""
+    kept = [s for s in spreads if s.n >= max(2, min_seeds)]
+    out = []
+    for a, b in itertools.combinations(kept, 2):
+        low, high = (a, b) if a.mean <= b.mean else (b, a)
+        out.append({"lower": low.row, "higher": high.row, "gap": high.mean - low.mean,
+                    "resolved": resolved(a, b)})
+    return out
+
+
+def plot_spread(spreads: Sequence[SeedSpread], *, ax=None, ylabel: str = "test perplexity"):
+    """Every seed's value of each row as a dot in the row's head colour
+    (:func:`drillbook.plotting.head_color`), with seaborn's strip plot, and for rows with
+    two or more seeds a bar from ``mean - std`` to ``mean + std`` (sample standard
+    deviation) with a tick at the mean.
+
+    Returns:
+        the matplotlib axes (one x position per spread, in order).
+
+    Raises:
+        MissingPackageError: seaborn is not installed.
+    """
+    try:
+        import seaborn as sns
+    except ImportError:
+        raise MissingPackageError("plot_spread draws with seaborn, which is not installed: "
+                                  "pip install 'drillbook[notebooks]'") from None
+    import matplotlib.pyplot as plt
+
+    from ..plotting import head_color
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.6))
+    order = [s.row for s in spreads]
+    points = {"row": [s.row for s in spreads for _ in s.values],
+              "value": [v for s in spreads for v in s.values]}
+    sns.stripplot(points, x="row", y="value", hue="row", order=order, hue_order=order,
+                  palette={s.row: head_color(s.row) for s in spreads}, jitter=0.12,
+                  size=5, alpha=0.8, ax=ax)
+    if ax.get_legend() is not None:  # the x axis already names every row
+        ax.get_legend().remove()
+    for x, s in enumerate(spreads):
+        if s.n >= 2:
+            ax.errorbar(x + 0.3, s.mean, yerr=s.std, color=head_color(s.row), fmt="_",
+                        markersize=10, capsize=3, linewidth=1.5)
+    ax.set(xlabel="", ylabel=ylabel)
+    return ax
 
 
 def _seed_of(folder: Path) -> int:

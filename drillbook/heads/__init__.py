@@ -10,19 +10,9 @@ torch.Size([4, 7, 100])
 Every head is an :class:`OutputHead`: ``log_prob``, ``loss`` and ``param_counts``
 mean the same thing for all of them.
 
-==============  =======================  ====================================================
-kind            class                    logits (DRILL paper's numbering)
-==============  =======================  ====================================================
-``softmax``     :class:`SoftmaxHead`     ``W^T h + b`` (Eq. 1)
-``tied``        :class:`TiedHead`        ``E h + b`` (Eq. 2)
-``bilinear``    :class:`BilinearHead`    ``E W h + b`` (Eq. 3)
-``dual``        :class:`DualHead`        ``σ(E U + b_u) σ(V h + b_v) + b`` (Eq. 5)
-``drill``       :class:`DrillHead`       ``E^(K) h + b``, deep residual ``E^(K)`` (Eqs. 8-12)
-``mos``         :class:`MoSHead`         ``log sum_k pi_k softmax(E k_k + b)`` (Yang et al.)
-``doc``         :class:`DOCHead`         MoS with vectors from several layers (Takase et al.)
-``sigsoftmax``  :class:`SigSoftmaxHead`  ``z + log σ(z)``, ``z = E h + b`` (Kanai et al.)
-``vmf``         :class:`VMFHead`         no logits: a vector ``W h + b_w`` (Kumar & Tsvetkov)
-==============  =======================  ====================================================
+Each kind names one class in the registry :data:`HEADS` (``"softmax"``, ``"tied"``,
+``"drill"``, ...), and each class's docstring gives its equation with the paper's equation
+number; the book's reference page tabulates them from :data:`HEADS`.
 
 What a head is and needs
 ------------------------
@@ -30,19 +20,20 @@ Each class declares it in class attributes (documented on :class:`OutputHead`), 
 that uses a head asks the head instead of testing its type:
 
 ``is_distribution``
-    ``log_prob`` is a distribution over the words (every head but ``vmf``, which
-    predicts a vector). Language models and beam search need it.
+    ``log_prob`` is a distribution over the words (not so for a head that predicts a
+    vector, ``vmf``). Language models and beam search need it.
 ``has_logits``
     one softmax over per-word scores, with ``logits``/``logits_subset`` (sampled softmax).
 ``is_mixture``
-    several softmaxes mixed (``mos``, ``doc``).
+    several softmaxes mixed.
 ``reads_layers``
-    may read the encoder's middle layers and takes ``layer_sizes`` (``doc``).
+    may read the encoder's middle layers and takes ``layer_sizes``.
 ``shares_embedding``
-    needs the encoder's input embedding (``tied``, ``bilinear``, ``dual``, ``drill``,
-    ``mos``, ``doc``, ``sigsoftmax``).
+    needs the encoder's input embedding.
 ``options``
     the keyword options the constructor takes.
+
+The book's reference page tabulates which head declares what, from the classes.
 
 >>> HEADS["vmf"].is_distribution, HEADS["doc"].reads_layers, HEADS["softmax"].shares_embedding
 (False, True, False)

@@ -4,11 +4,11 @@ An *output head* turns encoder features into a distribution over the vocabulary.
 Whatever happens inside (a plain linear map, a tied embedding, a deep label encoder,
 a mixture of softmaxes, a point on the sphere), every head answers the same calls:
 
-==========================  =====================================================
+===========================  =====================================================
 ``head.log_prob(features)``  normalised log-probabilities, shape ``(..., V)``
 ``head.loss(features, y)``   mean negative log-likelihood of the targets ``y``
 ``head.param_counts()``      parameters the head owns vs. shares with the input
-==========================  =====================================================
+===========================  =====================================================
 
 ``features`` is either a tensor ``(..., d_hidden)`` (the encoder's last layer) or a
 :class:`Features` object that also carries the per-layer outputs, for heads such as
@@ -24,7 +24,6 @@ these declarations; none of them tests a head's type or inspects its signature.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -32,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..validation import POSITIVE_INT
 
 __all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead", "check_positive_int"]
 
@@ -73,11 +72,10 @@ class ParamCounts:
 
 def check_positive_int(value: object, what: str) -> int:
     """``value`` as an ``int`` if it is a positive integer (a Python or NumPy integer, not a
-    bool), else a one-line :class:`~drillbook.errors.ConfigError`
-    ``"<what> must be a positive integer, got <value>"``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ConfigError(f"{what} must be a positive integer, got {value!r}")
-    return int(value)
+    bool; :data:`drillbook.validation.POSITIVE_INT`), else a one-line
+    :class:`~drillbook.errors.ConfigError` ``"<what> must be a positive integer, got
+    <value>"``."""
+    return POSITIVE_INT.check(value, what)
 
 
 def last_layer(features: Tensor | Features) -> Tensor:
@@ -122,10 +120,12 @@ class OutputHead(nn.Module):
     #: sampled-softmax training scores); see :class:`SoftmaxFamilyHead`.
     has_logits: ClassVar[bool] = False
 
-    #: True: :meth:`log_prob` mixes several softmaxes over the vocabulary (MoS, DOC). The
-    #: head has ``n_vectors`` (components per position), ``chunk_size`` (positions scored
-    #: at once, ``None``: all), ``mixture_weights(features)`` ``(..., n_vectors)``, and,
-    #: when it also :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
+    #: True: :meth:`log_prob` mixes several components over the vocabulary (MoS, DOC). The
+    #: head has ``n_vectors`` (components per position), ``n_softmaxes`` (``V``-sized
+    #: softmaxes per position: ``n_vectors``, or 1 for MoS's mixture of contexts,
+    #: ``mix="logits"``), ``chunk_size`` (positions scored at once, ``None``: all),
+    #: ``mixture_weights(features)`` ``(..., n_vectors)``, and, when it also
+    #: :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
     is_mixture: ClassVar[bool] = False
 
     #: True: the head may read the encoder's middle layers (``Features.layers``), as DOC
@@ -136,8 +136,8 @@ class OutputHead(nn.Module):
     reads_layers: ClassVar[bool] = False
 
     #: True: the head scores words against the encoder's input embedding ``E`` and cannot
-    #: be built without it (tied, bilinear, dual, DRILL, sigsoftmax, MoS, DOC):
-    #: :func:`~drillbook.heads.build_head` passes ``embedding=`` to it and to no other.
+    #: be built without it: :func:`~drillbook.heads.build_head` passes ``embedding=`` to it
+    #: and to no other.
     shares_embedding: ClassVar[bool] = False
 
     def __init__(self, vocab_size: int, d_hidden: int) -> None:

@@ -18,8 +18,8 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
     .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(E\\, W h_t + b)
 
     (Gulordava et al., 2018). ``E in R^{V x d}`` is the encoder's input embedding
-    (shared), ``W in R^{d x d_h}`` (:attr:`weight`, no bias of its own) maps the context
-    into the embedding space, and ``b in R^V`` (:attr:`bias`) is a per-word bias. Unlike
+    (shared), ``W in R^{d x d_h}`` (``weight``, no bias of its own) maps the context
+    into the embedding space, and ``b in R^V`` (``bias``) is a per-word bias. Unlike
     the tied head, ``d_h`` need not equal ``d``: ``W`` decouples the size of the
     encoder's last layer from the embedding size. With ``W = I`` (and ``d_h = d``) it is
     the tied head.

@@ -29,7 +29,7 @@ class DrillHead(LabelEncoderHead):
 
     (Pappas & Henderson, 2019). The label encoder ``g_out`` runs over the whole
     vocabulary: it starts from the shared input embedding ``E in R^{V x d}`` and stacks
-    ``K = depth`` nonlinear layers (:attr:`layers`, each an ``nn.Linear(d, d)`` with
+    ``K = depth`` nonlinear layers (``layers``, each an ``nn.Linear(d, d)`` with
     ``weight = U_k`` and ``bias = b_k``; ``U_k`` is stored out x in, so the paper's
     ``U^{(k)}`` of Eq. 9 is ``U_k^T``), each with
 
@@ -38,13 +38,14 @@ class DrillHead(LabelEncoderHead):
     * optionally a residual connection to the previous layer, ``+ E^{(k-1)}``
       (``residual_previous=True``). As in the authors' code it is added from layer 2 on:
       at layer 1, ``E^{(0)} = E`` already arrives through the skip connection;
-    * dropout ``δ`` on the layer's *input* (Eq. 12), ``E`` itself included at layer 1:
-      ``"variational"`` draws one ``(1, d)`` mask over the embedding dimensions, shared
-      by all ``V`` labels and resampled on every forward pass and layer; ``"standard"``
-      drops entries independently. Only in training mode.
+    * dropout ``δ`` on the layer's *input*, ``E`` itself included at layer 1, where the
+      authors' code applies it (the paper's Eq. 12 writes it on the layer's *output*,
+      ``δ(f(E^{(k-1)})) ⊙ f(E^{(k-1)})``): ``"variational"`` draws one ``(1, d)`` mask over
+      the embedding dimensions, shared by all ``V`` labels and resampled on every forward
+      pass and layer; ``"standard"`` drops entries independently. Only in training mode.
 
     The context side is the identity (``g_in(h) = h``, paper Sec. 3.3), so the logits are
-    ``h E^{(K)T} + b`` with a per-word bias ``b`` (:attr:`bias`). Because every layer
+    ``h E^{(K)T} + b`` with a per-word bias ``b`` (``bias``). Because every layer
     adds ``E``, the joint space is the embedding space and ``d_h`` must equal ``d``.
     ``depth=0`` is the tied head exactly; ``depth=1`` with ``activation="identity"``,
     ``b_1 = 0``, ``residual=False`` and no dropout is the bilinear head with

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..validation import PROBABILITY
 from .base import Features, check_positive_int
 from .label_cache import LabelEncoderHead
 
@@ -48,8 +49,7 @@ DROPOUT_KINDS = ("variational", "standard")
 def check_dropout(p: object, kind: str, head: str) -> tuple[float, str]:
     """``(p, kind)`` if ``p`` is a probability in ``[0, 1)`` and ``kind`` one of
     :data:`DROPOUT_KINDS`, else a ValueError naming the valid values."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout must be a probability in [0, 1) (0 disables it), got {p!r}")
+    p = PROBABILITY.saying("a probability in [0, 1) (0 disables it)").check(p, "dropout")
     if kind not in DROPOUT_KINDS:
         raise ValueError(f"unknown dropout_kind {kind!r} for the {head!r} head; choose one of "
                          f"{list(DROPOUT_KINDS)}")
@@ -70,7 +70,8 @@ def variational_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 
 
 def label_dropout(x: Tensor, p: float, kind: str, training: bool) -> Tensor:
-    """Dropout ``δ`` on a label-side input ``(V, d)`` (DRILL Eq. 12): ``"variational"``,
+    """Dropout ``δ`` on a label-side input ``(V, d)`` (where the DRILL authors' code drops;
+    DRILL's Eq. 12 writes it on a layer's output): ``"variational"``,
     one ``(1, d)`` mask shared by all labels (:func:`variational_dropout`), or
     ``"standard"``, independent entries. The identity in eval mode or with ``p = 0``."""
     if not training or p == 0.0:
@@ -92,11 +93,11 @@ class DualHead(LabelEncoderHead):
     ``E in R^{V x d}``) and the context ``h_t in R^{d_h}`` are projected into a joint
     space of size ``d_j`` and scored by a dot product there:
 
-    * label side ``g_out(E) = σ(E U + b_u)``, shape ``(V, d_j)``: :attr:`label_proj`, an
+    * label side ``g_out(E) = σ(E U + b_u)``, shape ``(V, d_j)``: ``label_proj``, an
       ``nn.Linear(d, d_j)`` whose ``weight`` ``(d_j, d)`` is ``U^T``;
-    * context side ``g_in(h) = σ(V h + b_v)``, shape ``(..., d_j)``: :attr:`context_proj`,
+    * context side ``g_in(h) = σ(V h + b_v)``, shape ``(..., d_j)``: ``context_proj``,
       an ``nn.Linear(d_h, d_j)`` whose ``weight`` ``(d_j, d_h)`` is ``V``;
-    * logits ``g_in(h) g_out(E)^T + b`` with a per-word bias ``b`` (:attr:`bias`).
+    * logits ``g_in(h) g_out(E)^T + b`` with a per-word bias ``b`` (``bias``).
 
     With ``activation="identity"`` and ``b_u = b_v = 0`` this is the bilinear head with
     ``W = U V`` (``= label_proj.weight.T @ context_proj.weight``), of rank at most

@@ -134,9 +134,9 @@ class LabelCache:
 class LabelEncoderHead(EmbeddingHead, SoftmaxFamilyHead):
     """Base of heads that encode the whole vocabulary, ``g_out(E)``, before scoring.
 
-    ``logits = g_in(h) g_out(E)^T + b``. Subclasses implement :meth:`_encode_labels`
-    (``g_out(E)``, ``(V, d')``) and :meth:`_label_sources` (the tensors it reads), and
-    may override :meth:`_context` (``g_in``, identity by default). ``g_out(E)`` does not
+    ``logits = g_in(h) g_out(E)^T + b``. Subclasses implement ``_encode_labels``
+    (``g_out(E)``, ``(V, d')``) and ``_label_sources`` (the tensors it reads), and
+    may override ``_context`` (``g_in``, identity by default). ``g_out(E)`` does not
     depend on the context, so in eval mode under ``torch.no_grad()`` it is computed once
     and kept in a :class:`LabelCache` until one of its sources changes.
     """

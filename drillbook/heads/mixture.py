@@ -16,8 +16,15 @@ averages probabilities and takes ``log(p + 1e-8)``, which puts a floor of ``1e-8
 every word's probability; :func:`mixture_log_prob_reference` keeps that
 probability-space form for the tests only.)
 
+Averaging the *logits* instead, ``softmax(sum_j pi_j (E k_j + b))``, is the "mixture of
+contexts" that Yang et al. (2018) use as a low-rank baseline: since ``sum_j pi_j = 1`` it is
+one softmax over the context ``sum_j pi_j k_j``, and its log-probability matrix keeps the
+softmax's rank bound ``d + 2``. :class:`MoSHead` offers it as ``mix="logits"``
+(:func:`context_mixture_log_prob`).
+
 Cost: the scores of one position are a ``J x V`` block instead of a ``V``-vector, so a
-batch of ``n`` positions needs ``J n V`` values, 15 times a tied head's for MoS. Both heads
+batch of ``n`` positions needs ``J n V`` values, 15 times a tied head's for MoS (a mixture
+of contexts needs ``n V``, as a tied head does). Both heads
 therefore work through the positions in chunks of ``chunk_size`` (``None``: all at once):
 at most ``J x chunk_size x V`` scores exist at a time, in training too (each chunk's
 scores are recomputed in the backward pass instead of being stored), at the price of
@@ -33,15 +40,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from ..errors import ConfigError
+from ..validation import POSITIVE_INT
 from .base import Features
 from .softmax import EmbeddingHead
 
 __all__ = [
     "CV_FORMS",
+    "MIX_MODES",
     "DOCHead",
     "MixtureHead",
     "MoSHead",
     "coefficient_of_variation",
+    "context_mixture_log_prob",
     "mixture_log_prob",
     "mixture_log_prob_reference",
 ]
@@ -73,6 +84,49 @@ def _mixture_nll(vectors: Tensor, log_prior: Tensor, weight: Tensor, bias: Tenso
     picked = scores.gather(-1, target[:, None, None].expand(-1, scores.shape[1], 1))
     log_comp = picked.squeeze(-1) - torch.logsumexp(scores, dim=-1)  # (n, J)
     return -torch.logsumexp(log_comp + log_prior, dim=1)
+
+
+def _mean_context(vectors: Tensor, log_prior: Tensor) -> Tensor:
+    """``sum_j pi_j k_j``: ``(n, J, d)`` and ``(n, J)`` -> ``(n, d)``."""
+    return (log_prior.exp().unsqueeze(-1) * vectors).sum(-2)
+
+
+def context_mixture_log_prob(vectors: Tensor, log_prior: Tensor, weight: Tensor,
+                             bias: Tensor | None) -> Tensor:
+    """The mixture of contexts, ``log softmax(sum_j pi_j (E k_j + b))``.
+
+    The logits are linear in the context and ``sum_j pi_j = 1``, so averaging them is
+    scoring the average context:
+
+    .. math::  \\sum_j \\pi_j (E k_j + b) = E \\bar k + b, \\qquad
+               \\bar k = \\sum_j \\pi_j k_j ,
+
+    and this computes one softmax over ``E k_bar + b`` (one ``(n, V)`` score matrix, not
+    ``J``). Whatever ``pi`` and the ``k_j``, the log-probabilities of ``U`` contexts form
+    ``K_bar E^T + 1 b^T - Z 1^T``, of rank at most ``d + 2``.
+
+    Shapes: as :func:`mixture_log_prob`: vectors ``(n, J, d)``, log_prior ``(n, J)``,
+    weight ``(V, d)`` -> ``(n, V)``.
+    """
+    scores = F.linear(_mean_context(vectors, log_prior), weight, bias)
+    return _at_least_float32(scores).log_softmax(-1)
+
+
+def _context_mixture_nll(vectors: Tensor, log_prior: Tensor, weight: Tensor,
+                         bias: Tensor | None, target: Tensor) -> Tensor:
+    """Per-position ``-log p(target)`` of the mixture of contexts (fused cross-entropy)."""
+    scores = _at_least_float32(F.linear(_mean_context(vectors, log_prior), weight, bias))
+    return F.cross_entropy(scores, target, reduction="none")
+
+
+#: where a mixture head averages its ``J`` components: ``"probs"``, the probabilities (a
+#: mixture of softmaxes, Eq. 9 of the DOC paper), or ``"logits"``, the scores (a mixture of
+#: contexts: one softmax, low-rank)
+MIX_MODES = ("probs", "logits")
+
+#: mode -> (log-probabilities of a chunk, per-position NLL of a chunk)
+_MIXERS = {"probs": (mixture_log_prob, _mixture_nll),
+           "logits": (context_mixture_log_prob, _context_mixture_nll)}
 
 
 def mixture_log_prob_reference(vectors: Tensor, log_prior: Tensor, weight: Tensor,
@@ -136,7 +190,8 @@ def coefficient_of_variation(prior: Tensor, form: str = "paper") -> Tensor:
 
 class MixtureHead(EmbeddingHead):
     """Base of the mixture heads: ``J`` vectors and a prior per position, one softmax each
-    over the tied embedding, mixed in log space, processed in chunks of positions.
+    over the tied embedding, mixed in log space, processed in chunks of positions (or,
+    with ``mix="logits"``, the logits mixed before one softmax).
 
     Subclasses implement :meth:`components`.
     """
@@ -145,15 +200,19 @@ class MixtureHead(EmbeddingHead):
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding, *, bias: bool,
                  n_vectors: int, latent_dropout: float, shared_mask: bool,
-                 chunk_size: int | None, cv_weight: float, cv_form: str = "paper") -> None:
+                 chunk_size: int | None, cv_weight: float, cv_form: str = "paper",
+                 mix: str = "probs") -> None:
         super().__init__(vocab_size, d_hidden, embedding, bias=bias)
+        if mix not in MIX_MODES:
+            raise ConfigError(f"unknown mix {mix!r} for the {self.kind} head; choose 'probs' "
+                              f"(average the softmaxes) or 'logits' (average the logits: a "
+                              f"mixture of contexts)")
         if n_vectors < 1:
             raise ValueError(f"a mixture needs at least one component, got {n_vectors}")
         if not 0.0 <= latent_dropout < 1.0:
             raise ValueError(f"latent_dropout must lie in [0, 1), got {latent_dropout}")
-        if chunk_size is not None and chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive number of positions or None, "
-                             f"got {chunk_size}")
+        chunk_size = POSITIVE_INT.saying("a positive number of positions").or_none(
+            "all at once").check(chunk_size, "chunk_size")
         if cv_weight < 0:
             raise ValueError(f"cv_weight must be >= 0, got {cv_weight}")
         if cv_form not in CV_FORMS:
@@ -165,6 +224,13 @@ class MixtureHead(EmbeddingHead):
         self.chunk_size = chunk_size
         self.cv_weight = float(cv_weight)
         self.cv_form = cv_form
+        self.mix = mix
+
+    @property
+    def n_softmaxes(self) -> int:
+        """``V``-sized softmaxes computed per position: ``J`` when mixing probabilities,
+        1 when mixing logits."""
+        return self.n_vectors if self.mix == "probs" else 1
 
     # ----------------------------------------------------------- components
     def components(self, features: Tensor | Features) -> tuple[Tensor, Tensor]:
@@ -199,7 +265,8 @@ class MixtureHead(EmbeddingHead):
         lead = hidden.shape[:-1]
         vectors = vectors.reshape(-1, self.n_vectors, self.d_embedding)
         log_prior = log_prior.reshape(-1, self.n_vectors)
-        parts = [mixture_log_prob(vectors[s], log_prior[s], self.embedding_weight, self.bias)
+        mixed = _MIXERS[self.mix][0]
+        parts = [mixed(vectors[s], log_prior[s], self.embedding_weight, self.bias)
                  for s in self._chunks(vectors.shape[0])]
         return torch.cat(parts).reshape(*lead, self.vocab_size)
 
@@ -211,11 +278,12 @@ class MixtureHead(EmbeddingHead):
         keep = flat_target != ignore_index
         safe = flat_target.masked_fill(~keep, 0)
         recompute = torch.is_grad_enabled() and self.chunk_size is not None
+        nll_of = _MIXERS[self.mix][1]
         total = vectors.new_zeros(())
         for s in self._chunks(vectors.shape[0]):
             args = (vectors[s], log_prior[s], self.embedding_weight, self.bias, safe[s])
-            nll = (checkpoint(_mixture_nll, *args, use_reentrant=False) if recompute
-                   else _mixture_nll(*args))
+            nll = (checkpoint(nll_of, *args, use_reentrant=False) if recompute
+                   else nll_of(*args))
             total = total + nll.masked_fill(~keep[s], 0.0).sum()
         return total / keep.sum()  # nan when nothing is kept, like F.nll_loss
 
@@ -229,13 +297,28 @@ class MixtureHead(EmbeddingHead):
 
 
 class MoSHead(MixtureHead):
-    """Mixture of softmaxes over the tied embedding (Yang et al., 2018).
+    """Mixture of softmaxes over the tied embedding (Yang et al., 2018; Eq. 9 of the DOC
+    paper), or with ``mix="logits"`` the mixture of contexts, its low-rank baseline.
 
     .. math::
 
         [k_1; \\dots; k_K] = \\tanh(W_l h + b_l), \\quad
-        \\pi = \\operatorname{softmax}(W_p h), \\quad
-        p = \\sum_k \\pi_k \\operatorname{softmax}(E k_k + b).
+        \\pi = \\operatorname{softmax}(W_p h),
+
+    and then, with ``mix="probs"`` (the default, MoS), the probabilities are averaged
+
+    .. math::  p = \\sum_k \\pi_k \\operatorname{softmax}(E k_k + b),
+
+    a log-sum-exp of ``K`` low-rank matrices in log space, with no rank ceiling; with
+    ``mix="logits"`` (mixture of contexts) the logits are averaged before one softmax
+
+    .. math::  p = \\operatorname{softmax}\\Big(\\sum_k \\pi_k (E k_k + b)\\Big)
+                 = \\operatorname{softmax}(E \\bar k + b), \\quad
+                 \\bar k = \\sum_k \\pi_k k_k ,
+
+    a single softmax over the context ``k_bar``, so its log-probability matrix keeps the
+    rank bound ``d + 2`` whatever ``K`` (:func:`context_mixture_log_prob`). Both modes have
+    the same parameters, so a state dict moves between them.
 
     Args:
         vocab_size: ``V``.
@@ -247,23 +330,28 @@ class MoSHead(MixtureHead):
             one mask per sequence and latent dimension, shared over time.
         chunk_size: positions processed at once (see the module docstring).
         bias: the shared per-word bias ``b``.
+        mix: ``"probs"`` (MoS) or ``"logits"`` (mixture of contexts).
 
     Shapes:
         hidden ``(..., d_h)``; a 3-d input is read as ``(T, B, d_h)`` for the locked mask.
 
     Parameters:
-        dedicated ``d_h K d + K d`` (latent) ``+ d_h K`` (prior, no bias) ``+ V``.
+        dedicated ``d_h K d + K d`` (latent) ``+ d_h K`` (prior, no bias) ``+ V``, in
+        either mode.
+
+    Raises:
+        ConfigError: ``mix`` is neither ``"probs"`` nor ``"logits"``.
     """
 
     kind = "mos"
-    options = ("n_experts", "latent_dropout", "chunk_size", "bias")
+    options = ("n_experts", "latent_dropout", "chunk_size", "bias", "mix")
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *, n_experts: int = 15,
                  latent_dropout: float = 0.0, chunk_size: int | None = None,
-                 bias: bool = True) -> None:
+                 bias: bool = True, mix: str = "probs") -> None:
         super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=n_experts,
                          latent_dropout=latent_dropout, shared_mask=False,
-                         chunk_size=chunk_size, cv_weight=0.0)
+                         chunk_size=chunk_size, cv_weight=0.0, mix=mix)
         factory = {"device": self.embedding_weight.device, "dtype": self.embedding_weight.dtype}
         self.latent = nn.Linear(d_hidden, n_experts * self.d_embedding, **factory)
         self.prior = nn.Linear(d_hidden, n_experts, bias=False, **factory)
@@ -275,7 +363,8 @@ class MoSHead(MixtureHead):
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, n_experts={self.n_vectors}, "
-                f"latent_dropout={self.latent_dropout}, chunk_size={self.chunk_size}")
+                f"latent_dropout={self.latent_dropout}, chunk_size={self.chunk_size}, "
+                f"mix={self.mix!r}")
 
 
 class DOCHead(MixtureHead):

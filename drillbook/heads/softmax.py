@@ -20,8 +20,8 @@ class SoftmaxHead(SoftmaxFamilyHead):
 
     .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(W^\\top h_t + b)
 
-    with ``W`` (stored as :attr:`weight`, shape ``(V, d_h)``) and ``b``
-    (:attr:`bias`, shape ``(V,)``) owned by the head, so the dedicated parameter count
+    with ``W`` (stored as ``weight``, shape ``(V, d_h)``) and ``b``
+    (``bias``, shape ``(V,)``) owned by the head, so the dedicated parameter count
     is ``C_base = V (d_h + 1)``.
 
     Args:

@@ -57,8 +57,8 @@ DEFAULT_DIM = 300
 class VMFHead(OutputHead):
     """Continuous-output layer with a frozen target embedding table (Kumar & Tsvetkov, 2019).
 
-    ``ê = W h + b_w`` (``W`` is :attr:`proj`, a ``nn.Linear(d_hidden, m)``) against the
-    frozen, unit-normalised table ``E`` (:attr:`target_embeddings`, ``(V, m)``, a buffer).
+    ``ê = W h + b_w`` (``W`` is ``proj``, a ``nn.Linear(d_hidden, m)``) against the
+    frozen, unit-normalised table ``E`` (``target_embeddings``, ``(V, m)``, a buffer).
 
     Args:
         vocab_size: ``V``.

@@ -105,6 +105,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..validation import POSITIVE_INT
+
 __all__ = [
     "DECODE_METRICS",
     "LOSSES",
@@ -659,8 +661,7 @@ def max_margin_loss(pred: Tensor, target_ids: Tensor, table: Tensor, margin: flo
     n_words = int(table.shape[0])
     if n_words < 2:
         raise ValueError("max_margin_loss needs a table with at least 2 words (one negative)")
-    if chunk_size is not None and int(chunk_size) < 1:
-        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+    chunk_size = POSITIVE_INT.or_none("all at once").check(chunk_size, "chunk_size")
     flat = pred.reshape(-1, m)
     ids = target_ids.reshape(-1).long()
     unit_table = F.normalize(table, dim=-1)
@@ -757,8 +758,7 @@ def nearest_neighbour(pred: Tensor, table: Tensor, *, metric: str = "cosine", k:
     n_words = int(table.shape[0])
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n_words:
         raise ValueError(f"k must be an integer in [1, V = {n_words}], got {k!r}")
-    if chunk_size is not None and int(chunk_size) < 1:
-        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+    chunk_size = POSITIVE_INT.or_none("all at once").check(chunk_size, "chunk_size")
     step = n_words if chunk_size is None else int(chunk_size)
     lead = pred.shape[:-1]
     with torch.no_grad():

@@ -1,9 +1,12 @@
-"""Language-model encoders, all returning :class:`EncoderOutput` (last + per-layer outputs)."""
+"""Language-model encoders, all returning an :class:`~drillbook.models.EncoderOutput`.
+
+Every encoder gives its last layer's output and the output of every layer.
+"""
 
 from .awd_lstm import AWDLSTM
 from .base import Encoder, EncoderOutput, LanguageModel, eval_windows
 from .dropout import DropConnect, LockedDropout, embedding_dropout
-from .factory import ENCODERS, build_encoder, build_model
+from .factory import ENCODERS, build_encoder, build_model, param_report
 from .transformer import TransformerLM
 
 __all__ = [
@@ -19,4 +22,5 @@ __all__ = [
     "build_model",
     "embedding_dropout",
     "eval_windows",
+    "param_report",
 ]

@@ -1,6 +1,11 @@
-"""Build a :class:`LanguageModel` from a config: one place that knows every encoder."""
+"""Build a :class:`LanguageModel` from a config: one place that knows every encoder; and
+count a config's parameters without building it in memory (:func:`param_report`)."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import torch
 
 from ..configs.schema import Config, ConfigError
 from ..heads import HEADS, build_head
@@ -8,7 +13,7 @@ from .awd_lstm import AWDLSTM
 from .base import Encoder, LanguageModel, lm_head_problem
 from .transformer import TransformerLM
 
-__all__ = ["ENCODERS", "build_encoder", "build_model"]
+__all__ = ["ENCODERS", "build_encoder", "build_model", "param_report"]
 
 ENCODERS = ("awd-lstm", "transformer")
 
@@ -51,3 +56,47 @@ def build_model(config: Config, vocab_size: int) -> LanguageModel:
     except (ValueError, TypeError) as err:
         raise ConfigError(f"config {config.name!r}: {err}") from err
     return LanguageModel(encoder, head)
+
+
+def param_report(config: Config, vocab_size: int | None = None) -> dict[str, Any]:
+    """Parameter counts of a language-model config's model, built on the meta device (no
+    memory is allocated), as ``drillbook params`` prints them.
+
+    Args:
+        config: a language-model config (``task == "language-model"``).
+        vocab_size: ``V``; default: the size of the config's corpus
+            (:func:`drillbook.data.corpus_spec`).
+
+    Returns:
+        ``config`` (name), ``vocab_size``, ``total`` (shared tensors counted once),
+        ``total_m_as_printed_in_drill`` (:func:`~drillbook.configs.paper_millions`),
+        ``encoder``, ``output_layer_dedicated`` and ``output_layer_shared`` (DRILL Eq. 6's
+        split, :meth:`~drillbook.heads.OutputHead.param_counts`), and ``paper``: record key
+        -> millions as printed, for every paper table row of this model
+        (:func:`drillbook.experiments.reproduce.records_for`).
+
+    Raises:
+        ConfigError: a config of another task, or one whose model cannot be built.
+    """
+    from ..configs import paper_millions
+    from ..data import corpus_spec
+    from ..experiments.reproduce import records_for  # experiments builds on this module
+    from ..papers import paper_number
+
+    if config.task != Config.task:
+        raise ConfigError(f"parameter counts are for language-model configs; {config.name} "
+                          f"is a {config.task} config, whose vocabulary sizes come from its "
+                          f"training data")
+    vocab_size = vocab_size or corpus_spec(config.data.corpus).vocab_size
+    with torch.device("meta"):
+        model = build_model(config, vocab_size)
+    total = sum(p.numel() for p in model.parameters())  # shared tensors counted once
+    head = model.head.param_counts()
+    return {
+        "config": config.name, "vocab_size": vocab_size, "total": total,
+        "total_m_as_printed_in_drill": paper_millions(total),
+        "encoder": total - head.dedicated, "output_layer_dedicated": head.dedicated,
+        "output_layer_shared": head.shared,
+        "paper": {k: paper_number(k)["params_m"] for k in records_for(config)
+                  if "params_m" in paper_number(k).values},
+    }

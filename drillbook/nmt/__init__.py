@@ -10,19 +10,9 @@ Example::
                            shuffle=True, seed=0)
     batch = batches[0]   # src (S, B), src_lengths (B,), tgt_in / tgt_out (T, B)
 
-Modules:
-    data        Multi30k sentence pairs (:func:`load_parallel`), :class:`NMTVocab` with
-                ``<pad>``/``<unk>``/``<bos>``/``<eos>`` = 0/1/2/3, length-bucketed
-                :func:`make_batches`
-    embeddings  fixed target embeddings for vMF heads: GloVe 6B 50-d
-                (:func:`load_glove_50d`), word2vec for German/French targets
-                (:func:`train_word2vec`), :func:`target_embeddings`
-    model       the attentional BiLSTM encoder-decoder with a pluggable output head
-    decode      greedy and beam-search decoding
-    bleu        corpus BLEU on tokenized text
-
-Only ``data`` and ``embeddings`` are imported here (they need nothing beyond torch and
-numpy); import the model, decoding and BLEU from their modules.
+Only :mod:`~drillbook.nmt.data` and :mod:`~drillbook.nmt.embeddings` are imported here
+(they need nothing beyond torch and numpy); import the model, decoding, BLEU and raw-text
+tokenisation (:mod:`~drillbook.nmt.text`) from their modules.
 """
 
 from __future__ import annotations
@@ -42,6 +32,7 @@ from .data import (
     TranslationBatch,
     load_parallel,
     load_parallel_from_files,
+    load_raw_sentences,
     make_batches,
     moses_unescape,
     padding_fraction,
@@ -67,6 +58,7 @@ __all__ = [
     "load_glove_50d",
     "load_parallel",
     "load_parallel_from_files",
+    "load_raw_sentences",
     "make_batches",
     "moses_unescape",
     "padding_fraction",

@@ -1,5 +1,9 @@
 """Translation experiment configs (``multi30k/...``), same override rules as the LMs.
 
+They are named configs like the language models' (:func:`drillbook.configs.get_config`
+finds them, and their ``task`` is ``"translation"``); :func:`get_nmt_config` looks up
+these alone.
+
 Keys: ``data.src=de``, ``model.hidden=512``, ``head.kind=drill``,
 ``head.options.depth=2``, ``train.epochs=20`` (see :mod:`drillbook.configs.schema`).
 
@@ -19,9 +23,23 @@ Two kinds of "tied" appear in the papers, so the names say which:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from ..configs.schema import ConfigError, HeadConfig, SectionedConfig
+from ..configs.schema import (
+    AT_LEAST_ONE,
+    CAP,
+    CHECKPOINT_STEPS,
+    CLIP,
+    EPOCHS,
+    POSITIVE,
+    PROBABILITY,
+    ConfigError,
+    HeadConfig,
+    SectionedConfig,
+    check_fields,
+    check_head_kind,
+)
+from ..validation import number, one_of
 
 __all__ = ["NMT_CONFIGS", "NMTConfig", "get_nmt_config", "list_nmt_configs"]
 
@@ -76,6 +94,8 @@ class NMTConfig(SectionedConfig):
     train: NMTTrainConfig = field(default_factory=NMTTrainConfig)
     paper: str | None = None  #: a key in drillbook.papers.RECORD (none: Multi30k analogues)
 
+    task: ClassVar[str] = "translation"
+
     def validate(self) -> NMTConfig:
         """Types and ranges of every value, a known head, and word vectors for a
         continuous (``vmf``) head; returns ``self``.
@@ -83,17 +103,6 @@ class NMTConfig(SectionedConfig):
         Raises:
             ConfigError: one line naming the key, the value and what is valid.
         """
-        from ..configs.schema import (
-            AT_LEAST_ONE,
-            CAP,
-            CLIP,
-            POSITIVE,
-            PROBABILITY,
-            check_fields,
-            check_head_kind,
-            one_of,
-        )
-
         super().validate()
         check_fields(self, {
             "data.min_freq": AT_LEAST_ONE, "data.max_train_pairs": CAP,
@@ -101,14 +110,13 @@ class NMTConfig(SectionedConfig):
             "model.emb_size": AT_LEAST_ONE, "model.hidden": AT_LEAST_ONE,
             "model.dec_layers": AT_LEAST_ONE, "model.dropout": PROBABILITY,
             "train.batch_size": AT_LEAST_ONE, "train.lr": POSITIVE, "train.clip": CLIP,
-            "train.epochs": (lambda v: v >= 1, "an integer >= 1 (0 would train nothing)"),
+            "train.epochs": EPOCHS,
             "train.max_batches_per_epoch": CAP, "train.max_eval_pairs": CAP,
-            "train.negative_sampling": (lambda v: v is None or 0 < v <= 100,
-                                        "null (full softmax) or a percentage in (0, 100]"),
+            "train.negative_sampling": number(above=0, maximum=100).saying(
+                "a percentage in (0, 100]").or_none("full softmax"),
             "train.max_len": AT_LEAST_ONE, "train.log_interval": AT_LEAST_ONE,
             "train.checkpoint_minutes": POSITIVE,
-            "train.checkpoint_steps": (lambda v: v is None or v >= 1,
-                                       "null (time-based only) or an integer >= 1"),
+            "train.checkpoint_steps": CHECKPOINT_STEPS,
         })
         check_head_kind(self.head.kind, language_model=False)
         vectors = self.data.target_embeddings

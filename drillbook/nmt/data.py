@@ -38,6 +38,7 @@ the global random state): the same seed gives the same batches.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 from collections import Counter
@@ -52,6 +53,7 @@ from torch import Tensor
 
 from ..data import DATA_ENV, Vocabulary, check_sha256, corpus_file, corpus_spec, read_lines
 from ..errors import ConfigError, DataError, MissingFileError
+from ..validation import POSITIVE_INT
 
 __all__ = [
     "BOS",
@@ -68,6 +70,7 @@ __all__ = [
     "TranslationBatch",
     "load_parallel",
     "load_parallel_from_files",
+    "load_raw_sentences",
     "make_batches",
     "moses_unescape",
     "padding_fraction",
@@ -76,6 +79,8 @@ __all__ = [
 
 #: The registry entry the translation data comes from.
 CORPUS = "multi30k"
+#: The registry entry of the same sentences untokenised and cased (the BLEU references).
+RAW_CORPUS = "multi30k-raw"
 
 #: Supported (source, target) language pairs.
 PAIRS: tuple[tuple[str, str], ...] = (("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "en"))
@@ -95,6 +100,7 @@ MULTI30K_SIZES: Mapping[str, int] = MappingProxyType({
 
 #: Special tokens and their fixed ids.
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+#: The special tokens in id order, the first words of every :class:`NMTVocab`.
 SPECIALS: tuple[str, ...] = (PAD, UNK, BOS, EOS)
 
 #: One sentence pair: source tokens, target tokens.
@@ -283,6 +289,55 @@ def load_parallel(
                 f"point ${DATA_ENV} at a verified copy; pass check=False to load them anyway."
             )
     return corpus
+
+
+def load_raw_sentences(
+    split: str,
+    lang: str,
+    root: str | os.PathLike | None = None,
+    download: bool = False,
+    *,
+    check: bool = True,
+) -> list[str]:
+    """The untokenised, cased Multi30k sentences of one split and language, in corpus order.
+
+    Line ``i`` is the original of line ``i`` of the tokenised split that
+    :func:`load_parallel` reads (the release's ``raw/<stem>.<lang>.gz``): these are the
+    references of the reported, detokenised BLEU (:func:`drillbook.nmt.bleu.multi30k_bleu`).
+    Lines are returned as they are in the file (a few French ones start with a space).
+
+    Args:
+        split: ``"train"``, ``"valid"``, ``"test"`` or an extra test set
+            (:data:`EXTRA_TESTS`).
+        lang: ``"en"``, ``"de"`` or ``"fr"``.
+        root, download: as for :func:`load_parallel` (the raw files are the registry
+            entry ``"multi30k-raw"``, under ``<root>/multi30k/raw/``).
+        check: compare the file's sha256 with the registry and its number of lines with
+            :data:`MULTI30K_SIZES`.
+
+    Raises:
+        DataError: unknown split or language (the message lists the valid ones), or
+            (with ``check``) a file that is not the published one.
+        MissingFileError: the file is missing and ``download=False``.
+    """
+    stem = _MAIN_SPLITS.get(split, split if split in EXTRA_TESTS else None)
+    if stem is None:
+        raise DataError(f"unknown Multi30k split {split!r}; valid splits: "
+                        f"{', '.join([*_MAIN_SPLITS, *EXTRA_TESTS])}")
+    languages = corpus_spec(RAW_CORPUS).languages
+    if lang not in languages:
+        raise DataError(f"Multi30k has no language {lang!r}; valid: {', '.join(languages)}")
+    path = corpus_file(RAW_CORPUS, f"{stem}.{lang}", root, download=download)
+    if check:
+        check_sha256(RAW_CORPUS, {f"{stem}.{lang}": path})
+    text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[-1] == "":  # the final newline ends the last line
+        lines.pop()
+    if check and len(lines) != MULTI30K_SIZES[split]:
+        raise DataError(f"{path} has {len(lines):,} lines, expected {MULTI30K_SIZES[split]:,}; "
+                        f"replace it with drillbook.data.download({RAW_CORPUS!r}, force=True)")
+    return lines
 
 
 def load_parallel_from_files(
@@ -595,13 +650,9 @@ def make_batches(
         ValueError: ``batch_size < 1``, ``sort_within < 1``, no pairs, or an empty
             sentence (the message gives the pair's position).
     """
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if sort_within is not None and (int(sort_within) != sort_within or sort_within < 1):
-        raise ValueError(
-            f"sort_within is a number of batches per sorting pool (>= 1), or None for no "
-            f"sorting; got {sort_within!r}"
-        )
+    batch_size = POSITIVE_INT.check(batch_size, "batch_size")
+    sort_within = POSITIVE_INT.saying("a number of batches per sorting pool").or_none(
+        "no sorting").check(sort_within, "sort_within")
     if len(pairs) == 0:
         raise ValueError("make_batches got no sentence pairs; pass a non-empty split")
     src_ids = [src_vocab.ids(s) for s, _ in pairs]

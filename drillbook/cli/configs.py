@@ -1,0 +1,135 @@
+"""``drillbook configs``, ``params``, ``heads`` and ``info``: what the package holds and
+where it runs, without training anything."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..configs import DUMP_FORMATS
+from .common import (
+    CommandError,
+    add_config_source,
+    add_overrides,
+    print_json,
+    resolve_config,
+)
+
+__all__ = ["add_commands"]
+
+
+def _cmd_configs(args: argparse.Namespace) -> int:
+    from ..configs import apply_overrides, dump_config, get_config, list_configs
+
+    if args.show is None:
+        given = [flag for flag, value in (("--set", args.set), ("--format", args.format))
+                 if value]
+        if given:
+            raise CommandError(f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} "
+                               f"with --show NAME: add it, e.g. "
+                               f"`drillbook configs --show tutorial/ptb-tied {given[0]} ...`")
+        rows = [(name, get_config(name).description) for name in list_configs()]
+        if args.json:
+            print_json(dict(rows))
+            return 0
+        width = max(len(name) for name, _ in rows)
+        for name, description in rows:
+            print(f"{name:<{width}}  {description}")
+        return 0
+    config = apply_overrides(get_config(args.show), args.set or [])
+    print(dump_config(config, args.format or "json"))
+    return 0
+
+
+def _cmd_params(args: argparse.Namespace) -> int:
+    from ..configs import LANGUAGE_MODEL
+    from ..models import param_report
+
+    config = resolve_config(args)
+    if config.task != LANGUAGE_MODEL:
+        raise CommandError(f"params counts language-model configs; {config.name} is a "
+                           f"{config.task} config, whose vocabulary sizes come from its "
+                           f"training data")
+    report = param_report(config)
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"{report['config']} (V = {report['vocab_size']:,})")
+    print(f"  total parameters           {report['total']:>12,}  "
+          f"({report['total_m_as_printed_in_drill']}M as the DRILL paper prints it)")
+    print(f"  output layer, dedicated    {report['output_layer_dedicated']:>12,}")
+    print(f"  output layer, shared       {report['output_layer_shared']:>12,}  "
+          f"(the input embedding)")
+    for key, millions in report["paper"].items():
+        print(f"  paper                      {millions:>11}M  ({key})")
+    return 0
+
+
+def _cmd_heads(args: argparse.Namespace) -> int:
+    from ..heads import HEADS
+
+    for kind, cls in HEADS.items():
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        print(f"{kind:>10}  {doc}")
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    import torch
+
+    from .. import __version__
+    from ..data import DATA_ENV, data_root
+    from ..runtime import default_device, resolve_profile
+
+    dev = default_device()
+    info = {
+        "drillbook": __version__,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": str(dev),
+        "profile": resolve_profile(dev).name,
+        "data_root": str(data_root()),
+        "data_root_from": DATA_ENV if DATA_ENV in os.environ else "cache dir",
+    }
+    if args.json:
+        print_json(info)
+    else:
+        for k, v in info.items():
+            print(f"{k:>15}: {v}")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Add ``configs``, ``params``, ``heads`` and ``info`` to the ``drillbook`` parser."""
+    p = sub.add_parser(
+        "configs", help="list the named configs, or print one as a config file",
+        description="List the named configs of both tasks (language models and "
+                    "translation). With --show NAME, print that config resolved (--set "
+                    "overrides applied) as a file `drillbook train --config FILE` reads "
+                    "back: `drillbook configs --show tutorial/ptb-tied > run.json`.")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--show", metavar="NAME", help="print this config instead of the list")
+    what.add_argument("--json", action="store_true", help="the list, machine-readable")
+    add_overrides(p, "with --show: override config values")
+    p.add_argument("--format", choices=DUMP_FORMATS,
+                   help="with --show: one of %(choices)s (default json; yaml needs "
+                        "PyYAML)")
+    p.set_defaults(func=_cmd_configs)
+
+    p = sub.add_parser("params", help="parameter counts of a config's model",
+                       description="Total and output-layer parameter counts of a "
+                                   "language-model config's model (built without allocating "
+                                   "memory).")
+    add_config_source(p)
+    add_overrides(p, "override config values")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_params)
+
+    p = sub.add_parser("heads", help="list the output heads")
+    p.set_defaults(func=_cmd_heads)
+
+    p = sub.add_parser("info", help="print versions, device, profile and data folder")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_info)

@@ -1,0 +1,62 @@
+"""Reading the result files' learning curves, and which tables a CPU can run."""
+
+from __future__ import annotations
+
+import pytest
+
+from drillbook.experiments import TABLES
+from drillbook.experiments.compare import always_falls, cpu_tables, last_change
+
+CURVE = [{"epoch": 1, "val_ppl": 800.0}, {"epoch": 2, "val_ppl": 600.0},
+         {"epoch": 3, "val_ppl": 570.0, "train_ppl": 500.0}]
+
+
+def test_cpu_tables_are_the_tutorial_sized_ones():
+    assert set(cpu_tables()) == {"tutorial", "cpu-scale"}
+    assert all(t in TABLES for t in cpu_tables())
+
+
+def test_last_change_is_the_relative_change_of_the_last_epoch():
+    assert last_change(CURVE) == pytest.approx(-30 / 600)
+    assert last_change(CURVE, "train_ppl") is None  # one point has no change
+    assert last_change([]) is None
+    nan_last = [*CURVE, {"epoch": 4, "val_ppl": float("nan")}]
+    assert last_change(nan_last) == pytest.approx(-30 / 600)  # a NaN point is skipped
+
+
+def test_always_falls_notices_a_single_rise():
+    assert always_falls(CURVE)
+    assert not always_falls([*CURVE, {"epoch": 4, "val_ppl": 580.0}])
+    assert not always_falls([*CURVE, {"epoch": 4, "val_ppl": 570.0}])  # flat is not falling
+    assert always_falls(CURVE[:1])
+
+
+def test_plot_curves_colours_each_line_by_its_head_and_keeps_the_legend_outside():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from drillbook.experiments import plot_curves
+    from drillbook.plotting import head_color
+
+    rows = [{"row": r, "curve": CURVE} for r in ("tied", "drill-1", "drill-4", "mystery")]
+    rows.append({"row": "mos", "curve": []})  # not run: no line
+    fig, ax = plt.subplots()
+    plot_curves(rows, ax=ax)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines) == ["tied", "drill-1", "drill-4", "mystery"]
+    assert to_hex(lines["drill-1"].get_color()) == to_hex(lines["drill-4"].get_color()) == (
+        head_color("drill"))
+    assert lines["drill-1"].get_linestyle() != lines["drill-4"].get_linestyle()
+    assert to_hex(lines["tied"].get_color()) == head_color("tied")
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # right of the axes, over no curve
+    assert ax.get_yscale() == "log"
+    # 570 to 800 holds no power of ten: the axis still labels its ticks
+    labels = [t.get_text() for t in ax.yaxis.get_ticklabels()
+              if ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]]
+    assert sum(bool(t) for t in labels) >= 2, labels
+    plt.close(fig)
