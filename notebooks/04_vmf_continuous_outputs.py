@@ -38,11 +38,10 @@ import sys
 REPO = "git+https://github.com/drillbook/drillbook@main"
 if "google.colab" in sys.modules:  # Colab only: install drillbook
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet",
-                           f"drillbook[notebooks,nmt] @ {REPO}"])
+                           f"drillbook[notebooks,nmt,glove] @ {REPO}"])
 
 # %%
 import math
-import tempfile
 
 import matplotlib.pyplot as plt
 import mpmath
@@ -69,7 +68,12 @@ from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_color, tidy_log_axis
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
+# Drive: /content/drive/MyDrive/drillbook-runs) so a disconnected session resumes.
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+RUNS = ""  # @param {type:"string"}
+nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 
 # %% [markdown]
 # ## The von Mises-Fisher distribution
@@ -292,7 +296,8 @@ glove = load_glove_50d()
 budget = nb.pick(
     small=["data.max_train_pairs=2500", "train.epochs=3", "train.max_eval_pairs=100",
            "model.hidden=128", "model.emb_size=128", "train.lr=0.003"],
-    full=["train.epochs=10", "train.max_eval_pairs=null"])
+    full=["train.epochs=10", "train.max_eval_pairs=null"],
+    t4=["train.epochs=5", "train.max_eval_pairs=null"])
 variants = {"softmax": "multi30k/de-en-softmax", "vMF NLLvMF": "multi30k/de-en-vmf",
             "vMF reg2": "multi30k/de-en-vmf-reg2",
             "vMF reg2 tied": "multi30k/de-en-vmf-reg2-tied"}
@@ -302,12 +307,14 @@ if not nb.profile.small:
                      "max-margin": "multi30k/de-en-vmf-maxmargin",
                      "vMF reg1 tied": "multi30k/de-en-vmf-reg1-tied",
                      "max-margin tied": "multi30k/de-en-vmf-maxmargin-tied"})
-run_root = tempfile.mkdtemp(prefix="drillbook-ch04-")
+run_root = nb.run_dir("ch04")
 trainers = {}
 for label, name in variants.items():
     config = apply_overrides(get_nmt_config(name), budget)
-    trainer = NMTTrainer(config, f"{run_root}/{name.split('/')[1]}", device=nb.device,
-                         corpus=corpus, target_vectors=glove, progress=False)
+    folder = run_root / name.split("/")[1]  # with RUNS on Drive, a rerun resumes
+    trainer = NMTTrainer(config, folder, device=nb.device, corpus=corpus,
+                         target_vectors=glove, resume=(folder / "last.pt").exists(),
+                         progress=nb.progress)
     trainer.fit()
     trainers[label] = trainer
 

@@ -53,7 +53,6 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
                            f"drillbook[notebooks,nmt] @ {REPO}"])
 
 # %%
-import tempfile
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -81,7 +80,12 @@ from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_color
 
-nb = setup(seed=0)
+# Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
+# large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
+# Drive: /content/drive/MyDrive/drillbook-runs) so a disconnected session resumes.
+PROFILE = "auto"  # @param ["auto", "small", "t4", "full"]
+RUNS = ""  # @param {type:"string"}
+nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 
 # %% [markdown]
 # ## The joint head in the decoder
@@ -123,14 +127,16 @@ corpus = load_parallel("de", "en", download=True)
 budget = nb.pick(
     small=["data.max_train_pairs=2000", "train.epochs=3", "train.max_eval_pairs=100",
            "model.hidden=128", "model.emb_size=128", "train.lr=0.003"],
-    full=["train.epochs=10", "train.max_eval_pairs=null"])
-run_root = tempfile.mkdtemp(prefix="drillbook-ch05-")
+    full=["train.epochs=10", "train.max_eval_pairs=null"],
+    t4=["train.epochs=5", "train.max_eval_pairs=null"])
+run_root = nb.run_dir("ch05")
 
 
 def train(name: str, *overrides: str) -> NMTTrainer:
     config = apply_overrides(get_nmt_config(name), [*budget, *overrides])
-    folder = f"{run_root}/{name.split('/')[1]}" + "".join(f"_{o}" for o in overrides)
-    trainer = NMTTrainer(config, folder, device=nb.device, corpus=corpus, progress=False)
+    folder = run_root / (name.split("/")[1] + "".join(f"_{o}" for o in overrides))
+    trainer = NMTTrainer(config, folder, device=nb.device, corpus=corpus,
+                         resume=(folder / "last.pt").exists(), progress=nb.progress)
     trainer.fit()
     return trainer
 
