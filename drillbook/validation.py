@@ -75,7 +75,7 @@ class Rule:
     (completing "it must be ...").
 
     Attributes:
-        test: the predicate; it is only called through :meth:`__call__`, which gives it
+        test: the predicate; it is only called through ``__call__``, which gives it
             values of any type, so it must not raise.
         valid: e.g. ``"an integer >= 1"``.
     """

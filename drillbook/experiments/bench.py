@@ -4,7 +4,7 @@ Timings come from :class:`torch.utils.benchmark.Timer` (:func:`time_call`): afte
 warm-up calls, the mean time per call of ``repeats`` calls timed as one block, with the
 accelerator synchronised before and after the block, with the thread count the caller
 runs with, and with Python's garbage collector paused while the block runs (as
-:mod:`timeit` does). Every head is compared with a tied head measured **in the same
+``timeit`` does). Every head is compared with a tied head measured **in the same
 process on the same inputs**, so the ratios hold on a noisy machine even when the
 absolute numbers do not.
 
