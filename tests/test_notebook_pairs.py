@@ -47,7 +47,9 @@ def first_py(root: Path) -> Path:
 
 def test_edited_py_is_caught(copy):
     py = first_py(copy)
-    py.write_text(py.read_text().replace("nb = setup(seed=0)", "nb = setup(seed=1)"))
+    text = py.read_text()
+    assert "nb = setup(seed=0" in text  # the edit below must change something
+    py.write_text(text.replace("nb = setup(seed=0", "nb = setup(seed=1"))
     result = run_check(copy)
     assert result.returncode == 1 and "differs from" in result.stderr
 
