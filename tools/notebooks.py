@@ -96,7 +96,10 @@ def _cells(nb) -> list[tuple[str, str, tuple[str, ...]]]:
             for c in nb.cells]
 
 
-def check_pair(root: Path, py: Path) -> list[str]:
+def check_pair(root: Path, py: Path, readme: str = "") -> list[str]:
+    """The pair ``py``/``.ipynb`` agrees (inputs, links, kernelspec, stored outputs of
+    checked cells), its outputs come from today's sources, and its time is stated as
+    recorded (in the chapter and in ``readme``, the README's text)."""
     problems = []
     ipynb = py.with_suffix(".ipynb")
     if not ipynb.exists():
@@ -124,7 +127,8 @@ def check_pair(root: Path, py: Path) -> list[str]:
         if checked and (cell.cell_type != "code" or not cell.get("outputs")):
             problems.append(f"{ipynb.name}: cell {i} is nbval-checked but has no stored "
                             f"output; run `make sync`")
-    return problems + check_provenance(root, ipynb, json_nb)
+    return (problems + check_provenance(root, ipynb, json_nb)
+            + check_time(root, ipynb, json_nb, readme))
 
 
 def sha256(path: Path) -> str:
@@ -239,10 +243,7 @@ def check(root: Path) -> list[str]:
             problems.append(f"{ipynb.relative_to(root)}: no paired .py:percent file")
     readme = (root / "README.md").read_text() if (root / "README.md").exists() else ""
     for py in sorted(folder.glob("*.py")):
-        problems += check_pair(root, py)
-        ipynb = py.with_suffix(".ipynb")
-        if ipynb.exists():
-            problems += check_time(root, ipynb, nbformat.read(ipynb, as_version=4), readme)
+        problems += check_pair(root, py, readme)
     return problems
 
 

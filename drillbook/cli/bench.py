@@ -118,7 +118,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Add ``bench`` and its four modes."""
     bench = sub.add_parser(
         "bench", help="time output heads against a tied head",
-        description="Median forward+backward step time and evaluation time per token of "
+        description="Mean forward+backward step time and evaluation time per token of "
                     "output heads, as ratios to a tied head measured in the same process; "
                     "memory autograd saves for backward (every device) and peak CUDA memory. "
                     "Choose what to measure: MODE --help describes each.")
