@@ -73,6 +73,7 @@ DIST       := _build/dist
 WHEEL_VENV := _build/wheel-venv
 package: $(STAMP)
 	rm -rf $(DIST) $(WHEEL_VENV)
+	mkdir -p _build
 	$(BIN)/python -m build --sdist --wheel --outdir $(DIST) . > _build/package-build.log
 	$(BIN)/python -m twine check --strict $(DIST)/*
 	$(PYTHON) -m venv $(WHEEL_VENV)
