@@ -73,7 +73,7 @@ def test_overrides_are_typed_and_unknown_keys_list_valid_ones():
                           ["train.lr=20", "model.d_out=null", "train.amp=true",
                            "head.options.depth=3", "head.kind=drill"])
     assert cfg.train.lr == 20.0 and isinstance(cfg.train.lr, float)
-    assert cfg.model.d_out is None and cfg.train.amp is True
+    assert cfg.model.d_out is None and cfg.train.amp == "bf16"  # old boolean: bf16
     assert cfg.head.kind == "drill" and cfg.head.options == {"depth": 3}
     with pytest.raises(ConfigError, match=r"valid keys in train: \[.*'lr'"):
         apply_overrides(cfg, ["train.learning_rate=1"])

@@ -100,7 +100,13 @@ class TrainConfig:
     max_eval_tokens: int | None = None  #: cap for tutorial runs
     checkpoint_minutes: float = 10.0  #: periodic checkpoint interval
     checkpoint_steps: int | None = None  #: ... or every N steps
-    amp: bool = False  #: bf16 autocast on CUDA
+    #: precision: "off", "bf16", "fp16" (with a gradient scaler) or "auto"
+    #: (drillbook.train.loop.resolve_precision); old files' false/true read as off/bf16
+    amp: str = "off"
+    #: gradient accumulation: each step's batch in this many column slices (divides
+    #: batch_size), the recurrent state carried per slice
+    accum_steps: int = 1
+    compile: bool = False  #: torch.compile the model (in place)
     log_interval: int = 200
 
 
@@ -199,8 +205,10 @@ class SectionedConfig:
                         raise ConfigError(f"{name}.options must be an object of keyword "
                                           f"options, got {value!r}")
                     continue
+                value = _upgrade(f"{name}.{f.name}", value)
                 plain = _coerce(value, hints[f.name], f"{name}.{f.name}")
-                if type(plain) is not type(value) and not isinstance(value, int):
+                if type(plain) is not type(getattr(section, f.name)) and not isinstance(
+                        value, int):
                     setattr(section, f.name, plain)  # a NumPy number: JSON needs Python's
         return self
 
@@ -246,6 +254,11 @@ class Config(SectionedConfig):
         super().validate()
         check_fields(self, LM_RULES)
         check_head_kind(self.head.kind, language_model=True)
+        t = self.train
+        if t.batch_size % t.accum_steps:
+            raise ConfigError(f"invalid train.accum_steps={t.accum_steps}: it must divide "
+                              f"train.batch_size={t.batch_size} (each slice is "
+                              f"batch_size / accum_steps columns)")
         return self
 
 
@@ -260,6 +273,7 @@ CLIP = NON_NEGATIVE.saying("0 (no clipping) or a positive gradient-norm bound")
 PROBABILITY = _PROBABILITY.saying("a dropout probability in [0, 1)")
 EPOCHS = AT_LEAST_ONE.saying("an integer >= 1 (0 would train nothing)")
 CHECKPOINT_STEPS = AT_LEAST_ONE.or_none("time-based only")
+AMP = one_of("off", "bf16", "fp16", "auto")
 
 #: the language-model configs' value ranges (types are checked separately)
 LM_RULES: Mapping[str, Rule] = {
@@ -282,6 +296,8 @@ LM_RULES: Mapping[str, Rule] = {
     "train.max_eval_tokens": CAP,
     "train.checkpoint_minutes": POSITIVE,
     "train.checkpoint_steps": CHECKPOINT_STEPS,
+    "train.amp": AMP,
+    "train.accum_steps": AT_LEAST_ONE,
 }
 
 
@@ -320,6 +336,18 @@ def _check_keys(cls, d: dict, where: str) -> None:
     unknown = sorted(set(d) - valid)
     if unknown:
         raise ConfigError(f"unknown key(s) {unknown} in {where}; valid keys: {sorted(valid)}")
+
+
+#: values of earlier releases that still load, by key: ``train.amp`` was a boolean
+#: (``true``: bfloat16 autocast)
+_UPGRADES: Mapping[str, Mapping[bool, Any]] = {"train.amp": {False: "off", True: "bf16"}}
+
+
+def _upgrade(key: str, value: Any) -> Any:
+    """``value`` in today's form (``train.amp=true`` -> ``"bf16"``)."""
+    if isinstance(value, bool) and key in _UPGRADES:
+        return _UPGRADES[key][value]
+    return value
 
 
 def _parse(text: str) -> Any:
@@ -389,7 +417,7 @@ def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, An
             raise ConfigError(f"unknown key {key!r}; valid keys in {parts[0]}: "
                               f"{sorted(k for k in fields if k != 'options')}")
         hints = typing.get_type_hints(type(section))
-        setattr(section, parts[1], _coerce(value, hints[parts[1]], key))
+        setattr(section, parts[1], _coerce(_upgrade(key, value), hints[parts[1]], key))
     return config.validate()
 
 

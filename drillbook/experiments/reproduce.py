@@ -33,6 +33,7 @@ from ..configs import TRANSLATION, apply_overrides, finetune_lr, get_config
 from ..errors import ConfigError, ResultFileError
 from ..metrics import perplexity
 from ..papers import paper_number, paper_values
+from ..train.loop import precision_label
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
 from .seeds import SEED_FOLDER, chance_separated, resolved_pairs, seed_spread, spread_table
@@ -292,7 +293,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         doc = _result_doc(
             table, row, config, trainer, source, status=_status(status.reason),
             epochs_done=status.epoch, budget_minutes=budget_minutes,
-            precision=_precision(config.train.amp, trainer.device), metrics=metrics,
+            precision=precision_label(trainer.precision), metrics=metrics,
             curve=curve)
         path = Path(out) / folder / f"{row.name}.json"
         if row.finetunes and status.reason == "done":
@@ -421,18 +422,13 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
         status="budget" if last.get("reason") == "budget" else (
             "done" if epochs_done >= config.train.epochs else "epochs"),
         epochs_done=epochs_done, budget_minutes=budget_minutes,
-        precision="fp32",  # the translation trainer has no autocast
+        precision=precision_label(trainer.precision),
         metrics=metrics,
         curve=[{"epoch": r["epoch"], "val_bleu": r["val_bleu"], "val_loss": r["val_loss"],
                 "elapsed_seconds": r["elapsed_seconds"]} for r in log])
     if signature is not None:
         doc["bleu_signature"] = signature
     return write_result(path, doc)
-
-
-def _precision(amp: bool, device: torch.device) -> str:
-    """What the training step ran in (bf16 autocast only ever runs on CUDA)."""
-    return "bf16-autocast" if amp and device.type == "cuda" else "fp32"
 
 
 def _device_name(device: torch.device) -> str:

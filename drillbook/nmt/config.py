@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..configs.schema import (
+    AMP,
     AT_LEAST_ONE,
     CAP,
     CHECKPOINT_STEPS,
@@ -80,6 +81,10 @@ class NMTTrainConfig:
     log_interval: int = 100
     checkpoint_minutes: float = 10.0
     checkpoint_steps: int | None = None
+    amp: str = "off"  #: "off", "bf16", "fp16" or "auto", as for the language models
+    #: gradient accumulation: each batch in this many pieces of whole sentences
+    accum_steps: int = 1
+    compile: bool = False  #: torch.compile the model (in place)
 
 
 @dataclass
@@ -117,7 +122,12 @@ class NMTConfig(SectionedConfig):
             "train.max_len": AT_LEAST_ONE, "train.log_interval": AT_LEAST_ONE,
             "train.checkpoint_minutes": POSITIVE,
             "train.checkpoint_steps": CHECKPOINT_STEPS,
+            "train.amp": AMP, "train.accum_steps": AT_LEAST_ONE,
         })
+        if self.train.accum_steps > self.train.batch_size:
+            raise ConfigError(f"invalid train.accum_steps={self.train.accum_steps}: a batch "
+                              f"of train.batch_size={self.train.batch_size} sentences cannot "
+                              f"be cut into more pieces than it has sentences")
         check_head_kind(self.head.kind, language_model=False)
         vectors = self.data.target_embeddings
         if self.head.kind == "vmf" and vectors is None:

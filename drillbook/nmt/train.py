@@ -6,32 +6,25 @@ run resumes where it was) and ``best.pt`` (the weights with the best validation 
 Both checkpoints carry the vocabularies, so a run can translate on its own. The folder
 follows the rules of :mod:`drillbook.train.runs` (a lock, checks before any write,
 resumable ``train.lr``/``train.clip``, a log that matches the checkpoint, finite
-checkpoints only).
+checkpoints only); the training itself is :class:`~drillbook.train.loop.TrainingLoop`'s.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from ..errors import ConfigError
 from ..heads import HEADS, OutputHead
+from ..runtime import resolve_device
 from ..train.checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
-from ..train.runs import (
-    apply_learning_rate,
-    checkpoint_path,
-    diverged,
-    nonfinite_update,
-    open_run_folder,
-    read_run_config,
-)
+from ..train.loop import StepLoss, TrainingLoop
+from ..train.runs import checkpoint_path, read_run_config
 from .bleu import corpus_bleu
 from .config import NMTConfig
 from .data import NMTVocab, TranslationBatch, load_parallel, make_batches
@@ -115,39 +108,50 @@ def translation_loss(model: Seq2Seq, batch: TranslationBatch, *,
     return loss
 
 
-class NMTTrainer:
+class NMTTrainer(TrainingLoop):
     """Train a :class:`~drillbook.nmt.config.NMTConfig` into a run folder.
+
+    The task's part of :class:`~drillbook.train.loop.TrainingLoop`: shuffled batches of
+    sentence pairs (a new order each epoch, from ``train.seed + epoch``), the loss
+    :func:`translation_loss`, and validation loss and greedy BLEU at the end of each
+    epoch (``best.pt``: the best BLEU). With ``train.accum_steps = k`` each batch is cut
+    into ``k`` pieces of whole sentences, each piece's loss weighted by its share of the
+    batch's target tokens.
 
     Args:
         config: the resolved config.
         run_dir: the run folder.
-        device: default CUDA when available.
+        device: default :func:`~drillbook.runtime.default_device`.
         corpus: an already loaded :class:`~drillbook.nmt.data.ParallelCorpus`.
         target_vectors: ``(words, vectors)`` pretrained target embeddings to use instead
             of loading ``config.data.target_embeddings`` (tests, notebooks).
         resume: continue from ``run_dir/last.pt``.
-        progress: tqdm bar (default: only on a terminal).
+        progress: ``None`` (default): a tqdm bar only on a terminal, and one line per
+            epoch on stderr; ``True``: a bar always; ``False``: quiet.
+
+    ``last.pt`` holds, besides what the loop keeps (weights, optimiser, epoch, step, CPU
+    and CUDA RNG, scaler): the position in the epoch's batches, the negative-sampling
+    generator (``rng_sampler``), the best BLEU and both vocabularies.
 
     Like the language-model trainer, it holds the run folder's lock from construction
     until :meth:`fit` returns (:meth:`close` gives it up earlier).
     """
 
+    checkpoint_format = NMT_CHECKPOINT
+    token_weighted = True
+
     def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,
                  corpus=None, target_vectors: tuple[list[str], Any] | None = None,
                  resume: bool = False, progress: bool | None = None) -> None:
-        self.config, self.run_dir, self.progress = config, Path(run_dir), progress
         head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
         if head_cls is not None and config.train.negative_sampling is not None:
             check_negative_sampling(head_cls)  # before anything is written or loaded
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.folder = open_run_folder(self.run_dir, config, resume)
-        self.folder.start(NMT_CHECKPOINT, self.device, restore=self._restore,
-                          build=lambda _: self._build(corpus, target_vectors))
+        self._open(config, run_dir, device=device, resume=resume, progress=progress,
+                   build_args=(corpus, target_vectors))
 
-    def _build(self, corpus, target_vectors) -> None:
+    def _build(self, state: dict | None, corpus, target_vectors) -> None:
         config = self.config
         d, t = config.data, config.train
-        torch.manual_seed(t.seed)
         self.corpus = corpus if corpus is not None else load_parallel(d.src, d.tgt,
                                                                       download=True)
         self.train_pairs = self.corpus.train[: d.max_train_pairs]
@@ -165,14 +169,9 @@ class NMTTrainer:
                              pad_id=self.tgt_vocab.pad_id).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr)
         self.sampler = torch.Generator().manual_seed(t.seed + 1)  # negative sampling
-        self.epoch, self.step, self.position = 1, 0, 0
-        self.best_bleu, self.elapsed = -math.inf, 0.0
-        self.epoch_loss, self.epoch_tokens, self.step_times = 0.0, 0, []
-        self.changes: list[dict[str, Any]] = []  # resumable values changed on resume
-
-    def close(self) -> None:
-        """Give up the run folder's lock now (:meth:`fit` takes it again)."""
-        self.folder.release()
+        self.position = 0
+        self.best_bleu = -math.inf
+        self._epoch_list: tuple[int, list] | None = None
 
     # ------------------------------------------------------------- setup
     def _target_table(self, target_vectors) -> Tensor:
@@ -204,43 +203,77 @@ class NMTTrainer:
                                batch_size=t.batch_size, shuffle=True, seed=t.seed + epoch)
         return batches[: t.max_batches_per_epoch]
 
+    def _epoch_batch_list(self) -> list:
+        """The current epoch's batches (made once per epoch)."""
+        if self._epoch_list is None or self._epoch_list[0] != self.epoch:
+            self._epoch_list = (self.epoch, self._batches(self.epoch))
+        return self._epoch_list[1]
+
     # ------------------------------------------------------------- checkpoints
-    def _state(self) -> dict[str, Any]:
-        return {"format": NMT_CHECKPOINT, "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
-                "step": self.step, "position": self.position, "best_bleu": self.best_bleu,
-                "elapsed": self.elapsed, "rng_cpu": torch.get_rng_state(),
-                "rng_sampler": self.sampler.get_state(),
-                "epoch_acc": [self.epoch_loss, self.epoch_tokens],
+    def _generators(self) -> dict[str, torch.Generator]:
+        return {"sampler": self.sampler}
+
+    def _task_state(self) -> dict[str, Any]:
+        return {"position": self.position, "best_bleu": self.best_bleu,
                 "src_vocab": self.src_vocab.state_dict(),
-                "tgt_vocab": self.tgt_vocab.state_dict(), "changes": self.changes}
+                "tgt_vocab": self.tgt_vocab.state_dict()}
 
-    def _restore(self, state: dict[str, Any]) -> int:
-        """Continue from a ``last.pt``; returns the epoch in progress."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        apply_learning_rate(self.optimizer, self.config.train.lr)  # may change on resume
-        self.epoch, self.step, self.position = state["epoch"], state["step"], state["position"]
-        self.best_bleu, self.elapsed = state["best_bleu"], state["elapsed"]
-        torch.set_rng_state(state["rng_cpu"].cpu())
-        self.sampler.set_state(state["rng_sampler"].cpu())
-        self.epoch_loss, self.epoch_tokens = state["epoch_acc"]
-        self.changes = self.folder.change_history(state.get("changes", []), self.epoch,
-                                                  self.step)
-        return self.epoch
-
-    def save(self) -> Path:
-        return self.folder.save_last(self._state())
+    def _restore_task(self, state: dict[str, Any]) -> None:
+        self.position, self.best_bleu = state["position"], state["best_bleu"]
 
     # ------------------------------------------------------------- training
-    def _loss(self, batch) -> Tensor:
+    def _epoch_batches(self) -> Iterator[TranslationBatch]:
+        batches = self._epoch_batch_list()
+        return iter(batches[self.position:])
+
+    def _epoch_progress(self) -> tuple[int, int]:
+        return len(self._epoch_batch_list()), self.position
+
+    def _batch_done(self, batch) -> None:
+        self.position += 1
+
+    def _new_epoch(self) -> None:
+        self.position = 0
+
+    def _batch_tokens(self, batch: TranslationBatch) -> int:
+        return int((batch.tgt_out != self.tgt_vocab.pad_id).sum())
+
+    def _micro_batches(self, batch: TranslationBatch, parts: int) -> list[TranslationBatch]:
+        """``parts`` pieces of whole sentences (consecutive columns), each trimmed to its
+        own longest source and target."""
+        pieces = []
+        for cols in torch.arange(batch.batch_size).tensor_split(parts):
+            if cols.numel() == 0:
+                continue
+            s_len, t_len = int(batch.src_lengths[cols].max()), int(batch.tgt_lengths[cols].max())
+            pieces.append(TranslationBatch(
+                src=batch.src[:s_len, cols], src_lengths=batch.src_lengths[cols],
+                tgt_in=batch.tgt_in[:t_len, cols], tgt_out=batch.tgt_out[:t_len, cols],
+                tgt_lengths=batch.tgt_lengths[cols], pair_ids=batch.pair_ids[cols]))
+        return pieces
+
+    def _loss(self, batch: TranslationBatch) -> Tensor:
+        """The training loss of a batch (or a piece of one), a scalar."""
         return translation_loss(self.model, batch.to(self.device),
                                 negative_sampling=self.config.train.negative_sampling,
                                 exclude=(self.tgt_vocab.pad_id, self.tgt_vocab.bos_id),
                                 generator=self.sampler)
 
+    def _micro_loss(self, micro: TranslationBatch, part: int) -> StepLoss:
+        loss = self._loss(micro)
+        share = 1.0
+        if self.config.train.accum_steps > 1:
+            share = self._batch_tokens(micro) / self._step_tokens
+        return StepLoss(loss, loss, share)
+
+    def _train_step(self, batch: TranslationBatch) -> float:
+        self._step_tokens = self._batch_tokens(batch)
+        return super()._train_step(batch)
+
     def fit(self, max_epochs: int | None = None, max_minutes: float | None = None) -> dict:
-        """Train to ``train.epochs`` (or the limits given); returns the last log record.
+        """Train to ``train.epochs`` (or the limits given); returns the last log record
+        (``{"reason": "budget", "epoch": ...}`` when the time budget stopped it, ``{}``
+        when no epoch ended).
 
         Raises:
             TrainingDiverged: a non-finite loss, or non-finite weights after a step;
@@ -248,70 +281,15 @@ class NMTTrainer:
         """
         self.folder.acquire()
         try:
-            return self._fit(max_epochs, max_minutes)
+            reason, record = self._run(max_epochs, max_minutes, None)
         finally:
             self.folder.release()
+        if reason == "budget":
+            return {"reason": "budget", "epoch": self.epoch - 1}
+        return record or {}
 
-    def _fit(self, max_epochs: int | None, max_minutes: float | None) -> dict:
-        t = self.config.train
-        start, started = time.monotonic(), self.elapsed
-        last_ckpt = start
-        final = t.epochs if max_epochs is None else min(t.epochs, max_epochs)
-        record: dict = {}
-        while self.epoch <= final:
-            batches = self._batches(self.epoch)
-            bar = tqdm(total=len(batches), initial=self.position, desc=f"epoch {self.epoch}",
-                       disable=None if self.progress is None else not self.progress,
-                       leave=False)
-            self.model.train()
-            while self.position < len(batches):
-                batch = batches[self.position]
-                tic = time.perf_counter()
-                loss = self._loss(batch)
-                value = loss.item()
-                if not math.isfinite(value):
-                    raise self._diverged(f"the loss became {value}")
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if t.clip:
-                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
-                self.optimizer.step()
-                if self.device.type == "cuda":
-                    torch.cuda.synchronize()
-                self.step_times.append(time.perf_counter() - tic)
-                bad = nonfinite_update(self.model)
-                if bad:  # stop before a checkpoint could save them
-                    raise self._diverged(bad)
-                self.step += 1
-                self.position += 1
-                tokens = int((batch.tgt_out != self.tgt_vocab.pad_id).sum())
-                self.epoch_loss += value * tokens
-                self.epoch_tokens += tokens
-                bar.update(1)
-                now = time.monotonic()
-                self.elapsed = started + now - start
-                out_of_time = max_minutes is not None and now - start >= 60 * max_minutes
-                if out_of_time or now - last_ckpt >= 60 * t.checkpoint_minutes or (
-                        t.checkpoint_steps and self.step % t.checkpoint_steps == 0):
-                    self.save()
-                    last_ckpt = now
-                if out_of_time:
-                    bar.close()
-                    return {"reason": "budget", "epoch": self.epoch - 1}
-            bar.close()
-            record = self._end_epoch()
-            self.epoch += 1
-            self.position, self.epoch_loss, self.epoch_tokens = 0, 0.0, 0
-            self.step_times = []
-            self.save()
-            last_ckpt = time.monotonic()
-        return record
-
-    def _diverged(self, what: str):
-        return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
-                        folder=self.folder)
-
-    def _end_epoch(self) -> dict:
+    def _end_epoch(self, seconds: float) -> dict:
+        """Validation loss and greedy BLEU; ``best.pt`` when the BLEU improved."""
         t = self.config.train
         valid = self.corpus.valid[: t.max_eval_pairs]
         val_loss = self.validation_loss(valid)
@@ -322,14 +300,17 @@ class NMTTrainer:
                                    "epoch": self.epoch, "val_bleu": bleu,
                                    "src_vocab": self.src_vocab.state_dict(),
                                    "tgt_vocab": self.tgt_vocab.state_dict()})
-        record = {"epoch": self.epoch, "step": self.step,
-                  "train_loss": self.epoch_loss / max(self.epoch_tokens, 1),
-                  "val_loss": val_loss, "val_bleu": bleu, "best_val_bleu": self.best_bleu,
-                  "seconds_per_step": statistics.median(self.step_times)
-                  if self.step_times else None, "elapsed_seconds": self.elapsed,
-                  "tokens": self.epoch_tokens, "lr": t.lr, "clip": t.clip}
-        self.folder.append_log(record)
-        return record
+            self._events.append("saved best")
+        _, steps, _ = self.epoch_timing
+        return {"epoch": self.epoch, "step": self.step,
+                "train_loss": self.epoch_loss / max(self.epoch_tokens, 1),
+                "val_loss": val_loss, "val_bleu": bleu, "best_val_bleu": self.best_bleu,
+                "seconds_per_step": seconds / steps if steps else None,
+                "epoch_seconds": seconds, "elapsed_seconds": self.elapsed,
+                "tokens": self.epoch_tokens, "lr": t.lr, "clip": t.clip}
+
+    def _summary(self, record: dict[str, Any]) -> str:
+        return f"val BLEU {record['val_bleu']:.2f}"
 
     # ------------------------------------------------------------- evaluation
     @torch.no_grad()
@@ -380,7 +361,7 @@ def load_nmt_run(run_dir: str | Path, *, which: str = "best", device: str | None
     """
     run_dir = Path(run_dir)
     config = read_run_config(run_dir, NMTConfig)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(device)
     path = checkpoint_path(run_dir, which)
     state = load_checkpoint(path, device, formats=(NMT_WEIGHTS, NMT_CHECKPOINT))
     src_vocab = NMTVocab.from_state_dict(state["src_vocab"])

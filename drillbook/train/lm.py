@@ -24,7 +24,6 @@ stops training with :class:`~drillbook.errors.TrainingDiverged` before it is sav
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,25 +32,16 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
 from ..errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
+from ..runtime import resolve_device
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
-from .runs import (
-    BEST,
-    CONFIG,
-    apply_learning_rate,
-    checkpoint_path,
-    diverged,
-    nonfinite_update,
-    open_run_folder,
-    read_log,
-    read_run_config,
-)
+from .loop import StepLoss, TrainingLoop
+from .runs import BEST, CONFIG, checkpoint_path, read_log, read_run_config
 
 __all__ = ["MAX_LOSS", "RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
            "finetune_trainer", "load_run", "perplexity", "read_log", "training_loss"]
@@ -126,23 +116,39 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
     return total / count, count
 
 
-class Trainer:
+class Trainer(TrainingLoop):
     """Train a config's language model into a run folder, resumably.
+
+    The task's part of :class:`~drillbook.train.loop.TrainingLoop`: batches from
+    :class:`~drillbook.data.BPTTSampler` over the ``(T, B)`` training stream, the loss
+    :func:`training_loss` with the LSTM state carried across windows, the learning rate
+    scaled by ``seq_len / bptt``, and NT-ASGD at the end of each epoch.
+
+    With ``train.accum_steps = k`` each step's ``(L, B)`` window is cut into ``k`` column
+    slices of ``B / k`` streams; slice ``i`` carries its own recurrent state from window
+    to window (``hidden`` is then a list of ``k`` states), so the ``k`` slices see the
+    same text, in the same order, as one batch of ``B`` columns.
 
     Args:
         config: the resolved config (written to ``run_dir/config.json``).
         run_dir: where ``config.json``, ``log.jsonl``, ``last.pt`` and ``best.pt`` live.
-        device: where to train; default CUDA when available.
+        device: where to train; default :func:`~drillbook.runtime.default_device`.
         corpus: an already loaded corpus (default: ``load_corpus(config.data.corpus)``).
         resume: continue from ``run_dir/last.pt``. Without it an existing run folder
             with a checkpoint is an error (nothing is overwritten by accident).
-        progress: show a tqdm bar (default: only on a terminal).
+        progress: ``None`` (default): a tqdm bar only on a terminal, and one line per
+            epoch on stderr; ``True``: a bar always; ``False``: quiet.
         stage: ``"train"``, or ``"finetune"``: AWD-LSTM's second stage, which starts in
             averaged SGD from ``init_from`` and stops at the first non-monotone epoch.
         init_from: a ``best.pt``/``last.pt`` whose weights a new run starts from. A new
             fine-tuning run evaluates them once: their validation loss is the best so far
             and they are its first ``best.pt``, so it never saves a worse model than the
             one it loaded (as AWD-LSTM's ``finetune.py`` does).
+
+    ``last.pt`` holds, besides what the loop keeps (weights, optimiser, epoch, step, RNG,
+    scaler): the optimiser's kind, the sampler (position and window-length generator),
+    the carried LSTM state, the validation history, the best validation loss, the stage
+    and whether fine-tuning has finished.
 
     The trainer holds the run folder's lock from construction until :meth:`fit` returns
     (:meth:`close` gives it up earlier); a second trainer on the same folder fails with
@@ -154,19 +160,17 @@ class Trainer:
         CheckpointError: ``last.pt`` (or ``init_from``) is unreadable or of another kind.
     """
 
+    checkpoint_format = LM_CHECKPOINT
+    max_loss = MAX_LOSS
+
     def __init__(self, config: Config, run_dir: str | Path, *, device: str | None = None,
                  corpus: Corpus | None = None, resume: bool = False,
                  progress: bool | None = None, stage: str = "train",
                  init_from: str | Path | None = None) -> None:
         if stage not in ("train", "finetune"):
             raise ValueError(f"stage must be 'train' or 'finetune', got {stage!r}")
-        self.run_dir = Path(run_dir)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.progress = progress
-        self.folder = open_run_folder(self.run_dir, config, resume)
-        self.folder.start(
-            LM_CHECKPOINT, self.device, restore=self._restore,
-            build=lambda state: self._build(config, corpus, stage, init_from, state))
+        self._open(config, run_dir, device=device, resume=resume, progress=progress,
+                   build_args=(corpus, stage, init_from))
         if stage == "finetune" and init_from is not None and not resume:
             try:  # the loaded weights are the first best.pt: none worse is ever saved
                 if math.isfinite(self.best_val_loss):
@@ -176,16 +180,15 @@ class Trainer:
                 self.folder.release()
                 raise
 
-    def _build(self, config: Config, corpus: Corpus | None, stage: str,
-               init_from: str | Path | None, state: dict | None) -> None:
+    def _build(self, state: dict | None, corpus: Corpus | None, stage: str,
+               init_from: str | Path | None) -> None:
         if state is not None and state["stage"] != stage:
             raise CheckpointError(f"{self.folder.last} is a {state['stage']!r} checkpoint, "
                                   f"not {stage!r}: resume it with the command that started "
                                   f"it")
         init_from = init_from if state is None else None
-        self.config = config
+        config = self.config
         t = config.train
-        torch.manual_seed(t.seed)
         self.corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
         vocab_size = len(self.corpus.vocab)
         self.model = build_model(config, vocab_size).to(self.device)
@@ -193,29 +196,20 @@ class Trainer:
         self.valid_data = batchify(self.corpus.valid, t.eval_batch_size).to(self.device)
         self.sampler = BPTTSampler(self.train_data, t.bptt, seed=t.seed,
                                    variable=t.variable_bptt)
-        self.stage, self.finished = stage, False
+        self.stage = stage
         if init_from is not None:
             weights = load_checkpoint(init_from, self.device, formats=(LM_WEIGHTS,
                                                                        LM_CHECKPOINT))
             self.model.load_state_dict(weights["model"])
         first = "adam" if t.optimizer == "adam" else "sgd"
         self.optimizer = self._make_optimizer("asgd" if stage == "finetune" else first)
-        self.epoch = 1  # the epoch in progress
-        self.step = 0
-        self.hidden: Any = None
+        self.hidden: Any = None if t.accum_steps == 1 else [None] * t.accum_steps
         self.val_history: list[float] = []
         self.best_val_loss = math.inf
-        self.elapsed = 0.0
-        self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
-        self.changes: list[dict[str, Any]] = []  # resumable values changed on resume
         if stage == "finetune" and init_from is not None:
             # the loaded model is the one to beat (written as best.pt once the folder is up)
             loaded = evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
             self.best_val_loss = loaded if math.isfinite(loaded) else math.inf
-
-    def close(self) -> None:
-        """Give up the run folder's lock now (:meth:`fit` takes it again)."""
-        self.folder.release()
 
     # ------------------------------------------------------------ optimisers
     @property
@@ -237,86 +231,64 @@ class Trainer:
                 torch.optim.Adam: "adam"}[type(self.optimizer)]
 
     # ------------------------------------------------------------ checkpoints
-    def _state(self) -> dict[str, Any]:
+    def _task_state(self) -> dict[str, Any]:
         return {
-            "format": LM_CHECKPOINT,
             "config_hash": self.config.resume_key(),
-            "model": self.model.state_dict(),
             "optimizer_kind": self._optimizer_kind(),
-            "optimizer": self.optimizer.state_dict(),
-            "epoch": self.epoch,
-            "step": self.step,
             "sampler": self.sampler.state_dict(),
             "hidden": self.hidden,
-            "rng_cpu": torch.get_rng_state(),
-            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "val_history": list(self.val_history),
             "best_val_loss": self.best_val_loss,
-            "elapsed": self.elapsed,
-            "epoch_acc": [self.epoch_loss, self.epoch_tokens, self.epoch_batches],
             "stage": self.stage,
             "finished": self.finished,
-            "changes": self.changes,
         }
 
-    def _restore(self, state: dict[str, Any]) -> int:
-        """Continue from a ``last.pt``; returns the epoch in progress."""
-        self.model.load_state_dict(state["model"])
+    def _restore_task(self, state: dict[str, Any]) -> None:
         self.optimizer = self._make_optimizer(state["optimizer_kind"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        apply_learning_rate(self.optimizer, self.config.train.lr)  # may change on resume
-        self.epoch, self.step = state["epoch"], state["step"]
         self.sampler.load_state_dict(state["sampler"])
         self.hidden = state["hidden"]
-        torch.set_rng_state(state["rng_cpu"].cpu())
-        if state["rng_cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
         self.val_history = list(state["val_history"])
         self.best_val_loss = state["best_val_loss"]
-        self.elapsed = state["elapsed"]
-        self.epoch_loss, self.epoch_tokens, self.epoch_batches = state["epoch_acc"]
         self.finished = state["finished"]
-        self.changes = self.folder.change_history(state.get("changes", []), self.epoch,
-                                                  self.step)
-        return self.epoch
-
-    def save(self) -> Path:
-        """Write ``last.pt`` atomically."""
-        return self.folder.save_last(self._state())
 
     # ------------------------------------------------------------ training
-    def _train_step(self, batch) -> float:
-        t = self.config.train
-        self.model.train()
-        hidden = self.hidden
-        if hidden is None:
-            hidden = self.model.init_hidden(batch.x.shape[1])
-        with torch.autocast(self.device.type, dtype=torch.bfloat16,
-                            enabled=t.amp and self.device.type == "cuda"):
-            loss, raw_loss, out = training_loss(self.model, batch.x, batch.y, hidden,
-                                                alpha=t.alpha, beta=t.beta)
-        value, raw = loss.item(), raw_loss.item()
-        if not math.isfinite(value) or raw > MAX_LOSS:
-            raise self._diverged(f"the loss became {raw if raw > MAX_LOSS else value}")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if t.clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
-        group = self.optimizer.param_groups[0]
-        base_lr = group["lr"]
-        group["lr"] = base_lr * batch.lr_scale
-        self.optimizer.step()
-        group["lr"] = base_lr
-        bad = nonfinite_update(self.model)
-        if bad:  # stop before a checkpoint could save them
-            raise self._diverged(bad)
-        self.hidden = self.model.encoder.detach_hidden(out.hidden)
-        self.step += 1
-        return raw
+    def _epoch_batches(self) -> Iterator[Any]:
+        return self.sampler.iter_epoch(self.config.train.max_batches_per_epoch)
 
-    def _diverged(self, what: str) -> TrainingDiverged:
-        return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
-                        folder=self.folder)
+    def _epoch_progress(self) -> tuple[int, int]:
+        cap = self.config.train.max_batches_per_epoch
+        return self.sampler.num_batches(cap), self.sampler.batches_done
+
+    def _new_epoch(self) -> None:
+        self.sampler.new_epoch()
+
+    def _lr_scale(self, batch) -> float:
+        return batch.lr_scale
+
+    def _batch_tokens(self, batch) -> int:
+        return batch.y.numel()
+
+    def _micro_batches(self, batch, parts: int) -> list[tuple[Tensor, Tensor]]:
+        """``parts`` column slices of the window: ``(x[:, cols], y[:, cols])``, ``B/parts``
+        columns each (``train.batch_size`` is a multiple of ``parts``)."""
+        return list(zip(batch.x.chunk(parts, dim=1), batch.y.chunk(parts, dim=1),
+                        strict=True))
+
+    def _micro_loss(self, micro, part: int) -> StepLoss:
+        t = self.config.train
+        whole = t.accum_steps == 1
+        x, y = (micro.x, micro.y) if whole else micro
+        hidden = self.hidden if whole else self.hidden[part]
+        if hidden is None:
+            hidden = self.model.init_hidden(x.shape[1])
+        loss, raw_loss, out = training_loss(self.model, x, y, hidden, alpha=t.alpha,
+                                            beta=t.beta)
+        carried = self.model.encoder.detach_hidden(out.hidden)
+        if whole:
+            self.hidden = carried
+        else:
+            self.hidden[part] = carried
+        return StepLoss(loss, raw_loss, 1.0 / t.accum_steps)
 
     @contextmanager
     def _averaged_weights(self) -> Iterator[None]:
@@ -362,6 +334,8 @@ class Trainer:
                                "val_loss": val_loss})
 
     def _end_epoch(self, seconds: float) -> dict[str, Any]:
+        """Validate (averaged weights under NT-ASGD), switch to averaged SGD at the
+        trigger, save ``best.pt`` when it improved; returns the epoch's log record."""
         t = self.config.train
         val_loss = self._validate()
         switched = False
@@ -369,16 +343,20 @@ class Trainer:
                    and val_loss > min(self.val_history[:-t.nonmono]))
         if self.stage == "finetune":
             self.finished = trigger  # fine-tuning ends at its first non-monotone epoch
+            if trigger:
+                self._events.append("fine-tuning stops (non-monotone)")
         elif trigger and t.optimizer == "sgd" and not self.averaging:
             self.optimizer = self._make_optimizer("asgd")  # NT-ASGD
             switched = True
+            self._events.append("switched to averaged SGD")
         self.val_history.append(val_loss)
         improved = val_loss < self.best_val_loss
         if improved:
             self.best_val_loss = val_loss
             self._save_best(self._best_state(), epoch=self.epoch, val_loss=val_loss)
+            self._events.append("saved best")
         train_loss = self.epoch_loss / max(self.epoch_batches, 1)
-        record = {
+        return {
             "epoch": self.epoch, "step": self.step, "train_loss": train_loss,
             "train_ppl": perplexity(train_loss), "val_loss": val_loss,
             "val_ppl": perplexity(val_loss), "best_val_ppl": perplexity(self.best_val_loss),
@@ -387,42 +365,9 @@ class Trainer:
             "epoch_seconds": seconds, "elapsed_seconds": self.elapsed,
             "tokens": self.epoch_tokens, "batches": self.epoch_batches,
         }
-        self.folder.append_log(record)
-        return record
 
-    def _train_batches(self, start: float, started_elapsed: float,
-                       max_minutes: float | None, max_steps: int | None) -> str | None:
-        """Train the rest of the current epoch; return why it stopped early, or None."""
-        t = self.config.train
-        cap = t.max_batches_per_epoch
-        bar = tqdm(total=self.sampler.num_batches(cap), initial=self.sampler.batches_done,
-                   desc=f"epoch {self.epoch}",
-                   disable=None if self.progress is None else not self.progress, leave=False)
-        try:
-            for batch in self.sampler.iter_epoch(cap):  # from the saved position on
-                loss = self._train_step(batch)
-                self.epoch_loss += loss
-                self.epoch_tokens += batch.y.numel()
-                self.epoch_batches += 1
-                now = time.monotonic()
-                self.elapsed = started_elapsed + now - start
-                bar.update(1)
-                if self.step % t.log_interval == 0:
-                    bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{perplexity(loss):.1f}")
-                last_time, last_step = self._last_ckpt
-                due = (now - last_time >= 60 * t.checkpoint_minutes or bool(
-                    t.checkpoint_steps and self.step - last_step >= t.checkpoint_steps))
-                stop = ("budget" if max_minutes is not None and now - start >= 60 * max_minutes
-                        else "steps" if max_steps is not None and self.step >= max_steps
-                        else None)
-                if due or stop:
-                    self.save()
-                    self._last_ckpt = (now, self.step)
-                if stop:
-                    return stop
-            return None
-        finally:
-            bar.close()
+    def _summary(self, record: dict[str, Any]) -> str:
+        return f"val ppl {record['val_ppl']:.2f}"
 
     def fit(self, max_epochs: int | None = None, max_minutes: float | None = None,
             max_steps: int | None = None) -> RunStatus:
@@ -442,32 +387,9 @@ class Trainer:
         """
         self.folder.acquire()
         try:
-            return self._fit(max_epochs, max_minutes, max_steps)
+            reason, _ = self._run(max_epochs, max_minutes, max_steps)
         finally:
             self.folder.release()
-
-    def _fit(self, max_epochs: int | None, max_minutes: float | None,
-             max_steps: int | None) -> RunStatus:
-        t = self.config.train
-        start = time.monotonic()
-        started_elapsed = self.elapsed
-        self._last_ckpt = (start, self.step)
-        final_epoch = t.epochs if max_epochs is None else min(t.epochs, max_epochs)
-        while self.epoch <= final_epoch and not self.finished:
-            epoch_start = time.monotonic()
-            # A checkpoint taken after an epoch's last batch resumes straight into its
-            # validation: the sampler then has no batches left in this epoch.
-            stop = self._train_batches(start, started_elapsed, max_minutes, max_steps)
-            if stop is not None:
-                return RunStatus(stop, self.epoch - 1, self.best_val_loss)
-            self._end_epoch(time.monotonic() - epoch_start)
-            self.sampler.new_epoch()
-            self.epoch += 1
-            self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
-            self.save()
-            self._last_ckpt = (time.monotonic(), self.step)
-        reason = ("converged" if self.finished else "done" if self.epoch > t.epochs
-                  else "epochs")
         return RunStatus(reason, self.epoch - 1, self.best_val_loss)
 
 
@@ -526,7 +448,7 @@ def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = N
     run_dir = Path(run_dir)
     config = read_run_config(run_dir, Config)
     path = checkpoint_path(run_dir, which)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = resolve_device(device)
     state = load_checkpoint(path, device, formats=(LM_WEIGHTS, LM_CHECKPOINT))
     corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
     model = build_model(config, len(corpus.vocab)).to(device)

@@ -1,0 +1,444 @@
+"""The one training loop that the language-model and the translation trainers share.
+
+:class:`TrainingLoop` owns everything that is not about the task: the device
+(:func:`~drillbook.runtime.default_device` unless one is given), the seed, the run folder
+(:mod:`drillbook.train.runs`: lock, checks before any write, a log that matches the
+checkpoint), the checkpoint cadence, the time and step limits, the divergence checks, the
+full random state, the precision (autocast and, for fp16, a gradient scaler), gradient
+accumulation, ``torch.compile``, the per-epoch log record and the one console line per
+epoch. A task subclass supplies only its batches, its loss and its end-of-epoch
+evaluation, through these hooks:
+
+* ``_build(state)``: the model (``self.model``), optimiser (``self.optimizer``) and data;
+  ``state`` is the resume checkpoint or None. The loop has seeded torch with
+  ``train.seed`` just before.
+* ``_task_state()`` / ``_restore_task(state)``: what the task adds to (reads from)
+  ``last.pt`` besides what the loop keeps.
+* ``_epoch_batches()``: the rest of the current epoch's batches, from the saved position
+  on; ``_epoch_progress()``: ``(batches in the epoch, batches done)`` for the bar;
+  ``_batch_done(batch)``: called after each optimiser step (a position to advance);
+  ``_new_epoch()``: move to the next epoch's batches.
+* ``_micro_batches(batch, parts)``: the batch cut into ``parts`` pieces for gradient
+  accumulation (``train.accum_steps``); ``_micro_loss(micro, part)``: a
+  :class:`StepLoss` for one piece.
+* ``_end_epoch(seconds)``: validate, save ``best.pt`` when it improved, return the log
+  record (the loop appends it, with ``precision`` and ``tokens_per_second``, and prints
+  the console line, with the events the task put in ``self._events``, such as
+  ``"saved best"``); ``_summary(record)``: the record's metric in words
+  (``"val ppl 123.45"``); ``self.finished = True`` ends training early.
+
+One **optimiser step** (``train.accum_steps = k``): the batch is cut into ``k`` pieces;
+each piece's loss is computed under autocast, checked (a non-finite loss, or one above
+:attr:`TrainingLoop.max_loss`, raises :class:`~drillbook.errors.TrainingDiverged`
+before anything is saved), scaled by the piece's share of the batch and back-propagated;
+then the gradients are unscaled (fp16), clipped to ``train.clip``, and the optimiser
+steps at ``lr x _lr_scale(batch)``; non-finite weights after the step raise
+``TrainingDiverged`` too. With ``k = 1`` and precision ``off`` this is exactly the
+fp32 step the trainers took before the loop existed (bit for bit: tested).
+
+**Checkpoint cadence** (one rule for both tasks): ``last.pt`` is written after every
+epoch, during an epoch once ``train.checkpoint_minutes`` have passed or
+``train.checkpoint_steps`` steps were taken since the last one, and when a time or step
+limit stops the run.
+
+**What ``last.pt`` holds** besides the task's own state: ``format``, ``model``,
+``optimizer``, ``epoch`` (in progress), ``step`` (optimiser steps so far), ``elapsed``
+(training seconds), ``epoch_acc`` (``[loss sum, tokens, batches]`` of the epoch so far),
+``rng_cpu``, ``rng_cuda`` (every CUDA device's generator; empty without CUDA), each task
+generator as ``rng_<name>``, ``scaler`` (the fp16 gradient scaler's state, or None), and
+``changes`` (resumable values changed on resume).
+
+**Precision** (``train.amp``): ``off`` (float32), ``bf16`` (bfloat16 autocast; on CPU
+too), ``fp16`` (float16 autocast with a :class:`torch.amp.GradScaler`, whose state is
+checkpointed), ``auto`` (bf16 where the device has it, else fp16 on CUDA, else off;
+:func:`resolve_precision`). The old boolean values of config files still load
+(``false`` = ``off``, ``true`` = ``bf16``).
+
+**Console**: a tqdm bar per epoch only when stderr is a terminal (``progress=None``) or
+when asked (``progress=True``), and one line per epoch on stderr (unless
+``progress=False``)::
+
+    epoch 3 | 1,204 updates | train loss 4.812 | val ppl 131.20 | lr 30 | 61s
+    | 9,850 tok/s | saved best, checkpoint
+
+(one line on the console; broken here to fit).
+
+Timing never synchronises CUDA per step: the epoch's seconds are read once, after one
+synchronisation at the end of the epoch's training batches.
+
+**Distribution**: the loop keeps what a distributed mode needs apart: ``rank`` and
+``world_size`` (1 process today), :attr:`TrainingLoop.writes` (only rank 0 writes files
+and prints), and ``_micro_batches`` (the slice of a batch one process owns).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
+
+from ..configs.schema import SectionedConfig
+from ..errors import ConfigError, TrainingDiverged
+from ..runtime import resolve_device
+from .runs import apply_learning_rate, diverged, nonfinite_update, open_run_folder
+
+__all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "precision_label",
+           "resolve_precision"]
+
+#: the values of ``train.amp``
+PRECISIONS = ("off", "bf16", "fp16", "auto")
+
+
+def resolve_precision(amp: str, device: torch.device | str) -> str:
+    """What ``train.amp`` means on ``device``: ``"off"``, ``"bf16"`` or ``"fp16"``.
+
+    ``auto`` is ``bf16`` on a CUDA device with bfloat16 (compute capability 8.0 or
+    newer), ``fp16`` on an older CUDA device (a T4, a V100), and ``off`` elsewhere
+    (CPUs run bfloat16 autocast, but most without bfloat16 arithmetic, so slower than
+    float32; ask for ``bf16`` to get it anyway).
+
+    Raises:
+        ConfigError: ``amp`` is not one of :data:`PRECISIONS`, or ``fp16`` off CUDA and
+            CPU (torch has no float16 gradient scaler for that device).
+    """
+    device = torch.device(device)
+    if amp not in PRECISIONS:
+        raise ConfigError(f"invalid train.amp={amp!r}: it must be one of "
+                          f"{', '.join(PRECISIONS)}")
+    if amp == "auto":
+        if device.type != "cuda":
+            return "off"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if amp == "fp16" and device.type not in ("cuda", "cpu"):
+        raise ConfigError(f"train.amp=fp16 needs a gradient scaler, which torch has for "
+                          f"cuda and cpu, not {device.type}; use train.amp=bf16 or off")
+    return amp
+
+
+def precision_label(precision: str) -> str:
+    """How result files name a resolved precision: ``fp32``, ``bf16-autocast`` or
+    ``fp16-autocast``."""
+    return "fp32" if precision == "off" else f"{precision}-autocast"
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The autocast context of a resolved precision (a no-op context for ``off``)."""
+    if precision == "off":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
+
+
+class StepLoss(NamedTuple):
+    """One piece of a batch's loss (see :meth:`TrainingLoop._micro_loss`).
+
+    Attributes:
+        loss: the scalar to differentiate (the objective of this piece, a mean over its
+            tokens).
+        report: the scalar that is checked for divergence and averaged into the epoch's
+            training loss (the language model's head loss without AR/TAR; the
+            translation loss itself).
+        share: this piece's weight in the batch's mean (``1/k`` for ``k`` equal
+            column slices; its share of the target tokens for translation); the loss is
+            multiplied by it before the backward pass when ``k > 1``.
+    """
+
+    loss: Tensor
+    report: Tensor
+    share: float
+
+
+class TrainingLoop:
+    """The shared machinery of a resumable training run (see the module docstring).
+
+    Args:
+        config: the validated config; its ``train`` section must have ``seed``, ``lr``,
+            ``clip``, ``epochs``, ``checkpoint_minutes``, ``checkpoint_steps``, ``amp``,
+            ``accum_steps`` and ``compile``.
+        run_dir: the run folder.
+        device: where to train (default :func:`~drillbook.runtime.default_device`).
+        resume: continue from ``run_dir/last.pt``.
+        progress: ``None``: a bar only on a terminal and one line per epoch on stderr;
+            ``True``: a bar always; ``False``: nothing on the console.
+        build_args: passed on to the subclass's ``_build``.
+
+    Attributes:
+        precision: the resolved ``train.amp`` (``off``, ``bf16`` or ``fp16``).
+        scaler: the fp16 gradient scaler, or None.
+        epoch: the epoch in progress (1-based); step: optimiser steps so far;
+        elapsed: training seconds so far, over every call to :meth:`fit`.
+    """
+
+    #: the ``"format"`` of this task's ``last.pt`` (set by the subclass)
+    checkpoint_format: str = ""
+    #: a reported loss above this is divergence (the language model: the largest loss
+    #: whose perplexity is finite)
+    max_loss: float = math.inf
+    #: the epoch's training loss: ``False``: mean of the batches' losses (the language
+    #: model); ``True``: weighted by each batch's tokens (translation)
+    token_weighted: bool = False
+
+    rank, world_size = 0, 1
+
+    def _open(self, config: SectionedConfig, run_dir: str | Path, *,
+              device: str | torch.device | None, resume: bool, progress: bool | None,
+              build_args: tuple = ()) -> None:
+        """Open the run folder, seed, build and (on resume) restore, in the safe order."""
+        self.config, self.run_dir, self.progress = config, Path(run_dir), progress
+        self.device = resolve_device(device)
+        self.folder = open_run_folder(self.run_dir, config, resume)
+
+        def build(state: dict | None) -> None:
+            t = self.config.train
+            self.precision = resolve_precision(t.amp, self.device)
+            torch.manual_seed(t.seed)
+            self.finished = False
+            self._events: list[str] = []
+            self._build(state, *build_args)
+            self.scaler = (torch.amp.GradScaler(self.device.type)
+                           if self.precision == "fp16" else None)
+            if t.compile:
+                self.model.compile()  # in place: state_dict keys stay the same
+            self.epoch, self.step, self.elapsed = 1, 0, 0.0
+            self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
+            self.changes: list[dict[str, Any]] = []
+
+        self.folder.start(self.checkpoint_format, self.device, restore=self._restore,
+                          build=build)
+
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes files and console lines (rank 0)."""
+        return self.rank == 0
+
+    def close(self) -> None:
+        """Give up the run folder's lock now (:meth:`fit` takes it again)."""
+        self.folder.release()
+
+    # ------------------------------------------------------------ checkpoints
+    def _generators(self) -> dict[str, torch.Generator]:
+        """The task's own generators, checkpointed as ``rng_<name>``."""
+        return {}
+
+    def _state(self) -> dict[str, Any]:
+        state = {
+            "format": self.checkpoint_format,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "epoch_acc": [self.epoch_loss, self.epoch_tokens, self.epoch_batches],
+            "rng_cpu": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "changes": self.changes,
+        }
+        for name, generator in self._generators().items():
+            state[f"rng_{name}"] = generator.get_state()
+        state.update(self._task_state())
+        return state
+
+    def _restore(self, state: dict[str, Any]) -> int:
+        """Continue from a ``last.pt``; returns the epoch in progress."""
+        self.model.load_state_dict(state["model"])
+        self._restore_task(state)  # may rebuild the optimiser (its kind is the task's)
+        self.optimizer.load_state_dict(state["optimizer"])
+        apply_learning_rate(self.optimizer, self.config.train.lr)  # may change on resume
+        self.epoch, self.step, self.elapsed = state["epoch"], state["step"], state["elapsed"]
+        acc = list(state["epoch_acc"])
+        if len(acc) == 2:  # translation checkpoints before the loop: no batch count
+            acc.append(state.get("position", 0))
+        self.epoch_loss, self.epoch_tokens, self.epoch_batches = acc
+        torch.set_rng_state(state["rng_cpu"].cpu())
+        if state.get("rng_cuda") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+        for name, generator in self._generators().items():
+            generator.set_state(state[f"rng_{name}"].cpu())
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.changes = self.folder.change_history(state.get("changes", []), self.epoch,
+                                                  self.step)
+        return self.epoch
+
+    def save(self) -> Path:
+        """Write ``last.pt`` atomically."""
+        return self.folder.save_last(self._state())
+
+    # ------------------------------------------------------------ one step
+    def _lr_scale(self, batch: Any) -> float:
+        """The factor on ``lr`` for this batch's step (AWD-LSTM: ``seq_len / bptt``)."""
+        return 1.0
+
+    def _batch_tokens(self, batch: Any) -> int:
+        raise NotImplementedError
+
+    def _micro_batches(self, batch: Any, parts: int) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def _micro_loss(self, micro: Any, part: int) -> StepLoss:
+        raise NotImplementedError
+
+    def _diverged(self, what: str) -> TrainingDiverged:
+        return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
+                        folder=self.folder)
+
+    def _train_step(self, batch: Any) -> float:
+        """One optimiser step on ``batch``; returns its reported loss."""
+        t = self.config.train
+        parts = t.accum_steps
+        self.model.train()
+        micros = [batch] if parts == 1 else self._micro_batches(batch, parts)
+        self.optimizer.zero_grad(set_to_none=True)
+        reported = 0.0
+        for part, micro in enumerate(micros):
+            with autocast(self.precision, self.device):
+                piece = self._micro_loss(micro, part)
+            value, raw = piece.loss.item(), piece.report.item()
+            if not math.isfinite(value) or raw > self.max_loss:
+                raise self._diverged(f"the loss became {raw if raw > self.max_loss else value}")
+            loss = piece.loss if parts == 1 else piece.loss * piece.share
+            if self.scaler is not None:
+                loss = self.scaler.scale(loss)
+            loss.backward()
+            reported = raw if parts == 1 else reported + raw * piece.share
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        if t.clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
+        group = self.optimizer.param_groups[0]
+        base_lr = group["lr"]
+        group["lr"] = base_lr * self._lr_scale(batch)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        group["lr"] = base_lr
+        bad = nonfinite_update(self.model)
+        if bad:  # stop before a checkpoint could save them
+            raise self._diverged(bad)
+        self.step += 1
+        return reported
+
+    # ------------------------------------------------------------ epochs
+    def _epoch_batches(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def _epoch_progress(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _batch_done(self, batch: Any) -> None:
+        """Called after each optimiser step on ``batch``."""
+
+    def _new_epoch(self) -> None:
+        """Move the task's batches to the next epoch."""
+
+    def _end_epoch(self, seconds: float) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _summary(self, record: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _train_batches(self, start: float, started_elapsed: float,
+                       max_minutes: float | None, max_steps: int | None) -> str | None:
+        """Train the rest of the current epoch; return why it stopped early, or None."""
+        t = self.config.train
+        total, done = self._epoch_progress()
+        bar = tqdm(total=total, initial=done, desc=f"epoch {self.epoch}",
+                   disable=None if self.progress is None else not self.progress, leave=False)
+        try:
+            for batch in self._epoch_batches():  # from the saved position on
+                loss = self._train_step(batch)
+                tokens = self._batch_tokens(batch)
+                self.epoch_loss += loss * tokens if self.token_weighted else loss
+                self.epoch_tokens += tokens
+                self.epoch_batches += 1
+                self._batch_done(batch)
+                now = time.monotonic()
+                self.elapsed = started_elapsed + now - start
+                bar.update(1)
+                if self.step % t.log_interval == 0:
+                    bar.set_postfix(loss=f"{loss:.3f}")
+                last_time, last_step = self._last_ckpt
+                due = (now - last_time >= 60 * t.checkpoint_minutes or bool(
+                    t.checkpoint_steps and self.step - last_step >= t.checkpoint_steps))
+                stop = ("budget" if max_minutes is not None and now - start >= 60 * max_minutes
+                        else "steps" if max_steps is not None and self.step >= max_steps
+                        else None)
+                if due or stop:
+                    self.save()
+                    self._last_ckpt = (now, self.step)
+                    self._checkpoints += 1
+                if stop:
+                    return stop
+            return None
+        finally:
+            bar.close()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _run(self, max_epochs: int | None, max_minutes: float | None,
+             max_steps: int | None) -> tuple[str, dict[str, Any] | None]:
+        """Train until the config's epochs or a limit; returns ``(reason, last record)``
+        with reason ``done``, ``epochs``, ``converged``, ``budget`` or ``steps``."""
+        t = self.config.train
+        start = time.monotonic()
+        started_elapsed = self.elapsed
+        self._last_ckpt = (start, self.step)
+        final_epoch = t.epochs if max_epochs is None else min(t.epochs, max_epochs)
+        record = None
+        while self.epoch <= final_epoch and not self.finished:
+            epoch_start = time.monotonic()
+            before = (self.epoch_batches, self.epoch_tokens)
+            self._checkpoints, self._events = 0, []
+            # A checkpoint taken after an epoch's last batch resumes straight into its
+            # validation: there are no batches left in this epoch.
+            stop = self._train_batches(start, started_elapsed, max_minutes, max_steps)
+            if stop is not None:
+                return stop, record
+            self._sync()
+            seconds = time.monotonic() - epoch_start
+            # this call's share of the epoch: (seconds, batches, tokens)
+            self.epoch_timing = (seconds, self.epoch_batches - before[0],
+                                 self.epoch_tokens - before[1])
+            record = self._end_epoch(seconds)
+            record["precision"] = precision_label(self.precision)
+            record["tokens_per_second"] = (self.epoch_timing[2] / seconds if seconds > 0
+                                           else None)
+            if self.writes:
+                self.folder.append_log(record)
+            self._new_epoch()
+            self.epoch += 1
+            self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
+            self.save()
+            self._last_ckpt = (time.monotonic(), self.step)
+            self._say(record, time.monotonic() - epoch_start)
+        reason = ("converged" if self.finished else "done" if self.epoch > t.epochs
+                  else "epochs")
+        return reason, record
+
+    def _say(self, record: dict[str, Any], seconds: float) -> None:
+        """The epoch's console line on stderr (not with ``progress=False``)."""
+        if self.progress is False or not self.writes:
+            return
+        events = list(self._events)
+        if self._checkpoints:
+            events.append(f"{self._checkpoints} mid-epoch checkpoint(s)")
+        events.append("checkpoint")
+        rate = record.get("tokens_per_second")
+        parts = [f"epoch {record['epoch']}", f"{record['step']:,} updates",
+                 f"train loss {record['train_loss']:.3f}", self._summary(record),
+                 f"lr {record['lr']:g}", f"{seconds:.0f}s",
+                 f"{rate:,.0f} tok/s" if rate is not None else "- tok/s", ", ".join(events)]
+        print(" | ".join(parts), file=sys.stderr, flush=True)
