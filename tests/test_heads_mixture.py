@@ -406,3 +406,30 @@ def test_a_mixture_of_contexts_runs_through_the_consumers(tmp_path, gen):
     lengths = torch.tensor([5, 4, 2])
     greedy = greedy_decode(seq2seq, src, lengths, bos=2, eos=3, max_len=6)
     assert beam_search(seq2seq, src, lengths, bos=2, eos=3, beam=1, max_len=6) == greedy
+
+
+@pytest.mark.parametrize("kind", ["mos", "doc"])
+def test_mixtures_mix_in_float32_under_bf16_autocast(kind):
+    """``train.amp=bf16``: the projections run in bf16, the log-space mixing stays
+    float32, so the log-probabilities are float32, normalised to float32 precision, and
+    within bf16 rounding of the float32 head's."""
+    torch.manual_seed(0)
+    emb = nn.Embedding(V, D)
+    if kind == "mos":
+        head, h = MoSHead(V, DH, embedding=emb, n_experts=3).eval(), torch.randn(6, 2, DH)
+        feats = h
+    else:
+        head = DOCHead(V, DH, embedding=emb, vectors_per_layer=[1, 1, 2],
+                       layer_sizes=[D, 9, DH]).eval()
+        h = torch.randn(6, 2, DH)
+        feats = Features(h, (torch.randn(6, 2, D), torch.randn(6, 2, 9), h))
+    with torch.no_grad():
+        full = head.log_prob(feats)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = head.log_prob(feats)
+            linear = head.prior(h)  # the autocast really lowers the projections
+    assert linear.dtype == torch.bfloat16
+    assert full.dtype == mixed.dtype == torch.float32
+    torch.testing.assert_close(mixed.logsumexp(-1), torch.zeros(6, 2), atol=1e-5, rtol=0)
+    torch.testing.assert_close(mixed, full, atol=0.05, rtol=0.02)
+    assert not torch.equal(mixed, full)

@@ -94,7 +94,9 @@ def add_run_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-minutes", type=positive_float,
                    help="wall-clock budget; the run checkpoints and stops (resume later)")
     p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA if available)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar and no line per epoch (default: a bar on a "
+                        "terminal, one line per epoch on stderr)")
 
 
 def add_run_reader(p: argparse.ArgumentParser) -> None:

@@ -18,8 +18,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     paths = reproduce(args.table, rows=args.rows, budget_minutes=args.budget_minutes,
                       out=args.out, runs=args.runs, device=args.device, overrides=args.set,
-                      max_eval_tokens=args.max_eval_tokens, progress=not args.quiet,
-                      seed=args.seed)
+                      max_eval_tokens=args.max_eval_tokens,
+                      progress=False if args.quiet else None, seed=args.seed)
     for path in paths:
         doc = json.loads(Path(path).read_text())
         metrics = ", ".join(f"{k} {v:.2f}" for k, v in doc["metrics"].items()

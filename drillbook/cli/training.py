@@ -36,7 +36,7 @@ def _train_language_model(config, out: Path, args: argparse.Namespace) -> None:
     from ..train import Trainer
 
     trainer = Trainer(config, out, device=args.device, resume=args.resume,
-                      progress=not args.quiet)
+                      progress=False if args.quiet else None)
     status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
     print(f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
           f"best valid ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
@@ -46,7 +46,7 @@ def _train_translation(config, out: Path, args: argparse.Namespace) -> None:
     from ..nmt.train import NMTTrainer
 
     trainer = NMTTrainer(config, out, device=args.device, resume=args.resume,
-                         progress=not args.quiet)
+                         progress=False if args.quiet else None)
     record = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
     print(f"{config.name}: stopped after epoch {trainer.epoch - 1}; best valid BLEU "
           f"{trainer.best_bleu:.2f}; last record {json.dumps(record)}; run folder {out}")
@@ -69,7 +69,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     language_model_run(args.run_dir, "finetune")
     status, out = finetune(args.run_dir, out=args.out, device=args.device, resume=args.resume,
                            max_epochs=args.max_epochs, max_minutes=args.max_minutes,
-                           progress=not args.quiet, lr=args.lr)
+                           progress=False if args.quiet else None, lr=args.lr)
     print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
           f"ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
     return 0

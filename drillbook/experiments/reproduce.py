@@ -271,7 +271,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     ranked = table in RANK_TABLES
     rank_cap = RANK_TABLES.get(table) or max_eval_tokens
     written = []
-    for row in chosen:
+    for index, row in enumerate(chosen, 1):
+        label = f"row {index}/{len(chosen)} {row.name}"  # the trainers' console lines
         config = row.resolve(overrides or [])
         folder = table
         if seed is not None and seed != config.train.seed:
@@ -281,11 +282,12 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         if row.translation:
             written.append(_reproduce_nmt(table, row, config, run_dir,
                                           Path(out) / folder / f"{row.name}.json",
-                                          budget_minutes, device, progress, source))
+                                          budget_minutes, device, progress, source, label))
             continue
         started = time.monotonic()
         trainer = Trainer(config, run_dir, device=device, corpus=corpus,
                           resume=(run_dir / "last.pt").exists(), progress=progress)
+        trainer.label = label
         corpus = trainer.corpus if corpus is None else corpus
         status = trainer.fit(max_minutes=budget_minutes)
         metrics, curve = _lm_stage(trainer, corpus, max_eval_tokens,
@@ -300,7 +302,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             left = (None if budget_minutes is None
                     else budget_minutes - (time.monotonic() - started) / 60)
             block = (_finetune_stage(row, run_dir, corpus, device, progress, left,
-                                     max_eval_tokens) if left is None or left > 0
+                                     max_eval_tokens, f"{label} finetune")
+                     if left is None or left > 0
                      else _earlier_finetuned(path))  # no time left: keep what was recorded
             if block is not None:
                 doc["finetuned"] = block
@@ -346,7 +349,8 @@ def _lm_stage(trainer, corpus, max_eval_tokens: int | None,
 
 
 def _finetune_stage(row: Row, run_dir: Path, corpus, device, progress,
-                    minutes: float | None, max_eval_tokens: int | None) -> dict:
+                    minutes: float | None, max_eval_tokens: int | None,
+                    label: str = "") -> dict:
     """Fine-tune a finished row (or resume its fine-tuning) for at most ``minutes`` and
     return the result file's ``finetuned`` block."""
     from ..train.lm import finetune_trainer
@@ -355,6 +359,7 @@ def _finetune_stage(row: Row, run_dir: Path, corpus, device, progress,
     trainer = finetune_trainer(run_dir, out=out, device=device, corpus=corpus,
                                progress=progress, resume=(out / "last.pt").exists(),
                                lr=finetune_lr(row.config))
+    trainer.label = label
     status = trainer.fit(max_minutes=minutes)
     metrics, curve = _lm_stage(trainer, corpus, max_eval_tokens)
     return {"status": _status(status.reason), "epochs_done": status.epoch,
@@ -388,7 +393,7 @@ def _result_doc(table: str, row: Row, config, trainer, source: dict, *, status: 
 
 
 def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
-                   budget_minutes, device, progress, source: dict) -> Path:
+                   budget_minutes, device, progress, source: dict, label: str = "") -> Path:
     """A translation row: BLEU on the validation and test sets (greedy).
 
     ``val_bleu`` is the trainer's best validation BLEU on the tokenised text (what selects
@@ -401,6 +406,7 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
 
     resume = (run_dir / "last.pt").exists()
     trainer = NMTTrainer(config, run_dir, device=device, resume=resume, progress=progress)
+    trainer.label = label
     last = trainer.fit(max_minutes=budget_minutes)
     log = read_log(run_dir) if (run_dir / "log.jsonl").exists() else []
     metrics: dict[str, float] = {}

@@ -359,7 +359,7 @@ class MoSHead(MixtureHead):
     def components(self, features: Tensor | Features) -> tuple[Tensor, Tensor]:
         h = self._hidden(features)
         vectors = torch.tanh(self.latent(h)).unflatten(-1, (self.n_vectors, self.d_embedding))
-        return self._drop_vectors(vectors), self.prior(h).log_softmax(-1)
+        return self._drop_vectors(vectors), _at_least_float32(self.prior(h)).log_softmax(-1)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, n_experts={self.n_vectors}, "
@@ -479,7 +479,7 @@ class DOCHead(MixtureHead):
                        -1, (self.vectors_per_layer[n], self.d_embedding))
                    for n in reversed(range(len(layers))) if self.vectors_per_layer[n] > 0]
         vectors = self._drop_vectors(torch.cat(vectors, dim=-2))
-        return vectors, self.prior(hidden).log_softmax(-1)
+        return vectors, _at_least_float32(self.prior(hidden)).log_softmax(-1)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, vectors_per_layer={self.vectors_per_layer}, "

@@ -58,7 +58,7 @@ checkpointed), ``auto`` (bf16 where the device has it, else fp16 on CUDA, else o
 when asked (``progress=True``), and one line per epoch on stderr (unless
 ``progress=False``)::
 
-    epoch 3 | 1,204 updates | train loss 4.812 | val ppl 131.20 | lr 30 | 61s
+    epoch 3/500 | 1,204 updates | train loss 4.812 | val ppl 131.20 | lr 30 | 61s
     | 9,850 tok/s | saved best, checkpoint
 
 (one line on the console; broken here to fit).
@@ -187,6 +187,8 @@ class TrainingLoop:
     token_weighted: bool = False
 
     rank, world_size = 0, 1
+    #: what the console line starts with (``reproduce`` names its row: ``"row 3/7 drill"``)
+    label = ""
 
     def _open(self, config: SectionedConfig, run_dir: str | Path, *,
               device: str | torch.device | None, resume: bool, progress: bool | None,
@@ -203,6 +205,11 @@ class TrainingLoop:
             self.finished = False
             self._events: list[str] = []
             self._build(state, *build_args)
+            if self.precision == "fp16" and self.device.type == "cpu" and any(
+                    isinstance(m, torch.nn.RNNBase) for m in self.model.modules()):
+                raise ConfigError("train.amp=fp16 on the CPU: torch's CPU LSTM has no "
+                                  "float16 kernel; use train.amp=bf16 or off here (fp16 "
+                                  "is for CUDA)")
             self.scaler = (torch.amp.GradScaler(self.device.type)
                            if self.precision == "fp16" else None)
             if t.compile:
@@ -437,7 +444,9 @@ class TrainingLoop:
             events.append(f"{self._checkpoints} mid-epoch checkpoint(s)")
         events.append("checkpoint")
         rate = record.get("tokens_per_second")
-        parts = [f"epoch {record['epoch']}", f"{record['step']:,} updates",
+        where = f"epoch {record['epoch']}/{self.config.train.epochs}"
+        parts = [f"{self.label}: {where}" if self.label else where,
+                 f"{record['step']:,} updates",
                  f"train loss {record['train_loss']:.3f}", self._summary(record),
                  f"lr {record['lr']:g}", f"{seconds:.0f}s",
                  f"{rate:,.0f} tok/s" if rate is not None else "- tok/s", ", ".join(events)]

@@ -1,0 +1,244 @@
+"""The one training loop: precision, gradient accumulation, compile, the console line."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from test_nmt import small
+from test_nmt import tiny_corpus as tiny_parallel
+from test_train import tiny_config, tiny_corpus
+
+from drillbook.cli import main
+from drillbook.configs import Config, apply_overrides
+from drillbook.errors import ConfigError
+from drillbook.nmt.config import NMTConfig
+from drillbook.nmt.train import NMTTrainer
+from drillbook.train import Trainer, load_checkpoint, read_log
+from drillbook.train.loop import precision_label, resolve_precision
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def lm(run_dir, config=None, **kw) -> Trainer:
+    return Trainer(config or tiny_config(), run_dir, device="cpu", corpus=tiny_corpus(),
+                   progress=False, **kw)
+
+
+def no_dropout(**train) -> Config:
+    config = tiny_config(**train)
+    m = config.model
+    m.dropout = m.dropouth = m.dropouti = m.dropoute = m.wdrop = 0.0
+    return config
+
+
+def transformer(**train) -> Config:
+    """The tiny LM with a transformer encoder: no LSTM, so fp16 autocast runs on the CPU."""
+    config = tiny_config(**train)
+    config.model.encoder, config.model.nhead, config.model.d_ff = "transformer", 2, 16
+    config.model.max_len = 64
+    return config
+
+
+# ------------------------------------------------------------------ precision
+def test_precision_resolves_per_device_and_names_itself_in_results():
+    assert [resolve_precision(a, "cpu") for a in ("off", "bf16", "fp16", "auto")] == \
+        ["off", "bf16", "fp16", "off"]  # auto: no bf16 arithmetic on most CPUs
+    assert [precision_label(p) for p in ("off", "bf16", "fp16")] == \
+        ["fp32", "bf16-autocast", "fp16-autocast"]
+    with pytest.raises(ConfigError, match=r"train\.amp='half'.*off, bf16, fp16, auto"):
+        resolve_precision("half", "cpu")
+    with pytest.raises(ConfigError, match=r"fp16 needs a gradient scaler.*not meta"):
+        resolve_precision("fp16", "meta")
+
+
+@CUDA
+def test_auto_precision_on_cuda_is_bf16_or_fp16_by_the_device():
+    want = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    assert resolve_precision("auto", "cuda") == want
+
+
+def test_old_boolean_amp_values_still_load_and_hash_as_today():
+    old = tiny_config().to_dict()
+    for value, now in [(False, "off"), (True, "bf16")]:
+        old["train"]["amp"] = value
+        assert Config.from_dict(old).train.amp == now
+    old["train"]["amp"] = False
+    del old["train"]["accum_steps"], old["train"]["compile"]  # a run folder of before
+    assert Config.from_dict(old).hash() == tiny_config().hash()
+    nmt = small("multi30k/de-en-softmax").to_dict()
+    nmt["train"]["amp"] = True
+    assert NMTConfig.from_dict(nmt).train.amp == "bf16"
+    assert apply_overrides(tiny_config(), ["train.amp=fp16"]).train.amp == "fp16"
+    with pytest.raises(ConfigError, match=r"invalid train\.amp='fast'"):
+        apply_overrides(tiny_config(), ["train.amp=fast"])
+
+
+def test_bf16_autocast_trains_on_the_cpu_and_every_record_names_it(tmp_path):
+    short = dict(epochs=1, max_batches_per_epoch=3, max_eval_tokens=40)  # bf16 is slow here
+    fp32 = lm(tmp_path / "fp32", tiny_config(**short))
+    fp32.fit()
+    bf16 = lm(tmp_path / "bf16", tiny_config(**short, amp="bf16"))
+    bf16.fit()
+    a, b = read_log(tmp_path / "fp32")[0], read_log(tmp_path / "bf16")[0]
+    assert (a["precision"], b["precision"]) == ("fp32", "bf16-autocast")
+    assert a["train_loss"] != b["train_loss"]  # the step really ran in bf16
+    assert abs(a["train_loss"] - b["train_loss"]) < 0.1
+    assert bf16.scaler is None
+
+
+def test_fp16_checkpoints_its_gradient_scaler_and_resumes_to_the_bit(tmp_path):
+    config = transformer(epochs=2, amp="fp16", checkpoint_steps=1)
+    whole = lm(tmp_path / "whole", config)
+    whole.fit()
+    assert whole.scaler is not None and read_log(tmp_path / "whole")[0]["precision"] == \
+        "fp16-autocast"
+    part = lm(tmp_path / "part", config)
+    part.fit(max_steps=11)  # stops mid-epoch 2
+    saved = load_checkpoint(tmp_path / "part" / "last.pt")
+    assert saved["step"] == 11 and saved["scaler"] == part.scaler.state_dict()
+    assert saved["scaler"]["_growth_tracker"] == 11  # one per finite step
+    resumed = lm(tmp_path / "part", config, resume=True)
+    assert resumed.scaler.state_dict() == saved["scaler"]
+    resumed.fit()
+    for (name, w), v in zip(whole.model.state_dict().items(),
+                            resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(w, v), name
+    assert [r["train_loss"] for r in read_log(tmp_path / "whole")] == \
+        [r["train_loss"] for r in read_log(tmp_path / "part")]
+
+
+def test_fp16_with_an_lstm_on_the_cpu_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ConfigError, match=r"fp16 on the CPU.*no float16 kernel.*bf16"):
+        lm(tmp_path / "run", tiny_config(amp="fp16"))
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+@CUDA
+def test_fp16_on_cuda_trains_with_a_scaler(tmp_path):
+    trainer = Trainer(tiny_config(epochs=1, amp="fp16"), tmp_path / "run", device="cuda",
+                      corpus=tiny_corpus(), progress=False)
+    trainer.fit()
+    assert trainer.scaler is not None and trainer.scaler.get_scale() > 0
+    assert read_log(tmp_path / "run")[0]["precision"] == "fp16-autocast"
+
+
+# ------------------------------------------------------------------ accumulation
+def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_two_accumulated_column_slices_make_the_same_language_model_step(tmp_path):
+    """Dropout off: two slices of B/2 columns give the one-batch loss and gradients, and,
+    with the state carried per slice, the same weights three steps later."""
+    runs = {}
+    for k in (1, 2):
+        trainer = lm(tmp_path / str(k), no_dropout(accum_steps=k))
+        trainer.fit(max_steps=1)
+        runs[k] = (trainer.epoch_loss, grads(trainer.model))
+        trainer.fit(max_steps=3)
+        runs[k] += (trainer.model.state_dict(),)
+    (loss1, g1, w1), (loss2, g2, w2) = runs[1], runs[2]
+    assert loss2 == pytest.approx(loss1, rel=1e-6)
+    assert g1.keys() == g2.keys() and len(g1) > 0
+    for name in g1:
+        torch.testing.assert_close(g2[name], g1[name], rtol=1e-5, atol=1e-7)
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-5, atol=1e-6)
+
+
+def test_accumulation_must_divide_the_language_model_batch():
+    with pytest.raises(ConfigError, match=r"accum_steps=3: it must divide "
+                                          r"train\.batch_size=4"):
+        apply_overrides(tiny_config(), ["train.accum_steps=3"])
+
+
+def test_two_accumulated_pieces_make_the_same_translation_step(tmp_path):
+    losses, gradients = [], []
+    for k in (1, 2):
+        config = small("multi30k/de-en-softmax", "model.dropout=0", f"train.accum_steps={k}")
+        trainer = NMTTrainer(config, tmp_path / str(k), device="cpu", corpus=tiny_parallel(),
+                             progress=False)
+        batch = trainer._epoch_batch_list()[0]
+        losses.append(trainer._train_step(batch))
+        gradients.append(grads(trainer.model))
+        trainer.close()
+    assert losses[1] == pytest.approx(losses[0], rel=1e-6)
+    for name in gradients[0]:
+        torch.testing.assert_close(gradients[1][name], gradients[0][name], rtol=1e-5,
+                                   atol=1e-7)
+    with pytest.raises(ConfigError, match=r"accum_steps=5.*batch_size=4 sentences"):
+        small("multi30k/de-en-softmax", "train.accum_steps=5")
+
+
+# ------------------------------------------------------------------ compile
+def test_compile_is_a_recorded_flag_that_compiles_the_model_in_place(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, *a, **k: calls.append(self))
+    config = apply_overrides(tiny_config(epochs=1), ["train.compile=true"])
+    trainer = lm(tmp_path / "run", config)
+    assert calls == [trainer.model]  # in place: the state_dict keys stay the model's
+    trainer.fit()
+    assert Config.from_dict(config.to_dict()).train.compile is True
+    assert '"compile": true' in (tmp_path / "run" / "config.json").read_text()
+    assert tiny_config().train.compile is False
+
+
+@pytest.mark.skipif(not os.environ.get("DRILLBOOK_TEST_COMPILE"),
+                    reason="torch.compile takes long on a CPU: set DRILLBOOK_TEST_COMPILE=1")
+def test_a_compiled_model_trains_to_the_same_losses_within_tolerance(tmp_path):
+    plain = lm(tmp_path / "plain", no_dropout(epochs=1))
+    plain.fit()
+    compiled = lm(tmp_path / "compiled", no_dropout(epochs=1, compile=True))
+    compiled.fit()
+    a, b = read_log(tmp_path / "plain")[0], read_log(tmp_path / "compiled")[0]
+    assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4)
+
+
+# ------------------------------------------------------------------ the console
+def test_a_run_off_a_terminal_prints_one_plain_line_per_epoch(tmp_path, capsys):
+    trainer = Trainer(tiny_config(epochs=3, checkpoint_steps=4), tmp_path / "run",
+                      device="cpu", corpus=tiny_corpus())  # progress=None: the default
+    trainer.fit()
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert len(lines) == 3
+    for epoch, (line, record) in enumerate(zip(lines, read_log(tmp_path / "run"),
+                                               strict=True), 1):
+        assert line.startswith(f"epoch {epoch}/3 | {record['step']} updates | train loss "
+                               f"{record['train_loss']:.3f} | val ppl {record['val_ppl']:.2f}"
+                               f" | lr 5 | ")
+        assert line.endswith("checkpoint") and "tok/s" in line
+        assert ("switched to averaged SGD" in line) == record["switched_to_asgd"]
+        assert "mid-epoch checkpoint" in line  # every 4 steps
+    assert any("saved best" in line for line in lines)
+
+
+def test_a_translation_run_says_its_bleu_and_quiet_is_silent(tmp_path, capsys):
+    NMTTrainer(small("multi30k/de-en-softmax", "train.epochs=2"), tmp_path / "run",
+               device="cpu", corpus=tiny_parallel()).fit()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all(" | val BLEU " in line for line in lines)
+    lm(tmp_path / "quiet", tiny_config(epochs=1)).fit()  # progress=False
+    assert capsys.readouterr().err == ""
+
+
+def test_the_cli_leaves_bars_to_terminals_and_quiet_silences_them(tmp_path, monkeypatch):
+    seen = []
+
+    class Recorder:
+        def __init__(self, config, run_dir, **kwargs):
+            seen.append(kwargs["progress"])
+
+        def fit(self, **kwargs):
+            from drillbook.train import RunStatus
+
+            return RunStatus(reason="done", epoch=1, best_val_loss=1.0)
+
+    monkeypatch.setattr("drillbook.train.Trainer", Recorder)
+    for extra in ([], ["--quiet"]):
+        assert main(["train", "tutorial/ptb-tied", "--out", str(tmp_path / "r"),
+                     *extra]) == 0
+    assert seen == [None, False]
