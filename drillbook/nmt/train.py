@@ -99,9 +99,9 @@ def translation_loss(model: Seq2Seq, batch: TranslationBatch, *,
     Raises:
         ConfigError: negative sampling with a head that has no per-word logits.
     """
-    if negative_sampling is None:
-        return model.loss(batch.src, batch.src_lengths, batch.tgt_in, batch.tgt_out)
-    features = model(batch.src, batch.src_lengths, batch.tgt_in)
+    features = model(batch.src, batch.src_lengths, batch.tgt_in)  # (T, B, d)
+    if negative_sampling is None:  # what model.loss computes, through model's own call
+        return model.head.loss(features, batch.tgt_out, ignore_index=model.pad_id)
     loss, _ = sampled_softmax_loss(model.head, features, batch.tgt_out,
                                    percent=negative_sampling, ignore_index=model.pad_id,
                                    exclude=exclude, generator=generator)
@@ -223,8 +223,13 @@ class NMTTrainer(TrainingLoop):
 
     # ------------------------------------------------------------- training
     def _epoch_batches(self) -> Iterator[TranslationBatch]:
-        batches = self._epoch_batch_list()
-        return iter(batches[self.position:])
+        batches = self._epoch_batch_list()[self.position:]
+        if self.world_size == 1:
+            return iter(batches)
+        # each process: its consecutive sentences of every batch (a batch with fewer
+        # sentences than processes is trained whole by every process)
+        return (b if b.batch_size < self.world_size
+                else self._micro_batches(b, self.world_size)[self.rank] for b in batches)
 
     def _epoch_progress(self) -> tuple[int, int]:
         return len(self._epoch_batch_list()), self.position
@@ -254,7 +259,7 @@ class NMTTrainer(TrainingLoop):
 
     def _loss(self, batch: TranslationBatch) -> Tensor:
         """The training loss of a batch (or a piece of one), a scalar."""
-        return translation_loss(self.model, batch.to(self.device),
+        return translation_loss(self.forward_model, batch.to(self.device),
                                 negative_sampling=self.config.train.negative_sampling,
                                 exclude=(self.tgt_vocab.pad_id, self.tgt_vocab.bos_id),
                                 generator=self.sampler)
@@ -262,13 +267,9 @@ class NMTTrainer(TrainingLoop):
     def _micro_loss(self, micro: TranslationBatch, part: int) -> StepLoss:
         loss = self._loss(micro)
         share = 1.0
-        if self.config.train.accum_steps > 1:
-            share = self._batch_tokens(micro) / self._step_tokens
+        if self.config.train.accum_steps > 1:  # of this process's share of the batch
+            share = self._batch_tokens(micro) / self._rank_tokens
         return StepLoss(loss, loss, share)
-
-    def _train_step(self, batch: TranslationBatch) -> float:
-        self._step_tokens = self._batch_tokens(batch)
-        return super()._train_step(batch)
 
     def fit(self, max_epochs: int | None = None, max_minutes: float | None = None) -> dict:
         """Train to ``train.epochs`` (or the limits given); returns the last log record

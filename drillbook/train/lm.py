@@ -192,8 +192,17 @@ class Trainer(TrainingLoop):
         self.corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
         vocab_size = len(self.corpus.vocab)
         self.model = build_model(config, vocab_size).to(self.device)
-        self.train_data = batchify(self.corpus.train, t.batch_size).to(self.device)
-        self.valid_data = batchify(self.corpus.valid, t.eval_batch_size).to(self.device)
+        world = self.world_size
+        if t.batch_size % (world * t.accum_steps):
+            raise ConfigError(f"train.batch_size={t.batch_size} does not split into {world} "
+                              f"processes x train.accum_steps={t.accum_steps} equal column "
+                              f"slices; use a multiple of {world * t.accum_steps}")
+        self.train_data = self._my_columns(batchify(self.corpus.train, t.batch_size))
+        valid = batchify(self.corpus.valid, t.eval_batch_size)
+        #: whether each process validates its own columns (then all-reduced) or all of them
+        self.split_validation = world > 1 and t.eval_batch_size % world == 0
+        self.valid_data = (self._my_columns(valid) if self.split_validation
+                           else valid.to(self.device))
         self.sampler = BPTTSampler(self.train_data, t.bptt, seed=t.seed,
                                    variable=t.variable_bptt)
         self.stage = stage
@@ -208,8 +217,15 @@ class Trainer(TrainingLoop):
         self.best_val_loss = math.inf
         if stage == "finetune" and init_from is not None:
             # the loaded model is the one to beat (written as best.pt once the folder is up)
-            loaded = evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
+            loaded = self._validation_loss()
             self.best_val_loss = loaded if math.isfinite(loaded) else math.inf
+
+    def _my_columns(self, data: Tensor) -> Tensor:
+        """This process's equal share of the columns of a ``(T, B)`` stream (all of them
+        for a single process), on the device."""
+        if self.world_size > 1:
+            data = data.chunk(self.world_size, dim=1)[self.rank]
+        return data.to(self.device)
 
     # ------------------------------------------------------------ optimisers
     @property
@@ -236,7 +252,6 @@ class Trainer(TrainingLoop):
             "config_hash": self.config.resume_key(),
             "optimizer_kind": self._optimizer_kind(),
             "sampler": self.sampler.state_dict(),
-            "hidden": self.hidden,
             "val_history": list(self.val_history),
             "best_val_loss": self.best_val_loss,
             "stage": self.stage,
@@ -246,10 +261,15 @@ class Trainer(TrainingLoop):
     def _restore_task(self, state: dict[str, Any]) -> None:
         self.optimizer = self._make_optimizer(state["optimizer_kind"])
         self.sampler.load_state_dict(state["sampler"])
-        self.hidden = state["hidden"]
         self.val_history = list(state["val_history"])
         self.best_val_loss = state["best_val_loss"]
         self.finished = state["finished"]
+
+    def _rank_state(self) -> dict[str, Any]:
+        return {"hidden": self.hidden}  # this process's columns' carried state
+
+    def _restore_rank_state(self, state: dict[str, Any]) -> None:
+        self.hidden = state["hidden"]
 
     # ------------------------------------------------------------ training
     def _epoch_batches(self) -> Iterator[Any]:
@@ -281,7 +301,7 @@ class Trainer(TrainingLoop):
         hidden = self.hidden if whole else self.hidden[part]
         if hidden is None:
             hidden = self.model.init_hidden(x.shape[1])
-        loss, raw_loss, out = training_loss(self.model, x, y, hidden, alpha=t.alpha,
+        loss, raw_loss, out = training_loss(self.forward_model, x, y, hidden, alpha=t.alpha,
                                             beta=t.beta)
         carried = self.model.encoder.detach_hidden(out.hidden)
         if whole:
@@ -312,11 +332,24 @@ class Trainer(TrainingLoop):
                     p.copy_(value)
 
     def _validate(self) -> float:
-        t = self.config.train
+        """The validation loss of the weights in use (the averaged ones under NT-ASGD)."""
         if not self.averaging:
-            return evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
+            return self._validation_loss()
         with self._averaged_weights():
-            return evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)[0]
+            return self._validation_loss()
+
+    def _validation_loss(self) -> float:
+        """The model's validation loss. Several processes: each evaluates its columns,
+        the sums are all-reduced, and rank 0's result is every process's (so all take the
+        same NT-ASGD decision)."""
+        t = self.config.train
+        loss, count = evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)
+        if self.world_size == 1:
+            return loss
+        if self.split_validation:
+            total, count = self._all_sum([loss * count, float(count)])
+            loss = total / count
+        return self._from_rank0([loss])[0]
 
     def _best_state(self) -> dict[str, Any]:
         if not self.averaging:

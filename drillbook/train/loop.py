@@ -66,15 +66,27 @@ when asked (``progress=True``), and one line per epoch on stderr (unless
 Timing never synchronises CUDA per step: the epoch's seconds are read once, after one
 synchronisation at the end of the epoch's training batches.
 
-**Distribution**: the loop keeps what a distributed mode needs apart: ``rank`` and
-``world_size`` (1 process today), :attr:`TrainingLoop.writes` (only rank 0 writes files
-and prints), and ``_micro_batches`` (the slice of a batch one process owns).
+**Several processes** (``torchrun --nproc_per_node=N -m drillbook.cli train ...``; the
+command calls :func:`init_distributed`): when a ``torch.distributed`` process group is
+up, the model is wrapped in :class:`~torch.nn.parallel.DistributedDataParallel`, each
+process trains on its own share of every batch (the language model: its columns of
+the training stream; translation: its sentences of each batch), each piece's loss is
+weighted by its share of the batch's tokens across processes (so the averaged gradient
+is the one batch's gradient), and the reported losses are all-reduced. Rank 0 alone
+holds the run folder, decides when to checkpoint or stop (broadcast each step) and
+writes; the others read ``last.pt`` on resume and write nothing. ``last.pt`` then holds
+``world_size`` and, under ``ranks``, each process's own state (its random generators and
+what ``_rank_state`` adds, such as the language model's carried LSTM state), so a run
+resumes with the same number of processes (a different number is refused). Each
+process draws its own dropout masks (seeded ``train.seed + rank`` after the model is
+built, which is identical everywhere).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -82,16 +94,19 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs.schema import SectionedConfig
-from ..errors import ConfigError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, RunFolderError, TrainingDiverged
 from ..runtime import resolve_device
-from .runs import apply_learning_rate, diverged, nonfinite_update, open_run_folder
+from .checkpoint import load_checkpoint
+from .runs import BEST, LAST, apply_learning_rate, diverged, nonfinite_update, open_run_folder
 
-__all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "precision_label",
-           "resolve_precision"]
+__all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "init_distributed",
+           "precision_label", "resolve_precision"]
 
 #: the values of ``train.amp``
 PRECISIONS = ("off", "bf16", "fp16", "auto")
@@ -135,6 +150,84 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device.type, dtype=dtype)
+
+
+def init_distributed() -> bool:
+    """Join the process group ``torchrun`` describes (``WORLD_SIZE`` > 1 in the
+    environment), with NCCL on CUDA and gloo otherwise; each process on CUDA takes GPU
+    ``LOCAL_RANK``. Returns whether a group is up (False: a single process, nothing
+    done)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    if not dist.is_initialized():
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return True
+
+
+def _distributed() -> tuple[int, int]:
+    """``(rank, world size)`` of the current process group, ``(0, 1)`` without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _to(obj: Any, device: torch.device | str) -> Any:
+    """``obj`` (tensors in lists, tuples and dicts) on ``device``."""
+    if isinstance(obj, Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(x, device) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    return obj
+
+
+class _Follower:
+    """The run folder as a process of rank > 0 sees it: it reads ``last.pt`` to resume
+    and writes nothing (rank 0 holds the lock and writes)."""
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path, self.resume, self.last = path, resume, path / LAST
+        self.saved_step: int | None = None
+
+    def start(self, fmt: str, map_location: Any, build, restore) -> None:
+        state = load_checkpoint(self.last, map_location, formats=(fmt,)) if self.resume \
+            else None
+        build(state)
+        if state is not None:
+            restore(state)
+
+    def change_history(self, previous: list, epoch: int, step: int) -> list:
+        return list(previous)
+
+    def save_last(self, state: dict) -> Path:
+        return self.last
+
+    def save_best(self, state: dict) -> Path:
+        return self.path / BEST
+
+    def append_log(self, record: dict) -> None:
+        pass
+
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+class _DDP(DistributedDataParallel):
+    """DistributedDataParallel that lends the wrapped model's attributes (``head``,
+    ``encoder``, ``pad_id``), so the tasks' loss functions take it for the model."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.module, name)
 
 
 class StepLoss(NamedTuple):
@@ -195,8 +288,34 @@ class TrainingLoop:
               build_args: tuple = ()) -> None:
         """Open the run folder, seed, build and (on resume) restore, in the safe order."""
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
+        self.rank, self.world_size = _distributed()
+        if device is None and self.world_size > 1 and torch.cuda.is_available():
+            device = f"cuda:{torch.cuda.current_device()}"  # LOCAL_RANK's (init_distributed)
         self.device = resolve_device(device)
-        self.folder = open_run_folder(self.run_dir, config, resume)
+        if self.world_size > 1:
+            self._open_together(config, resume, build_args)
+        else:
+            self._open_folder(config, resume, build_args)
+
+    def _open_together(self, config: SectionedConfig, resume: bool, build_args: tuple) -> None:
+        """Every process opens its side of the run folder; if one fails, all stop."""
+        error: BaseException | None = None
+        try:
+            self._open_folder(config, resume, build_args)
+        except BaseException as err:  # told to the others before it is raised
+            error = err
+        ok = torch.tensor([0.0 if error else 1.0])
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if error is not None:
+            raise error
+        if not ok.item():
+            self.folder.release()
+            raise RunFolderError(f"another process of this run could not open "
+                                 f"{self.run_dir}; see its message (rank 0's names the fix)")
+
+    def _open_folder(self, config: SectionedConfig, resume: bool, build_args: tuple) -> None:
+        self.folder = (open_run_folder(self.run_dir, config, resume) if self.rank == 0
+                       else _Follower(self.run_dir, resume))
 
         def build(state: dict | None) -> None:
             t = self.config.train
@@ -214,6 +333,14 @@ class TrainingLoop:
                            if self.precision == "fp16" else None)
             if t.compile:
                 self.model.compile()  # in place: state_dict keys stay the same
+            #: what the training step calls: the model, or its DistributedDataParallel
+            self.forward_model: torch.nn.Module = self.model
+            if self.world_size > 1:
+                if self.rank > 0:  # its own dropout masks; the model is built already
+                    torch.manual_seed(t.seed + self.rank)
+                self.forward_model = _DDP(
+                    self.model, device_ids=[self.device.index] if self.device.type == "cuda"
+                    else None)
             self.epoch, self.step, self.elapsed = 1, 0, 0.0
             self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
             self.changes: list[dict[str, Any]] = []
@@ -235,7 +362,27 @@ class TrainingLoop:
         """The task's own generators, checkpointed as ``rng_<name>``."""
         return {}
 
+    def _rank_state(self) -> dict[str, Any]:
+        """What differs between the processes of a distributed run, besides their random
+        generators (the language model: its carried state)."""
+        return {}
+
+    def _restore_rank_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def _own_state(self) -> dict[str, Any]:
+        """This process's random generators and :meth:`_rank_state`."""
+        state = {
+            "rng_cpu": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+        for name, generator in self._generators().items():
+            state[f"rng_{name}"] = generator.get_state()
+        state.update(self._rank_state())
+        return state
+
     def _state(self) -> dict[str, Any]:
+        """``last.pt``'s content (a collective call when several processes train)."""
         state = {
             "format": self.checkpoint_format,
             "model": self.model.state_dict(),
@@ -244,13 +391,16 @@ class TrainingLoop:
             "step": self.step,
             "elapsed": self.elapsed,
             "epoch_acc": [self.epoch_loss, self.epoch_tokens, self.epoch_batches],
-            "rng_cpu": torch.get_rng_state(),
-            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "changes": self.changes,
         }
-        for name, generator in self._generators().items():
-            state[f"rng_{name}"] = generator.get_state()
+        own = self._own_state()
+        if self.world_size == 1:
+            state.update(own)
+        else:
+            ranks: list[Any] = [None] * self.world_size
+            dist.all_gather_object(ranks, _to(own, "cpu"))
+            state["world_size"], state["ranks"] = self.world_size, ranks
         state.update(self._task_state())
         return state
 
@@ -265,11 +415,19 @@ class TrainingLoop:
         if len(acc) == 2:  # translation checkpoints before the loop: no batch count
             acc.append(state.get("position", 0))
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = acc
-        torch.set_rng_state(state["rng_cpu"].cpu())
-        if state.get("rng_cuda") and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in state["rng_cuda"]])
+        saved_world = state.get("world_size", 1)
+        if saved_world != self.world_size:
+            raise CheckpointError(f"{self.folder.last} was written by {saved_world} "
+                                  f"process(es) and this run has {self.world_size}; resume "
+                                  f"it with torchrun --nproc_per_node={saved_world} (or "
+                                  f"without torchrun for 1)")
+        own = state if self.world_size == 1 else _to(state["ranks"][self.rank], self.device)
+        torch.set_rng_state(own["rng_cpu"].cpu())
+        if own.get("rng_cuda") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in own["rng_cuda"]])
         for name, generator in self._generators().items():
-            generator.set_state(state[f"rng_{name}"].cpu())
+            generator.set_state(own[f"rng_{name}"].cpu())
+        self._restore_rank_state(own)
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.changes = self.folder.change_history(state.get("changes", []), self.epoch,
@@ -298,25 +456,60 @@ class TrainingLoop:
         return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
                         folder=self.folder)
 
+    def _all_sum(self, values: list[float]) -> list[float]:
+        """``values`` summed over the processes (each process gets the sums)."""
+        device = self.device if dist.get_backend() == "nccl" else "cpu"
+        t = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def _from_rank0(self, values: list[float]) -> list[float]:
+        """Rank 0's ``values``, on every process."""
+        device = self.device if dist.get_backend() == "nccl" else "cpu"
+        t = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.broadcast(t, 0)
+        return t.tolist()
+
     def _train_step(self, batch: Any) -> float:
-        """One optimiser step on ``batch``; returns its reported loss."""
+        """One optimiser step on ``batch`` (this process's share of it); returns the
+        batch's reported loss (over every process's share)."""
         t = self.config.train
-        parts = t.accum_steps
+        parts, world = t.accum_steps, self.world_size
         self.model.train()
         micros = [batch] if parts == 1 else self._micro_batches(batch, parts)
+        tokens = self._batch_tokens(batch)
+        # this process's share of the batch's tokens, times world (DDP averages gradients)
+        total = self._all_sum([float(tokens)])[0] if world > 1 else tokens
+        rank_scale = world * tokens / total if world > 1 else 1.0
+        self._step_tokens, self._rank_tokens = int(total), tokens
         self.optimizer.zero_grad(set_to_none=True)
         reported = 0.0
         for part, micro in enumerate(micros):
-            with autocast(self.precision, self.device):
-                piece = self._micro_loss(micro, part)
-            value, raw = piece.loss.item(), piece.report.item()
-            if not math.isfinite(value) or raw > self.max_loss:
-                raise self._diverged(f"the loss became {raw if raw > self.max_loss else value}")
-            loss = piece.loss if parts == 1 else piece.loss * piece.share
-            if self.scaler is not None:
-                loss = self.scaler.scale(loss)
-            loss.backward()
-            reported = raw if parts == 1 else reported + raw * piece.share
+            last = part == len(micros) - 1
+            sync = contextlib.nullcontext() if world == 1 or last else \
+                self.forward_model.no_sync()  # all-reduce the gradients once, at the end
+            with sync:
+                with autocast(self.precision, self.device):
+                    piece = self._micro_loss(micro, part)
+                value, raw = piece.loss.item(), piece.report.item()
+                if world > 1:  # every process sees the same numbers and stops together
+                    w = piece.share * tokens / total
+                    value, raw, too_big = self._all_sum(
+                        [value * w, raw * w, float(raw > self.max_loss)])
+                    if too_big:
+                        raw = math.inf
+                if not math.isfinite(value) or raw > self.max_loss:
+                    raise self._diverged(
+                        f"the loss became {raw if raw > self.max_loss else value}")
+                weight = piece.share * rank_scale
+                loss = piece.loss if parts == 1 and world == 1 else piece.loss * weight
+                if self.scaler is not None:
+                    loss = self.scaler.scale(loss)
+                loss.backward()
+            if world > 1:
+                reported += raw  # already weighted by the piece's share
+            else:
+                reported = raw if parts == 1 else reported + raw * piece.share
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         if t.clip:
@@ -365,7 +558,7 @@ class TrainingLoop:
         try:
             for batch in self._epoch_batches():  # from the saved position on
                 loss = self._train_step(batch)
-                tokens = self._batch_tokens(batch)
+                tokens = self._step_tokens  # over every process
                 self.epoch_loss += loss * tokens if self.token_weighted else loss
                 self.epoch_tokens += tokens
                 self.epoch_batches += 1
@@ -381,6 +574,10 @@ class TrainingLoop:
                 stop = ("budget" if max_minutes is not None and now - start >= 60 * max_minutes
                         else "steps" if max_steps is not None and self.step >= max_steps
                         else None)
+                if self.world_size > 1:  # rank 0's clock decides for every process
+                    stops = (None, "budget", "steps")
+                    flags = self._from_rank0([float(due), float(stops.index(stop))])
+                    due, stop = bool(flags[0]), stops[int(flags[1])]
                 if due or stop:
                     self.save()
                     self._last_ckpt = (now, self.step)
