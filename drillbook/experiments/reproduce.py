@@ -388,7 +388,8 @@ def _result_doc(table: str, row: Row, config, trainer, source: dict, *, status: 
         "torch": torch.__version__, "cuda": torch.version.cuda, "status": status,
         "epochs_done": epochs_done, "steps_done": trainer.step,
         "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
-        "precision": precision, "metrics": metrics, "curve": curve,
+        "precision": precision, "world_size": trainer.world_size,
+        "metrics": metrics, "curve": curve,
     }
 
 

@@ -406,6 +406,12 @@ class TrainingLoop:
 
     def _restore(self, state: dict[str, Any]) -> int:
         """Continue from a ``last.pt``; returns the epoch in progress."""
+        saved_world = state.get("world_size", 1)
+        if saved_world != self.world_size:
+            raise CheckpointError(f"{self.folder.last} was written by {saved_world} "
+                                  f"process(es) and this run has {self.world_size}; resume "
+                                  f"it with torchrun --nproc_per_node={saved_world} (or "
+                                  f"without torchrun for 1)")
         self.model.load_state_dict(state["model"])
         self._restore_task(state)  # may rebuild the optimiser (its kind is the task's)
         self.optimizer.load_state_dict(state["optimizer"])
@@ -415,12 +421,6 @@ class TrainingLoop:
         if len(acc) == 2:  # translation checkpoints before the loop: no batch count
             acc.append(state.get("position", 0))
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = acc
-        saved_world = state.get("world_size", 1)
-        if saved_world != self.world_size:
-            raise CheckpointError(f"{self.folder.last} was written by {saved_world} "
-                                  f"process(es) and this run has {self.world_size}; resume "
-                                  f"it with torchrun --nproc_per_node={saved_world} (or "
-                                  f"without torchrun for 1)")
         own = state if self.world_size == 1 else _to(state["ranks"][self.rank], self.device)
         torch.set_rng_state(own["rng_cpu"].cpu())
         if own.get("rng_cuda") and torch.cuda.is_available():
@@ -435,8 +435,12 @@ class TrainingLoop:
         return self.epoch
 
     def save(self) -> Path:
-        """Write ``last.pt`` atomically."""
-        return self.folder.save_last(self._state())
+        """Write ``last.pt`` atomically (rank 0; every process returns once it is
+        written, so none can read an older one)."""
+        path = self.folder.save_last(self._state())
+        if self.world_size > 1:
+            dist.barrier()
+        return path
 
     # ------------------------------------------------------------ one step
     def _lr_scale(self, batch: Any) -> float:
@@ -618,6 +622,7 @@ class TrainingLoop:
                                  self.epoch_tokens - before[1])
             record = self._end_epoch(seconds)
             record["precision"] = precision_label(self.precision)
+            record["world_size"] = self.world_size  # processes: the batch is theirs in all
             record["tokens_per_second"] = (self.epoch_timing[2] / seconds if seconds > 0
                                            else None)
             if self.writes:
