@@ -15,11 +15,15 @@ __all__ = ["add_commands"]
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from ..experiments import reproduce
+    from ..train.loop import distributed
 
-    paths = reproduce(args.table, rows=args.rows, budget_minutes=args.budget_minutes,
-                      out=args.out, runs=args.runs, device=args.device, overrides=args.set,
-                      max_eval_tokens=args.max_eval_tokens,
-                      progress=False if args.quiet else None, seed=args.seed)
+    with distributed() as rank:  # under torchrun: this is one process of several
+        paths = reproduce(args.table, rows=args.rows, budget_minutes=args.budget_minutes,
+                          out=args.out, runs=args.runs, device=args.device,
+                          overrides=args.set, max_eval_tokens=args.max_eval_tokens,
+                          progress=False if args.quiet else None, seed=args.seed)
+    if rank:  # rank 0 wrote the result files and reports them
+        return 0
     for path in paths:
         doc = json.loads(Path(path).read_text())
         metrics = ", ".join(f"{k} {v:.2f}" for k, v in doc["metrics"].items()

@@ -32,44 +32,54 @@ _RESUME = "; continue from the run's last checkpoint with --resume"
 
 
 # ------------------------------------------------------------------ train, finetune
-def _train_language_model(config, out: Path, args: argparse.Namespace) -> None:
+def _train_language_model(config, out: Path, args: argparse.Namespace) -> str:
     from ..train import Trainer
 
     trainer = Trainer(config, out, device=args.device, resume=args.resume,
                       progress=False if args.quiet else None)
     status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
-    print(f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
-          f"best valid ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
+    return (f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
+            f"best valid ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
 
 
-def _train_translation(config, out: Path, args: argparse.Namespace) -> None:
+def _train_translation(config, out: Path, args: argparse.Namespace) -> str:
     from ..nmt.train import NMTTrainer
 
     trainer = NMTTrainer(config, out, device=args.device, resume=args.resume,
                          progress=False if args.quiet else None)
     record = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
-    print(f"{config.name}: stopped after epoch {trainer.epoch - 1}; best valid BLEU "
-          f"{trainer.best_bleu:.2f}; last record {json.dumps(record)}; run folder {out}")
+    return (f"{config.name}: stopped after epoch {trainer.epoch - 1}; best valid BLEU "
+            f"{trainer.best_bleu:.2f}; last record {json.dumps(record)}; run folder {out}")
 
 
-#: task -> how ``drillbook train`` trains a config of that task
+#: task -> how ``drillbook train`` trains a config of that task (returns its summary line)
 _TRAINERS = {LANGUAGE_MODEL: _train_language_model, TRANSLATION: _train_translation}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from ..train.loop import distributed
+
     config = resolve_config(args)
     out = Path(args.out or Path("runs") / config.name.replace("/", "_"))
-    _TRAINERS[config.task](config, out, args)
+    with distributed() as rank:  # under torchrun: this is one process of several
+        summary = _TRAINERS[config.task](config, out, args)
+    if rank == 0:  # rank 0 reports for every process
+        print(summary)
     return 0
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from ..train import finetune
+    from ..train.loop import distributed
 
     language_model_run(args.run_dir, "finetune")
-    status, out = finetune(args.run_dir, out=args.out, device=args.device, resume=args.resume,
-                           max_epochs=args.max_epochs, max_minutes=args.max_minutes,
-                           progress=False if args.quiet else None, lr=args.lr)
+    with distributed() as rank:  # under torchrun: one process of several
+        status, out = finetune(args.run_dir, out=args.out, device=args.device,
+                               resume=args.resume, max_epochs=args.max_epochs,
+                               max_minutes=args.max_minutes,
+                               progress=False if args.quiet else None, lr=args.lr)
+    if rank:
+        return 0
     print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
           f"ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
     return 0

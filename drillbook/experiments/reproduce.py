@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from ..configs import TRANSLATION, apply_overrides, finetune_lr, get_config
 from ..errors import ConfigError, ResultFileError
@@ -307,7 +308,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
                      else _earlier_finetuned(path))  # no time left: keep what was recorded
             if block is not None:
                 doc["finetuned"] = block
-        written.append(write_result(path, doc))
+        written.append(_write(path, doc))
     return written
 
 
@@ -435,6 +436,14 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
                 "elapsed_seconds": r["elapsed_seconds"]} for r in log])
     if signature is not None:
         doc["bleu_signature"] = signature
+    return _write(path, doc)
+
+
+def _write(path: Path, doc: dict) -> Path:
+    """:func:`write_result`, by rank 0 alone when ``torchrun`` started several
+    processes (the others trained beside it)."""
+    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+        return Path(path)
     return write_result(path, doc)
 
 

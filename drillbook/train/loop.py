@@ -105,8 +105,8 @@ from ..runtime import resolve_device
 from .checkpoint import load_checkpoint
 from .runs import BEST, LAST, apply_learning_rate, diverged, nonfinite_update, open_run_folder
 
-__all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "init_distributed",
-           "precision_label", "resolve_precision"]
+__all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "distributed",
+           "init_distributed", "precision_label", "resolve_precision"]
 
 #: the values of ``train.amp``
 PRECISIONS = ("off", "bf16", "fp16", "auto")
@@ -165,6 +165,19 @@ def init_distributed() -> bool:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if cuda else "gloo")
     return True
+
+
+@contextlib.contextmanager
+def distributed() -> Iterator[int]:
+    """Run the enclosed training in ``torchrun``'s process group, if there is one
+    (:func:`init_distributed`), and leave the group afterwards. Yields this process's
+    rank (0 for a single process): only rank 0 should print results."""
+    started = not (dist.is_available() and dist.is_initialized()) and init_distributed()
+    try:
+        yield _distributed()[0]
+    finally:
+        if started:
+            dist.destroy_process_group()
 
 
 def _distributed() -> tuple[int, int]:
