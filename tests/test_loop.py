@@ -115,6 +115,17 @@ def test_fp16_with_an_lstm_on_the_cpu_is_refused_before_anything_is_written(tmp_
     assert not (tmp_path / "run" / "config.json").exists()
 
 
+def test_translation_trains_in_bf16_on_the_cpu_and_refuses_fp16_there(tmp_path):
+    config = small("multi30k/de-en-softmax", "train.amp=bf16", "train.epochs=1",
+                   "train.max_batches_per_epoch=2", "train.max_eval_pairs=4")
+    NMTTrainer(config, tmp_path / "bf16", device="cpu", corpus=tiny_parallel(),
+               progress=False).fit()
+    assert read_log(tmp_path / "bf16")[0]["precision"] == "bf16-autocast"
+    with pytest.raises(ConfigError, match=r"fp16 on the CPU"):
+        NMTTrainer(small("multi30k/de-en-softmax", "train.amp=fp16"), tmp_path / "fp16",
+                   device="cpu", corpus=tiny_parallel(), progress=False)
+
+
 @CUDA
 def test_fp16_on_cuda_trains_with_a_scaler(tmp_path):
     trainer = Trainer(tiny_config(epochs=1, amp="fp16"), tmp_path / "run", device="cuda",

@@ -134,7 +134,8 @@ class NMTTrainer(TrainingLoop):
     generator (``rng_sampler``), the best BLEU and both vocabularies.
 
     Like the language-model trainer, it holds the run folder's lock from construction
-    until :meth:`fit` returns (:meth:`close` gives it up earlier).
+    until :meth:`fit` returns (:meth:`~drillbook.train.loop.TrainingLoop.close`
+    gives it up earlier).
     """
 
     checkpoint_format = NMT_CHECKPOINT

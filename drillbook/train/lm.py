@@ -151,8 +151,8 @@ class Trainer(TrainingLoop):
     and whether fine-tuning has finished.
 
     The trainer holds the run folder's lock from construction until :meth:`fit` returns
-    (:meth:`close` gives it up earlier); a second trainer on the same folder fails with
-    :class:`~drillbook.errors.RunFolderError`.
+    (:meth:`~drillbook.train.loop.TrainingLoop.close` gives it up earlier); a second
+    trainer on the same folder fails with :class:`~drillbook.errors.RunFolderError`.
 
     Raises:
         ConfigError: an invalid config.

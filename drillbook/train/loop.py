@@ -34,7 +34,8 @@ before anything is saved), scaled by the piece's share of the batch and back-pro
 then the gradients are unscaled (fp16), clipped to ``train.clip``, and the optimiser
 steps at ``lr x _lr_scale(batch)``; non-finite weights after the step raise
 ``TrainingDiverged`` too. With ``k = 1`` and precision ``off`` this is exactly the
-fp32 step the trainers took before the loop existed (bit for bit: tested).
+fp32 step the trainers took before the loop existed (bit for bit: the logs of both
+tasks matched on the same seeds when the loop replaced them).
 
 **Checkpoint cadence** (one rule for both tasks): ``last.pt`` is written after every
 epoch, during an epoch once ``train.checkpoint_minutes`` have passed or
@@ -244,7 +245,7 @@ class _DDP(DistributedDataParallel):
 
 
 class StepLoss(NamedTuple):
-    """One piece of a batch's loss (see :meth:`TrainingLoop._micro_loss`).
+    """One piece of a batch's loss (what a task's ``_micro_loss`` returns).
 
     Attributes:
         loss: the scalar to differentiate (the objective of this piece, a mean over its
@@ -280,7 +281,7 @@ class TrainingLoop:
         precision: the resolved ``train.amp`` (``off``, ``bf16`` or ``fp16``).
         scaler: the fp16 gradient scaler, or None.
         epoch: the epoch in progress (1-based); step: optimiser steps so far;
-        elapsed: training seconds so far, over every call to :meth:`fit`.
+        elapsed: training seconds so far, over every call to the task's ``fit()``.
     """
 
     #: the ``"format"`` of this task's ``last.pt`` (set by the subclass)
@@ -367,7 +368,7 @@ class TrainingLoop:
         return self.rank == 0
 
     def close(self) -> None:
-        """Give up the run folder's lock now (:meth:`fit` takes it again)."""
+        """Give up the run folder's lock now (the task's ``fit()`` takes it again)."""
         self.folder.release()
 
     # ------------------------------------------------------------ checkpoints
@@ -384,7 +385,7 @@ class TrainingLoop:
         pass
 
     def _own_state(self) -> dict[str, Any]:
-        """This process's random generators and :meth:`_rank_state`."""
+        """This process's random generators and ``_rank_state``."""
         state = {
             "rng_cpu": torch.get_rng_state(),
             "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
