@@ -31,6 +31,7 @@ def _worker(rank: int, world: int, folder: str) -> None:
                            progress=False, **kw)
 
         trainer("plain", no_dropout(epochs=1)).fit()
+        trainer("sliced", no_dropout(epochs=1, accum_steps=2)).fit()  # 1 column x 2 each
         config = tiny_config(epochs=2, checkpoint_steps=5)
         whole = trainer("whole", config)
         whole.fit()
@@ -70,12 +71,14 @@ def test_two_processes_train_the_one_process_batch(two_processes, tmp_path):
     one = Trainer(no_dropout(epochs=1), tmp_path / "one", device="cpu", corpus=tiny_corpus(),
                   progress=False)
     one.fit()
-    a, b = read_log(tmp_path / "one"), read_log(two_processes / "plain")
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    assert [r["tokens"] for r in a] == [r["tokens"] for r in b]
-    for key in ("train_loss", "val_loss"):
-        assert [r[key] for r in b] == pytest.approx([r[key] for r in a], rel=1e-5), key
-    assert [r["world_size"] for r in b] == [2] and a[0]["world_size"] == 1
+    a = read_log(tmp_path / "one")
+    for folder in ("plain", "sliced"):  # and with 2 accumulated slices in each process
+        b = read_log(two_processes / folder)
+        assert [r["step"] for r in a] == [r["step"] for r in b]
+        assert [r["tokens"] for r in a] == [r["tokens"] for r in b]
+        for key in ("train_loss", "val_loss"):
+            assert [r[key] for r in b] == pytest.approx([r[key] for r in a], rel=1e-5), key
+        assert [r["world_size"] for r in b] == [2] and a[0]["world_size"] == 1
 
 
 def test_a_stopped_two_process_run_resumes_to_the_bit(two_processes):
