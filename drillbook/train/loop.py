@@ -318,14 +318,16 @@ class TrainingLoop:
             self._open_folder(config, resume, build_args)
         except BaseException as err:  # told to the others before it is raised
             error = err
-        ok = torch.tensor([0.0 if error else 1.0])
-        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        failed = self._all_sum([1.0 if error else 0.0])[0]
         if error is not None:
             raise error
-        if not ok.item():
+        if failed:
             self.folder.release()
             raise RunFolderError(f"another process of this run could not open "
                                  f"{self.run_dir}; see its message (rank 0's names the fix)")
+        # after every process has its weights: DDP's construction is collective too
+        self.forward_model = _DDP(
+            self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
 
     def _open_folder(self, config: SectionedConfig, resume: bool, build_args: tuple) -> None:
         self.folder = (open_run_folder(self.run_dir, config, resume) if self.rank == 0
@@ -347,14 +349,10 @@ class TrainingLoop:
                            if self.precision == "fp16" else None)
             if t.compile:
                 self.model.compile()  # in place: state_dict keys stay the same
-            #: what the training step calls: the model, or its DistributedDataParallel
+            # what the training step calls: the model (or, below, its DDP wrapper)
             self.forward_model: torch.nn.Module = self.model
-            if self.world_size > 1:
-                if self.rank > 0:  # its own dropout masks; the model is built already
-                    torch.manual_seed(t.seed + self.rank)
-                self.forward_model = _DDP(
-                    self.model, device_ids=[self.device.index] if self.device.type == "cuda"
-                    else None)
+            if self.rank > 0:  # its own dropout masks; the model is built already
+                torch.manual_seed(t.seed + self.rank)
             self.epoch, self.step, self.elapsed = 1, 0, 0.0
             self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
             self.changes: list[dict[str, Any]] = []
