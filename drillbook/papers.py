@@ -246,6 +246,26 @@ _ENTRIES: tuple[PaperNumber, ...] = (
           ("mos", "AWD-LSTM-MoS", 9981,
            "the rank of the log-probability matrix for MoS on PennTreebank is {rank:,}",
            "the authors' results file gives the same 9,981 with tol = 1")]],
+    # ------------------- DRILL Sec. 4.2-4.3: Transformer NMT, WMT'14 En->De, 32K BPE
+    # Table 5's body is missing from the paper text; its account in Sec. 4.3 is quoted.
+    *[_text(f"drill:sec4.3:{slug}", "DRILL Sec. 4.3 (Table 5)", "Sec. 4.3", row, values,
+            quote, "the text's account of Table 5, whose body the paper text lacks")
+      for slug, row, values, quote in [
+          ("transformer-drill-params", "Transformer-DRILL (base), parameters",
+           {"params_m": 79.9}, "namely Transformer-DRILL (base) with {params_m}M parameters"),
+          ("transformer-params", "Transformer (base), parameters", {"params_m": 79.4},
+           "outperforms the Transformer (base) model with {params_m}M parameters"),
+          ("bleu-gain-over-transformer", "Transformer-DRILL (base) against Transformer "
+           "(base), BLEU difference", {"bleu_gain": 0.8},
+           "with 79.4M parameters by {bleu_gain} points"),
+          ("bleu-gain-over-dual", "Transformer-DRILL (base) against Transformer (base) "
+           "with the dual nonlinear mapping, BLEU difference", {"bleu_gain": 0.6},
+           "Transformer-DRILL also outperforms by {bleu_gain} points")]],
+    *[_text(f"drill:sec4.2:transformer-drill-{slug}", "DRILL Sec. 4.2", "Sec. 4.2",
+            f"Transformer-DRILL label encoder, {slug}", {slug: value}, quote)
+      for slug, value, quote in [
+          ("depth", 2, "as follows: {depth}-layer label encoder depth"),
+          ("dropout", 0.6, "dings, {dropout} dropout rate, *sigmoid* activation function")]],
     # ------------------------------------- DRILL authors' repository (not in the paper)
     *[PaperNumber(f"drill-repo:rank:{row.lower()}", _DRILL_REPO, None,
                   "analysis/rank/rank_results.txt", row, {"rank_tol_1": rank}, None,
