@@ -347,3 +347,36 @@ def test_eval_dynamic_on_the_command_line(capsys, tmp_path):
     with pytest.raises(SystemExit):  # the state file is there: resume it or delete it
         main(args)
     assert "--resume" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ reproduce
+def test_a_table_row_with_a_dynamic_paper_number_is_evaluated_dynamically(tmp_path,
+                                                                           monkeypatch):
+    from drillbook.experiments import Row, validate_result
+    from drillbook.experiments.reproduce import TABLES, render_report, reproduce
+
+    assert {r.name: r.paper_keys("dynamic") for r in TABLES["drill-main"]} == {
+        f"{c}-{h}": (f"drill:table{t}:awd-lstm{s}-dynamic-eval",)
+        for c, t in (("ptb", 1), ("wt2", 2)) for h, s in (("awd-lstm", ""), ("drill", "-drill"))}
+    corpus = load_corpus_from_files({s: TINY_TEXT / f"{s}.txt" for s in ("train", "valid",
+                                                                          "test")},
+                                    name="tiny")
+    monkeypatch.setitem(TABLES, "tiny-dyn", [Row(
+        "tied", "tutorial/ptb-tied", paper_finetuned="drill:table1:awd-lstm",
+        paper_dynamic="drill:table1:awd-lstm-dynamic-eval")])
+    small = ["model.emsize=12", "model.nhid=16", "train.batch_size=4", "train.bptt=6",
+             "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=1",
+             "train.nonmono=1", "train.lr=5"]
+    kwargs = dict(out=tmp_path / "r", runs=tmp_path / "runs", overrides=small, corpus=corpus,
+                  device="cpu", progress=False)
+    doc = json.loads(reproduce("tiny-dyn", **kwargs)[0].read_text())
+    assert validate_result(doc) == []
+    block = doc["dynamic"]
+    assert block["finished"] and {"val_ppl", "test_ppl", "static_test_ppl"} <= set(
+        block["metrics"])
+    assert (tmp_path / "runs" / "tiny-dyn" / "tied" / "finetune" /
+            "dynamic-eval-best-test.pt").exists()
+    report = render_report(tmp_path / "r")
+    assert "| dyn valid | dyn test | paper dyn valid | paper dyn test |" in report
+    assert f"| {block['metrics']['val_ppl']:.2f} | {block['metrics']['test_ppl']:.2f} | " \
+           "51.60 | 51.10 |" in report
