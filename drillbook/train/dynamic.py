@@ -87,9 +87,11 @@ __all__ = ["DEFAULT_BPTT", "DEFAULT_EPS", "DEFAULT_GRAD_BATCH_SIZE", "DEFAULT_LA
            "dynamic_evaluate", "evaluate_run", "gradient_statistics", "search",
            "search_grid"]
 
-#: η, λ and ε of the authors' ``dynamiceval.py`` (tuned for AWD-LSTM on PTB)
+#: η of the authors' ``dynamiceval.py`` (tuned for AWD-LSTM on PTB)
 DEFAULT_LR = 5e-5
+#: λ of the authors' ``dynamiceval.py``
 DEFAULT_LAMBDA = 2e-3
+#: ε of the authors' ``dynamiceval.py``
 DEFAULT_EPS = 2e-5
 #: segment length (and the training statistics' window length) of the authors' code
 DEFAULT_BPTT = 5
@@ -333,7 +335,8 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
         state_path: where to keep the resumable state (None: nowhere).
         save_every: write the state every this many segments (and at the end).
         resume: continue from ``state_path`` if it exists (its settings, stream and
-            statistics must be these).
+            statistics must be these). Without it, a state file at ``state_path`` is
+            overwritten.
         max_windows: stop after this many segments *in this call* (the state is written;
             ``finished`` is False).
         extra: JSON-like values kept in the state file under ``"extra"`` (the search
@@ -499,7 +502,9 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
     authors' grid on the validation split (``do_search``, on ``search_tokens`` tokens),
     then evaluates ``split`` as one sequence with the chosen ``(lr, λ)``. With
     ``state_path`` the last evaluation is resumable (``resume``): the statistics and the
-    search result are kept in the state file and are not measured again.
+    search result are kept in the state file and are not measured again (``grad_batches``
+    and the search options are then not read; ``lr``, ``lamb``, ``eps``, ``bptt`` and
+    ``max_tokens`` must be those it was written with).
 
     Returns:
         a JSON-ready dict: ``run``, ``split``, ``which``, ``dynamic`` (True), ``lr``,
@@ -528,10 +533,11 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
     if resume and path is not None and path.exists():
         earlier = load_checkpoint(path, dev, formats=(LM_DYNAMIC_EVAL,),
                                   fix="delete it to start the evaluation again")
-    if earlier is not None:
+    if earlier is not None:  # its statistics and chosen pair; other settings are refused
         stats = GradientStats.from_state_dict(earlier["stats"])
         found = earlier["extra"].get("search")
-        lr, lamb = earlier["settings"]["lr"], earlier["settings"]["lamb"]
+        lr = earlier["settings"]["lr"] if lr is None else lr
+        lamb = earlier["settings"]["lamb"] if lamb is None else lamb
     else:
         train = batchify(corpus.train, grad_batch_size).to(dev)
         stats = gradient_statistics(model, train, bptt, grad_batches)
