@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
 import pytest
 import torch
+from test_cli import MICRO, needs_data
+from test_train import tiny_corpus
 from torch import nn
 
 from drillbook.configs import Config, DataConfig, HeadConfig, ModelConfig, TrainConfig
-from drillbook.data import batchify, get_batch, load_corpus_from_files
+from drillbook.data import batchify, get_batch
 from drillbook.errors import CheckpointError, ConfigError
 from drillbook.heads import HEADS, build_head
 from drillbook.models import AWDLSTM, LanguageModel
@@ -265,13 +266,8 @@ def test_label_caches_see_every_update():
 
 
 # ------------------------------------------------------------------ a run folder
-TINY_TEXT = Path(__file__).parent / "data" / "tiny"
-
-
 def tiny_run(tmp_path: Path):
-    corpus = load_corpus_from_files({s: TINY_TEXT / f"{s}.txt" for s in ("train", "valid",
-                                                                          "test")},
-                                    name="tiny")
+    corpus = tiny_corpus()
     config = Config(name="test/tiny", data=DataConfig("tiny"),
                     model=ModelConfig(emsize=12, nhid=16, nlayers=2),
                     head=HeadConfig("drill", {"depth": 1}),
@@ -313,15 +309,6 @@ def test_a_run_is_searched_evaluated_and_resumed(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ the command line
-needs_data = pytest.mark.skipif(
-    not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "ptb").is_dir(),
-    reason="needs the corpora: set DRILLBOOK_DATA (make test points it at ../shared/data)")
-
-MICRO = ["model.emsize=16", "model.nhid=16", "train.max_batches_per_epoch=3",
-         "train.epochs=1", "train.max_eval_tokens=300", "train.batch_size=8",
-         "train.eval_batch_size=4", "train.test_batch_size=4"]
-
-
 @needs_data
 def test_eval_dynamic_on_the_command_line(capsys, tmp_path):
     from drillbook.cli import main
@@ -358,9 +345,7 @@ def test_a_table_row_with_a_dynamic_paper_number_is_evaluated_dynamically(tmp_pa
     assert {r.name: r.paper_keys("dynamic") for r in TABLES["drill-main"]} == {
         f"{c}-{h}": (f"drill:table{t}:awd-lstm{s}-dynamic-eval",)
         for c, t in (("ptb", 1), ("wt2", 2)) for h, s in (("awd-lstm", ""), ("drill", "-drill"))}
-    corpus = load_corpus_from_files({s: TINY_TEXT / f"{s}.txt" for s in ("train", "valid",
-                                                                          "test")},
-                                    name="tiny")
+    corpus = tiny_corpus()
     monkeypatch.setitem(TABLES, "tiny-dyn", [Row(
         "tied", "tutorial/ptb-tied", paper_finetuned="drill:table1:awd-lstm",
         paper_dynamic="drill:table1:awd-lstm-dynamic-eval")])
