@@ -27,6 +27,7 @@ from drillbook.train.dynamic import (
     GradientStats,
     dynamic_evaluate,
     gradient_statistics,
+    old_hyperparameters,
     search,
     search_grid,
 )
@@ -93,6 +94,31 @@ def test_the_update_rule_by_hand():
                                          abs=1e-15)
     update.reset()
     assert (toy.a.item(), toy.b.item()) == (1.0, -1.0)
+
+
+def test_old_hyperparameters_give_the_first_scripts_update():
+    """The first script: sqrt of the summed squares, decay divided by the summed means."""
+    toy = Toy()
+    sums = {"a": torch.tensor(36.0, dtype=torch.float64),  # N_b = 4 batches
+            "b": torch.tensor(1.0, dtype=torch.float64)}
+    old = {n: s.sqrt() for n, s in sums.items()}  # 6 and 1
+    gsum = sum(float(t) for t in old.values())  # 7
+    lr, lamb, eps = 0.2, 0.5, 0.4
+    theta_g = {"a": 1.0, "b": -1.0}
+    theta, grad = {"a": 1.5, "b": -0.5}, {"a": 0.4, "b": -0.2}
+    want = {n: theta[n] - lr * grad[n] / (float(old[n]) + eps)
+            + lamb * min(float(old[n]) / gsum, 1 / lamb) * (theta_g[n] - theta[n])
+            for n in theta}
+    new = old_hyperparameters(lr, lamb, eps, tensors=2, batches=4)
+    assert new == pytest.approx((0.1, 0.25, 0.2))
+    stats = GradientStats({n: (s / 4).sqrt() for n, s in sums.items()}, batches=4)
+    update = DynamicUpdate(toy, stats, lr=new[0], lamb=new[1], eps=new[2])
+    with torch.no_grad():
+        for n, p in toy.named_parameters():
+            p.fill_(theta[n])
+            p.grad = torch.tensor(grad[n], dtype=torch.float64)
+    update.step()
+    assert {n: p.item() for n, p in toy.named_parameters()} == pytest.approx(want, abs=1e-15)
 
 
 def test_bad_settings_are_one_line_config_errors():
@@ -298,6 +324,15 @@ def test_a_run_is_searched_evaluated_and_resumed(tmp_path, monkeypatch):
                           batchify(corpus.test, 1), 6)[0]))
     with pytest.raises(RunFolderError, match="--resume"):
         dynamic.evaluate_run(run, **kw)
+    # the MoS README's PTB settings, in the first script's scaling
+    mos = dynamic.evaluate_run(run, split="valid", lr=0.002, lamb=0.075, eps=0.001,
+                               old_hyper=True, grad_batch_size=4, grad_batches=3,
+                               corpus=corpus, device="cpu", static=False)
+    tensors = len(list(load_run(run, corpus=corpus, device="cpu")[1].parameters()))
+    assert (mos["lr"], mos["lamb"], mos["eps"]) == pytest.approx(
+        (0.002 / math.sqrt(3), 0.075 / tensors, 0.001 / math.sqrt(3)))
+    with pytest.raises(ConfigError, match="give both, and no search"):
+        dynamic.evaluate_run(run, lr=0.002, old_hyper=True, corpus=corpus)
 
     def measured(*args, **kwargs):
         raise AssertionError("a resumed evaluation reads its statistics from the state file")

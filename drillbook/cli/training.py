@@ -113,7 +113,7 @@ def _eval_language_model(_, args: argparse.Namespace) -> int:
 #: ``drillbook eval`` options that only dynamic evaluation reads
 _DYNAMIC_OPTIONS = ("dyn_lr", "dyn_lambda", "dyn_eps", "dyn_bptt", "dyn_search",
                     "dyn_search_tokens", "dyn_grad_batch_size", "dyn_grad_batches",
-                    "dyn_state", "dyn_every", "resume")
+                    "dyn_state", "dyn_every", "dyn_old_hyper", "resume")
 
 
 #: ``--dyn-every``'s default: segments between two writes of the state file
@@ -134,7 +134,8 @@ def _eval_dynamic(args: argparse.Namespace) -> int:
         search_tokens=args.dyn_search_tokens,
         grad_batch_size=given(args.dyn_grad_batch_size, d.DEFAULT_GRAD_BATCH_SIZE),
         grad_batches=args.dyn_grad_batches, max_tokens=args.max_tokens, state_path=state,
-        save_every=given(args.dyn_every, _DYN_EVERY), resume=args.resume, device=args.device)
+        save_every=given(args.dyn_every, _DYN_EVERY), resume=args.resume, device=args.device,
+        old_hyper=args.dyn_old_hyper)
     text = (f"{args.split} perplexity {result['ppl']:.2f} with dynamic evaluation (static "
             f"{result['static_ppl']:.2f}) over {result['tokens']:,} tokens; lr "
             f"{result['lr']:g}, lambda {result['lamb']:g} ({args.which} weights of "
@@ -300,6 +301,10 @@ def _add_dynamic_options(p: argparse.ArgumentParser) -> None:
                         "RUN_DIR/dynamic-eval-<which>-<split>.pt)")
     g.add_argument("--dyn-every", type=positive_int,
                    help=f"write the state file every N segments (default {_DYN_EVERY})")
+    g.add_argument("--dyn-old-hyper", action="store_true",
+                   help="--dyn-lr, --dyn-lambda and --dyn-eps are the first script's (the MoS "
+                        "README: 0.002, 0.075, 0.001 on PTB); convert them (the authors' "
+                        "--oldhyper)")
     g.add_argument("--resume", action="store_true",
                    help="continue the dynamic evaluation from its state file")
 

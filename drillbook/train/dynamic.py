@@ -48,8 +48,10 @@ when a segment ends exactly at the last-but-one row), and the training statistic
 package's windows (:func:`drillbook.data.get_batch`), which are the code's. The MoS
 repository's older script sums the squared gradients instead of averaging them and does
 not divide ``avg`` by the number of tensors (its ``--ms`` flag restores the mean); the
-README of the newer script gives the conversion (``--oldhyper``), so the MoS authors'
-hyperparameters (``lr 0.002``, ``lamb 0.075``) do not carry over unchanged.
+README of the newer script gives the conversion (``--oldhyper``, here
+:func:`old_hyperparameters`), which the MoS authors' settings need (PTB: ``lr 0.002``,
+``lamb 0.075``, ``epsilon 0.001``; WikiText-2: ``lr 0.002``, ``lamb 0.02``,
+``epsilon 0.002``).
 
 Every head of :data:`drillbook.heads.HEADS` that can end a language model works: the
 update touches only ``model.parameters()`` (a tied embedding once), in place and under
@@ -84,8 +86,8 @@ from .checkpoint import LM_DYNAMIC_EVAL, load_checkpoint, save_atomic
 
 __all__ = ["DEFAULT_BPTT", "DEFAULT_EPS", "DEFAULT_GRAD_BATCH_SIZE", "DEFAULT_LAMBDA",
            "DEFAULT_LR", "DynamicResult", "DynamicUpdate", "GradientStats", "SearchResult",
-           "dynamic_evaluate", "evaluate_run", "gradient_statistics", "search",
-           "search_grid"]
+           "dynamic_evaluate", "evaluate_run", "gradient_statistics", "old_hyperparameters",
+           "search", "search_grid"]
 
 #: η of the authors' ``dynamiceval.py`` (tuned for AWD-LSTM on PTB)
 DEFAULT_LR = 5e-5
@@ -107,6 +109,30 @@ def search_grid(bptt: int = DEFAULT_BPTT) -> tuple[tuple[float, ...], tuple[floa
     tokens: their values at 5 tokens scaled by ``bptt / 5`` (as their code scales them)."""
     scale = bptt / DEFAULT_BPTT
     return (tuple(x * scale for x in _LR_GRID), tuple(x * scale for x in _LAMBDA_GRID))
+
+
+def old_hyperparameters(lr: float, lamb: float, eps: float, *, tensors: int,
+                        batches: int) -> tuple[float, float, float]:
+    """``(η, λ, ε)`` of this rule that reproduce the first version of the authors' script
+    (the one the MoS repository ships) run with ``lr``, ``lamb``, ``eps``.
+
+    That version took ``sqrt`` of the *sum* of the ``N_b`` squared gradients, not of their
+    mean, and divided by the *sum* over the ``n`` parameter tensors of their mean RMS, not by
+    the average. So its denominator is ``sqrt(N_b) sqrt(MS_g) + ε_old`` and its decay rate
+    ``λ_old RMS_norm / n``, which is this rule with::
+
+        η = η_old / sqrt(N_b),   ε = ε_old / sqrt(N_b),   λ = λ_old / n
+
+    (the authors' ``--oldhyper``; the caps agree: ``λ_old · RMS_norm / n <= 1``).
+
+    Args:
+        tensors: ``n``, the number of parameter tensors (``len(list(model.parameters()))``;
+            the authors' models may count theirs differently).
+        batches: ``N_b``, the training batches of the statistics
+            (:attr:`GradientStats.batches`).
+    """
+    root = math.sqrt(batches)
+    return lr / root, lamb / tensors, eps / root
 
 
 def _parameters(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
@@ -494,7 +520,7 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
                  grad_batches: int | None = None, max_tokens: int | None = None,
                  state_path: str | Path | None = None, save_every: int = 500,
                  resume: bool = False, device: str | None = None, corpus=None,
-                 static: bool = True) -> dict[str, Any]:
+                 static: bool = True, old_hyper: bool = False) -> dict[str, Any]:
     """Dynamic evaluation of a trained run, as ``drillbook eval RUN --dynamic`` runs it.
 
     Measures the gradient statistics on the training split (``grad_batch_size`` columns,
@@ -504,7 +530,10 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
     ``state_path`` the last evaluation is resumable (``resume``): the statistics and the
     search result are kept in the state file and are not measured again (``grad_batches``
     and the search options are then not read; ``lr``, ``lamb``, ``eps``, ``bptt`` and
-    ``max_tokens`` must be those it was written with).
+    ``max_tokens`` must be those it was written with). With ``old_hyper``, ``lr``, ``lamb``
+    and ``eps`` are the first script's (the MoS README's settings) and are converted
+    (:func:`old_hyperparameters`) once the statistics are measured; the result reports the
+    converted values.
 
     Returns:
         a JSON-ready dict: ``run``, ``split``, ``which``, ``dynamic`` (True), ``lr``,
@@ -514,7 +543,8 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
         ``best_lr``, ``best_lamb``, ``valid_ppl``) when a search was made.
 
     Raises:
-        ConfigError: ``lr``/``lamb`` given together with ``do_search``.
+        ConfigError: ``lr``/``lamb`` given together with ``do_search``; ``old_hyper``
+            without ``lr`` and ``lamb``, or with ``do_search``.
         RunFolderError: a state file exists and ``resume`` is not set.
     """
     from . import evaluate, load_run
@@ -522,6 +552,9 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
     if do_search and (lr is not None or lamb is not None):
         raise ConfigError("give either a learning rate and lambda, or the search, not both "
                           "(the search picks them on the validation split)")
+    if old_hyper and (do_search or lr is None or lamb is None):
+        raise ConfigError("the first script's hyperparameters convert a given learning rate "
+                          "and lambda (and epsilon): give both, and no search")
     path = None if state_path is None else Path(state_path)
     if path is not None and path.exists() and not resume:
         raise RunFolderError(f"{path} holds a dynamic evaluation already; continue it with "
@@ -535,6 +568,9 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
                                   fix="delete it to start the evaluation again")
     if earlier is not None:  # its statistics and chosen pair; other settings are refused
         stats = GradientStats.from_state_dict(earlier["stats"])
+        if old_hyper:
+            lr, lamb, eps = old_hyperparameters(lr, lamb, eps, tensors=len(stats.rms),
+                                                batches=stats.batches)
         found = earlier["extra"].get("search")
         lr = earlier["settings"]["lr"] if lr is None else lr
         lamb = earlier["settings"]["lamb"] if lamb is None else lamb
@@ -552,6 +588,9 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
             lr, lamb = result.lr, result.lamb
         lr = DEFAULT_LR if lr is None else lr
         lamb = DEFAULT_LAMBDA if lamb is None else lamb
+        if old_hyper:
+            lr, lamb, eps = old_hyperparameters(lr, lamb, eps, tensors=len(stats.rms),
+                                                batches=stats.batches)
     r = dynamic_evaluate(model, data, stats, lr=lr, lamb=lamb, eps=eps, bptt=bptt,
                          max_tokens=max_tokens, state_path=path, save_every=save_every,
                          resume=resume, extra={"search": found} if found else None)
