@@ -256,6 +256,33 @@ def test_a_resumed_evaluation_ends_at_the_uninterrupted_number(tmp_path):
     assert (again.loss, again.windows) == (done.loss, done.windows)  # finished: read back
 
 
+def test_an_interrupted_evaluation_resumes_from_its_last_periodic_state(tmp_path,
+                                                                        monkeypatch):
+    m = model("tied")
+    train, test = streams()
+    stats = gradient_statistics(m, train, bptt=5)
+    kw = dict(lr=0.02, lamb=0.01, eps=1e-3, bptt=5)
+    whole = dynamic_evaluate(m, test, stats, **kw)
+    trained = {n: p.detach().clone() for n, p in m.named_parameters()}
+    state, steps = tmp_path / "dyn.pt", []
+    real_step = DynamicUpdate.step
+
+    def interrupted(self):
+        steps.append(1)
+        if len(steps) == 7:  # Ctrl-C during the 7th segment; the state holds 4 of them
+            raise KeyboardInterrupt
+        real_step(self)
+
+    monkeypatch.setattr(DynamicUpdate, "step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        dynamic_evaluate(m, test, stats, **kw, state_path=state, save_every=4)
+    monkeypatch.undo()
+    assert all(torch.equal(p, trained[n]) for n, p in m.named_parameters())  # put back
+    assert torch.load(state, weights_only=True)["windows"] == 4
+    done = dynamic_evaluate(model("tied"), test, **kw, state_path=state, resume=True)
+    assert (done.loss, done.tokens, done.windows) == (whole.loss, whole.tokens, whole.windows)
+
+
 # ------------------------------------------------------------------ every head
 @pytest.mark.parametrize("kind", sorted(HEADS))
 def test_every_language_model_head_evaluates_dynamically(kind):
