@@ -196,10 +196,12 @@ class GradientStats:
         return {n: r / avg for n, r in self.rms.items()}
 
     def state_dict(self) -> dict[str, Any]:
+        """Tensors and numbers only (a state file loads with ``weights_only=True``)."""
         return {"rms": dict(self.rms), "batches": self.batches}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> GradientStats:
+        """The statistics :meth:`state_dict` saved."""
         return cls(dict(state["rms"]), int(state["batches"]))
 
 
@@ -340,6 +342,7 @@ class DynamicResult:
 
     @property
     def ppl(self) -> float:
+        """``exp(loss)``."""
         return perplexity(self.loss)
 
 
@@ -503,6 +506,7 @@ class SearchResult:
 
     @property
     def best(self) -> dict[str, float]:
+        """The row of :attr:`table` of the chosen pair."""
         return next(r for r in self.table if r["lr"] == self.lr and r["lamb"] == self.lamb)
 
 
