@@ -564,7 +564,7 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
     converted values.
 
     Returns:
-        a JSON-ready dict: ``run``, ``split``, ``which``, ``dynamic`` (True), ``lr``,
+        the JSON-ready dict of ``run``, ``split``, ``which``, ``dynamic`` (True), ``lr``,
         ``lamb``, ``eps``, ``bptt``, ``loss``, ``ppl``, ``tokens``, ``windows``,
         ``finished``, ``grad_batches``; ``static_loss``/``static_ppl`` (the same stream
         evaluated without learning, when ``static``); ``search`` (the grid's table,
