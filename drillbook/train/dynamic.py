@@ -9,21 +9,22 @@ next time it occurs. Nothing is learnt from a segment before it has been scored,
 perplexity remains an honest measure of prediction.
 
 The update is Krause et al.'s RMS-normalised rule with a decay towards the trained weights
-``θ_g`` (their Sec. 5.1; equation numbers of the ICML 2018 paper):
+``θ_g`` (their Sec. 5, where the three formulas below are numbered equations; the
+letters are theirs):
 
-* gradient statistics on the training text, before evaluation (Eq. 3)::
+* gradient statistics on the training text, before evaluation::
 
       MS_g = 1/N_b  Σ_{k=1..N_b} (∇L_k)²        per parameter entry
 
   over ``N_b`` training batches (dropout off, the state carried, the mean loss of each
   batch: the authors' ``gradstat``, batch size 100, segments of 5 tokens);
 * the decay rate of every entry is scaled by its RMS gradient relative to the average
-  one (Eq. 5), and capped at 1 so that a decay step never overshoots ``θ_g``::
+  one, and capped at 1 so that a decay step never overshoots ``θ_g``::
 
       RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))
       r        = min(λ · RMS_norm, 1)
 
-* the update after segment ``s_i`` (Eq. 6)::
+* the update after segment ``s_i``::
 
       θ_i = θ_{i-1} − η ∇L(s_i) / (sqrt(MS_g) + ε) + r ⊙ (θ_g − θ_{i-1})
 
@@ -171,7 +172,7 @@ def _detach(hidden: Any) -> Any:
 # ------------------------------------------------------------------ gradient statistics
 @dataclass
 class GradientStats:
-    """``sqrt(MS_g)`` of every parameter (Eq. 3), measured on the training text.
+    """``sqrt(MS_g)`` of every parameter (Sec. 5), measured on the training text.
 
     Attributes:
         rms: parameter name -> ``sqrt(MS_g)``, the parameter's shape.
@@ -188,7 +189,7 @@ class GradientStats:
         return sum(means) / len(means)
 
     def rms_norm(self) -> dict[str, Tensor]:
-        """``RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))`` (Eq. 5), per parameter."""
+        """``RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))`` (Sec. 5), per parameter."""
         avg = self.average()
         if not avg > 0:
             raise DataError("every training gradient is zero, so the gradient statistics "
@@ -207,7 +208,7 @@ class GradientStats:
 
 def gradient_statistics(model: LanguageModel, data: Tensor, bptt: int = DEFAULT_BPTT,
                         max_batches: int | None = None) -> GradientStats:
-    """``MS_g`` (Eq. 3) of ``model`` on a batchified training stream, as its square root.
+    """``MS_g`` (Sec. 5) of ``model`` on a batchified training stream, as its square root.
 
     The model is in eval mode (no dropout) and its weights do not change; the state is
     carried across the windows of ``bptt`` rows, and every window's gradient is that of
@@ -254,7 +255,7 @@ def gradient_statistics(model: LanguageModel, data: Tensor, bptt: int = DEFAULT_
 
 # ------------------------------------------------------------------ the update
 class DynamicUpdate:
-    """The update of Eq. 6 for every parameter of ``model``, from the gradients in ``.grad``.
+    """The update of Sec. 5 for every parameter of ``model``, from the gradients in ``.grad``.
 
     ``θ ← θ − η g / (sqrt(MS_g) + ε) + min(λ RMS_norm, 1) ⊙ (θ_g − θ)``
 
@@ -298,7 +299,7 @@ class DynamicUpdate:
 
     @torch.no_grad()
     def step(self) -> None:
-        """Apply Eq. 6 once, in place (a parameter without a gradient only decays).
+        """Apply the update once, in place (a parameter without a gradient only decays).
 
         Two fused passes per tensor: ``θ + r ⊙ (θ_g − θ)`` as ``lerp``, then the gradient
         term, which does not depend on ``θ``: both terms read ``θ_{i-1}``.
@@ -370,7 +371,7 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
                      save_every: int = 500, resume: bool = False,
                      max_windows: int | None = None, extra: dict | None = None
                      ) -> DynamicResult:
-    """Dynamic evaluation of ``model`` on a batchified stream (the update of Eq. 6).
+    """Dynamic evaluation of ``model`` on a batchified stream (the update of Sec. 5).
 
     Each segment of ``bptt`` rows is scored, then the weights learn from its gradient;
     the recurrent state is carried. The model's weights are put back to the trained ones
@@ -382,7 +383,7 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
             (:func:`drillbook.data.batchify` with batch size 1).
         stats: :func:`gradient_statistics` of the model; may be None when resuming (the
             state file holds them).
-        lr, lamb, eps: ``η``, ``λ``, ``ε`` of Eq. 6.
+        lr, lamb, eps: ``η``, ``λ``, ``ε`` of Sec. 5.
         bptt: segment length (5 in the authors' code).
         max_tokens: stop after the segment that reaches this many targets.
         state_path: where to keep the resumable state (None: nowhere).
