@@ -124,12 +124,13 @@ TINY_STEP = ["--set", "model.emsize=8", "model.nhid=16", "--batch-size", "2", "-
 def test_step_mode_times_configs_interleaved_and_writes_ratios(tmp_path, capsys):
     out = tmp_path / "step.json"
     assert main(["bench", "step", "tutorial/ptb-tied", "ptb/awd-lstm-drill", *TINY_STEP,
-                 "--size", "ptb", "--rounds", "2", *TINY, "--out", str(out)]) == 0
+                 "--size", "ptb", "--rounds", "2", "--clock", "cpu", *TINY,
+                 "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["format"] == BENCH_FORMAT and report["mode"] == "step"
     s = report["settings"]
-    assert (s["configs"], s["steps"], s["rounds"]) == (
-        ["tutorial/ptb-tied", "ptb/awd-lstm-drill"], ["trainer"], 2)
+    assert (s["configs"], s["steps"], s["rounds"], s["clock"]) == (
+        ["tutorial/ptb-tied", "ptb/awd-lstm-drill"], ["trainer"], 2, "cpu")
     assert "optimiser step" in s["timed"] and "clipping" in s["timed"]
     rows = report["rows"]
     assert [(r["config"], r["head"], r["step"]) for r in rows] == [
@@ -414,6 +415,25 @@ def test_time_call_warms_up_then_times_a_block_with_the_callers_threads():
     assert 0.002 <= time_once(step, cpu) < 0.5 and len(calls) == 1
     with pytest.raises(ConfigError, match="repeats must be >= 1"):
         time_call(step, cpu, repeats=0)
+
+
+def test_the_cpu_clock_counts_work_not_waiting():
+    cpu = torch.device("cpu")
+
+    def wait() -> None:
+        time.sleep(0.02)
+
+    [wall] = time_call(wait, cpu, repeats=2, warmup=0)
+    [busy] = time_call(wait, cpu, repeats=2, warmup=0, clock="cpu")
+    assert wall >= 0.02 and busy < 0.01  # sleeping takes time and no CPU
+    x = torch.randn(200, 200)
+    [work] = time_call(lambda: [x @ x for _ in range(20)], cpu, repeats=2, warmup=0,
+                       clock="cpu")
+    assert work > 0
+    with pytest.raises(ConfigError, match="unknown clock 'gpu'"):
+        time_call(wait, cpu, clock="gpu")
+    with pytest.raises(ConfigError, match="cannot time work on cuda"):
+        time_call(wait, torch.device("cuda"), clock="cpu")
 
 
 # ------------------------------------------------------------------ memory

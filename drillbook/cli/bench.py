@@ -55,7 +55,8 @@ def _bench_step(args: argparse.Namespace) -> dict:
     from ..experiments import run_step_bench
 
     return run_step_bench(args.configs, steps=args.step or (), size=args.size,
-                          rounds=args.rounds, **_encoder(args), **_measure(args))
+                          rounds=args.rounds, clock=args.clock, **_encoder(args),
+                          **_measure(args))
 
 
 def _bench_sweep(args: argparse.Namespace) -> dict:
@@ -170,6 +171,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=positive_int, default=3,
                    help="timed blocks of --repeats steps per contender, interleaved "
                         "(default 3)")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall (default) or cpu: the process's CPU time, which other work "
+                        "on a shared CPU disturbs less (CPU device only)")
     _add_encoder_flags(p)
     _add_measure_flags(p)
     p.set_defaults(bench=_bench_step)

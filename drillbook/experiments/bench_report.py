@@ -294,7 +294,8 @@ def format_report(report: dict) -> str:
         s = report["settings"]
         title = (f"a whole training step ({s['timed']}); V = {report['rows'][0]['vocab_size']}"
                  f"{', ' + ' '.join(s['overrides']) if s['overrides'] else ''}, "
-                 f"{s['precision']}, {s['device']}; {s['rounds']} rounds x {s['repeats']} "
+                 f"{s['precision']}, {s['device']}, {s.get('clock', 'wall')} clock; "
+                 f"{s['rounds']} rounds x {s['repeats']} "
                  f"steps interleaved; x = mean / {s['baseline']}, x min/max: per round\n")
     if mode == "model":
         s = report["settings"]

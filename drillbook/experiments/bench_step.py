@@ -21,7 +21,7 @@ from torch import Tensor
 from ..configs import Config, ConfigError, TrainConfig
 from ..models import LanguageModel, build_model
 from ..train import training_loss
-from .bench import BENCH_FORMAT, SIZES, autocast, environment, time_call
+from .bench import BENCH_FORMAT, SIZES, autocast, check_clock, environment, time_call
 from .bench_model import bench_config
 
 __all__ = ["TrainStep", "compare_train_steps", "load_step", "make_train_step",
@@ -119,20 +119,21 @@ def make_train_step(config: str | Config, *, size: str | int = "ptb",
 
 
 def time_train_step(config: str | Config, *, repeats: int = 5, warmup: int = 2,
-                    **settings) -> dict:
+                    clock: str = "wall", **settings) -> dict:
     """Mean seconds of one training step of a config's model (:func:`make_train_step`,
     timed by :func:`~.bench.time_call`).
 
     Args:
         config: a config or its name; settings: keyword arguments of
             :func:`make_train_step` (``size``, ``overrides``, ``step``, ``device``, ...).
+        clock: ``"wall"``, or ``"cpu"`` for the process's CPU time (a busy CPU).
 
     Returns:
         ``make_train_step``'s ``info`` plus ``train_step_s`` and ``tokens_per_s``.
     """
     call, info = make_train_step(config, **settings)
     [seconds] = time_call(call, torch.device(info["device"]), repeats=repeats,
-                          warmup=warmup)
+                          warmup=warmup, clock=clock)
     return {**info, "train_step_s": seconds,
             "tokens_per_s": info["batch_size"] * info["bptt"] / seconds}
 
@@ -140,7 +141,8 @@ def time_train_step(config: str | Config, *, repeats: int = 5, warmup: int = 2,
 def compare_train_steps(configs: Sequence[str | Config],
                         steps: Mapping[str, TrainStep] | None = None, *, rounds: int = 3,
                         repeats: int = 5, warmup: int = 2,
-                        device: str | torch.device = "cpu", **settings) -> list[dict]:
+                        device: str | torch.device = "cpu", clock: str = "wall",
+                        **settings) -> list[dict]:
     """Time every config under every step function, interleaved, in one process.
 
     Every contender (config x step) is built and warmed up first; then ``rounds`` times
@@ -152,6 +154,8 @@ def compare_train_steps(configs: Sequence[str | Config],
         configs: configs or their names.
         steps: name -> :data:`TrainStep`; default ``{"trainer": trainer_step}``.
         rounds: timed blocks per contender.
+        clock: ``"wall"``, or ``"cpu"``: the process's CPU time, which other work on a
+            shared CPU disturbs less (:func:`~.bench.time_call`).
         settings: further keyword arguments of :func:`make_train_step` (``size``,
             ``overrides``, ``batch_size``, ``bptt``, ``precision``, ``seed``).
 
@@ -165,6 +169,7 @@ def compare_train_steps(configs: Sequence[str | Config],
         raise ConfigError(f"rounds must be >= 1, got {rounds}")
     steps = dict(steps or {"trainer": trainer_step})
     device = torch.device(device)
+    check_clock(clock, device)
     contenders = []
     for config in configs:
         for name, step in steps.items():
@@ -174,7 +179,7 @@ def compare_train_steps(configs: Sequence[str | Config],
         time_call(call, device, repeats=1, warmup=warmup)
     for _ in range(rounds):
         for call, row in contenders:
-            [seconds] = time_call(call, device, repeats=repeats, warmup=0)
+            [seconds] = time_call(call, device, repeats=repeats, warmup=0, clock=clock)
             row["rounds_s"].append(seconds)
     rows = [row for _, row in contenders]
     base = rows[0]
@@ -214,7 +219,7 @@ def run_step_bench(configs: Sequence[str], *, steps: Sequence[str] = (),
                    size: str = "ptb", overrides: Sequence[str] = (),
                    batch_size: int | None = None, bptt: int | None = None,
                    device: str = "cpu", rounds: int = 3, repeats: int = 5, warmup: int = 2,
-                   precision: str = "fp32") -> dict:
+                   precision: str = "fp32", clock: str = "wall") -> dict:
     """The ``step`` benchmark: :func:`compare_train_steps` of named configs and step
     functions (``module:function``; default the trainer's step), as a JSON-ready report
     (``format``, ``mode`` ``"step"``, ``environment``, ``settings``, ``rows``)."""
@@ -222,7 +227,7 @@ def run_step_bench(configs: Sequence[str], *, steps: Sequence[str] = (),
     for name in configs:  # fail early on a bad name or override
         bench_config(name, overrides)
     rows = compare_train_steps(configs, named, rounds=rounds, repeats=repeats,
-                               warmup=warmup, device=device, size=size,
+                               warmup=warmup, device=device, clock=clock, size=size,
                                overrides=overrides, batch_size=batch_size, bptt=bptt,
                                precision=precision)
     return {"format": BENCH_FORMAT, "mode": "step", "environment": environment(device),
@@ -230,6 +235,7 @@ def run_step_bench(configs: Sequence[str], *, steps: Sequence[str] = (),
                          "overrides": list(overrides), "batch_size": rows[0]["batch_size"],
                          "bptt": rows[0]["bptt"], "device": str(device), "rounds": rounds,
                          "repeats": repeats, "warmup": warmup, "precision": precision,
+                         "clock": clock,
                          "baseline": f"{rows[0]['config']} / {rows[0]['step']}",
                          "timed": "forward, loss, regulariser, AR/TAR, backward, clipping, "
                                   "optimiser step"},
