@@ -39,9 +39,9 @@ from ..errors import ConfigError
 from ..heads import HEADS, Features, OutputHead, build_head
 from .results import write_json
 
-__all__ = ["BENCH_FORMAT", "BENCH_HEADS", "CLOCKS", "PRECISIONS", "SIZES", "HeadCost", "autocast",
-           "compare_heads", "environment", "head_bytes", "head_cost", "is_out_of_memory",
-           "out_of_memory_note",
+__all__ = ["BENCH_FORMAT", "BENCH_HEADS", "CLOCKS", "PRECISIONS", "SIZES", "HeadCost",
+           "autocast", "check_clock", "compare_heads", "environment", "head_bytes",
+           "head_cost", "is_out_of_memory", "out_of_memory_note",
            "run_bench", "saved_bytes", "step_costs", "time_call", "time_once", "write_report"]
 
 #: the ``format`` of every report this package writes
