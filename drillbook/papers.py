@@ -131,6 +131,7 @@ def _drill_main(table: int, numbers: dict[str, tuple[float, float, float]], *, r
     (Table 2 prints MoS's last row as "dynamical evaluation")."""
     awd = f"AWD-LSTM (Merity et al., 2018) as quoted in DRILL Table {table}"
     mos, ours = f"MoS (Yang et al., 2018) as quoted in DRILL Table {table}", f"DRILL Table {table}"
+    krause = f"Krause et al. (2018) as quoted in DRILL Table {table}"
     rows = {  # slug: (source, label, finetuned, dynamic evaluation)
         "awd-lstm-wo-finetune": (awd, "Merity et al. (2017) – AWD-LSTM w/o finetune", False,
                                  False),
@@ -138,6 +139,8 @@ def _drill_main(table: int, numbers: dict[str, tuple[float, float, float]], *, r
         "awd-lstm-drill-wo-finetune": (ours, "Ours – AWD-LSTM-DRILL w/o finetune", False,
                                        False),
         "awd-lstm-drill": (ours, "Ours - AWD-LSTM-DRILL", True, False),
+        "awd-lstm-dynamic-eval": (krause, "Krause et al. (2018) – AWD-LSTM + dynamic "
+                                          "evaluation", True, True),
         "awd-lstm-drill-dynamic-eval": (ours, "Ours – AWD-LSTM-DRILL + dynamic evaluation",
                                         True, True),
         "awd-lstm-mos": (mos, "Yang et al. (2018) - AWD-LSTM-MoS", True, False),
@@ -145,7 +148,11 @@ def _drill_main(table: int, numbers: dict[str, tuple[float, float, float]], *, r
             mos, f"Yang et al. (2018) – AWD-LSTM-MoS + {dynamical} evaluation", True, True),
     }
     note = {"awd-lstm": f"the AWD-LSTM paper's number; the AWD-LSTM README's command reaches "
-                        f"about {readme} after fine-tuning"}
+                        f"about {readme} after fine-tuning",
+            "awd-lstm-dynamic-eval": "dynamic evaluation of an AWD-LSTM the dynamic-"
+                                     "evaluation authors trained with the AWD-LSTM code "
+                                     "(their README: they did not reach its paper's "
+                                     "perplexity)"}
     return [_lm(f"drill:table{table}:{slug}", source, label, *numbers[slug],
                 finetuned=finetuned, dynamic_eval=dynamic, note=note.get(slug, ""))
             for slug, (source, label, finetuned, dynamic) in rows.items()]
@@ -175,6 +182,7 @@ _ENTRIES: tuple[PaperNumber, ...] = (
     *_drill_main(1, {"awd-lstm-wo-finetune": (24, 60.7, 58.8), "awd-lstm": (24, 60.0, 57.3),
                      "awd-lstm-drill-wo-finetune": (24, 59.6, 57.0),
                      "awd-lstm-drill": (24, 58.2, 55.7),
+                     "awd-lstm-dynamic-eval": (24, 51.6, 51.1),
                      "awd-lstm-drill-dynamic-eval": (24, 49.5, 49.4),
                      "awd-lstm-mos": (22, 56.54, 54.44),
                      "awd-lstm-mos-dynamic-eval": (22, 48.33, 47.69)},
@@ -182,6 +190,7 @@ _ENTRIES: tuple[PaperNumber, ...] = (
     *_drill_main(2, {"awd-lstm-wo-finetune": (33, 69.1, 66.0), "awd-lstm": (33, 68.6, 65.8),
                      "awd-lstm-drill-wo-finetune": (34, 65.7, 62.8),
                      "awd-lstm-drill": (34, 64.9, 61.9),
+                     "awd-lstm-dynamic-eval": (33, 46.4, 44.3),
                      "awd-lstm-drill-dynamic-eval": (34, 43.9, 42.0),
                      "awd-lstm-mos": (35, 63.88, 61.45),
                      "awd-lstm-mos-dynamic-eval": (35, 42.41, 40.68)},
@@ -246,6 +255,26 @@ _ENTRIES: tuple[PaperNumber, ...] = (
           ("mos", "AWD-LSTM-MoS", 9981,
            "the rank of the log-probability matrix for MoS on PennTreebank is {rank:,}",
            "the authors' results file gives the same 9,981 with tol = 1")]],
+    # ------------------- DRILL Sec. 4.2-4.3: Transformer NMT, WMT'14 En->De, 32K BPE
+    # Table 5's body is missing from the paper text; its account in Sec. 4.3 is quoted.
+    *[_text(f"drill:sec4.3:{slug}", "DRILL Sec. 4.3 (Table 5)", "Sec. 4.3", row, values,
+            quote, "the text's account of Table 5, whose body the paper text lacks")
+      for slug, row, values, quote in [
+          ("transformer-drill-params", "Transformer-DRILL (base), parameters",
+           {"params_m": 79.9}, "namely Transformer-DRILL (base) with {params_m}M parameters"),
+          ("transformer-params", "Transformer (base), parameters", {"params_m": 79.4},
+           "outperforms the Transformer (base) model with {params_m}M parameters"),
+          ("bleu-gain-over-transformer", "Transformer-DRILL (base) against Transformer "
+           "(base), BLEU difference", {"bleu_gain": 0.8},
+           "with 79.4M parameters by {bleu_gain} points"),
+          ("bleu-gain-over-dual", "Transformer-DRILL (base) against Transformer (base) "
+           "with the dual nonlinear mapping, BLEU difference", {"bleu_gain": 0.6},
+           "Transformer-DRILL also outperforms by {bleu_gain} points")]],
+    *[_text(f"drill:sec4.2:transformer-drill-{slug}", "DRILL Sec. 4.2", "Sec. 4.2",
+            f"Transformer-DRILL label encoder, {slug}", {slug: value}, quote)
+      for slug, value, quote in [
+          ("depth", 2, "as follows: {depth}-layer label encoder depth"),
+          ("dropout", 0.6, "dings, {dropout} dropout rate, *sigmoid* activation function")]],
     # ------------------------------------- DRILL authors' repository (not in the paper)
     *[PaperNumber(f"drill-repo:rank:{row.lower()}", _DRILL_REPO, None,
                   "analysis/rank/rank_results.txt", row, {"rank_tol_1": rank}, None,

@@ -3,6 +3,7 @@ and the optimised paths it times agreeing with the plain ones."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -27,6 +28,12 @@ from drillbook.experiments import (
     write_report,
 )
 from drillbook.experiments.bench import time_once
+from drillbook.experiments.bench_step import (
+    compare_train_steps,
+    load_step,
+    make_train_step,
+    trainer_step,
+)
 from drillbook.heads import DrillHead, Features, build_head
 from drillbook.losses import nearest_neighbour
 
@@ -102,12 +109,111 @@ def test_every_mode_is_documented_with_its_report_mode():
     bench = next(a for a in build_parser()._subparsers._group_actions[0].choices.items()
                  if a[0] == "bench")[1]
     modes = bench._subparsers._group_actions[0].choices
-    assert list(modes) == ["heads", "model", "sweep", "targets"]  # = the reports' "mode"
+    assert list(modes) == ["heads", "model", "step", "sweep", "targets"]  # = reports' "mode"
     for mode, parser in modes.items():
         text = parser.format_help()
         assert text.startswith(f"usage: drillbook bench {mode} ")
         assert "--precision" in text and "--out" in text
     assert "vmf-300" in modes["heads"].format_help()  # from BENCH_HEADS, not by hand
+
+
+# ------------------------------------------------------------------ whole training step
+TINY_STEP = ["--set", "model.emsize=8", "model.nhid=16", "--batch-size", "2", "--bptt", "4"]
+
+
+def test_step_mode_times_configs_interleaved_and_writes_ratios(tmp_path, capsys):
+    out = tmp_path / "step.json"
+    assert main(["bench", "step", "tutorial/ptb-tied", "ptb/awd-lstm-drill", *TINY_STEP,
+                 "--size", "ptb", "--rounds", "2", "--clock", "cpu", *TINY,
+                 "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["format"] == BENCH_FORMAT and report["mode"] == "step"
+    s = report["settings"]
+    assert (s["configs"], s["steps"], s["rounds"], s["clock"]) == (
+        ["tutorial/ptb-tied", "ptb/awd-lstm-drill"], ["trainer"], 2, "cpu")
+    assert "optimiser step" in s["timed"] and "clipping" in s["timed"]
+    rows = report["rows"]
+    assert [(r["config"], r["head"], r["step"]) for r in rows] == [
+        ("tutorial/ptb-tied", "tied", "trainer"), ("ptb/awd-lstm-drill", "drill", "trainer")]
+    assert rows[0]["ratio"] == rows[0]["ratio_min"] == rows[0]["ratio_max"] == 1.0
+    for r in rows:
+        assert len(r["rounds_s"]) == 2 and r["train_step_s"] == pytest.approx(
+            sum(r["rounds_s"]) / 2)
+        assert r["tokens_per_s"] == pytest.approx(2 * 4 / r["train_step_s"])
+        assert (r["vocab_size"], r["batch_size"], r["bptt"]) == (10_000, 2, 4)
+    # a ratio of two sums lies between the smallest and largest ratio of their terms
+    assert rows[1]["ratio_min"] <= rows[1]["ratio"] * (1 + 1e-12)
+    assert rows[1]["ratio"] <= rows[1]["ratio_max"] * (1 + 1e-12)
+    assert rows[1]["ratio"] == pytest.approx(rows[1]["train_step_s"] / rows[0]["train_step_s"])
+    printed = capsys.readouterr().out
+    assert "ptb/awd-lstm-drill" in printed and "tok/s" in printed and "optimiser" in printed
+
+
+def test_compare_train_steps_interleaves_rounds_of_every_step_function():
+    calls = []
+
+    def recording(name):
+        def step(model, optimizer, x, y, train, amp):
+            assert x.shape == y.shape == (4, 2) and torch.equal(x[1:], y[:-1])
+            with amp():
+                calls.append(name)
+        return step
+
+    rows = compare_train_steps(["tutorial/ptb-tied"], {"a": recording("a"),
+                                                       "b": recording("b")},
+                               rounds=2, repeats=1, warmup=1, size=50,
+                               overrides=["model.emsize=8", "model.nhid=16"],
+                               batch_size=2, bptt=4)
+    runs = [name for i, name in enumerate(calls) if i == 0 or calls[i - 1] != name]
+    assert runs == ["a", "b"] * 3  # warm-up, then two rounds, each of a then b
+    assert [r["step"] for r in rows] == ["a", "b"] and rows[0]["vocab_size"] == 50
+
+
+def test_trainer_step_is_loss_backward_clip_and_sgd_by_hand():
+    from drillbook.configs import apply_overrides, get_config
+    from drillbook.train import training_loss
+
+    config = apply_overrides(get_config("tutorial/ptb-tied"), [
+        "model.emsize=8", "model.nhid=16", "train.lr=2", "train.clip=0.01",
+        "train.wdecay=0.1"])
+    seen = {}
+
+    def capture(model, optimizer, x, y, train, amp):  # what make_train_step binds
+        seen.update(model=model, x=x, y=y, train=train)
+    call, info = make_train_step(config, size=30, batch_size=3, bptt=5, step=capture)
+    call()
+    model, x, y, t = seen["model"], seen["x"], seen["y"], seen["train"]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    torch.manual_seed(3)
+    trainer_step(model, torch.optim.SGD(model.parameters(), lr=t.lr, weight_decay=t.wdecay),
+                 x, y, t, contextlib.nullcontext)
+    after = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with torch.no_grad():  # back to the start, and the same step by hand
+        for n, p in model.named_parameters():
+            p.copy_(before[n])
+    model.train()
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(3)  # the same dropout masks
+    loss, _, _ = training_loss(model, x, y, model.init_hidden(3), alpha=t.alpha, beta=t.beta)
+    loss.backward()
+    grads = {n: p.grad for n, p in model.named_parameters()}
+    norm = torch.sqrt(sum(g.pow(2).sum() for g in grads.values()))
+    assert norm > t.clip  # the clipping is exercised
+    for n, p0 in before.items():
+        expected = p0 - t.lr * (grads[n] * (t.clip / (norm + 1e-6)) + t.wdecay * p0)
+        torch.testing.assert_close(after[n], expected, rtol=1e-5, atol=1e-7)
+    assert info["head"] == "tied" and info["vocab_size"] == 30
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("trainer_step", "must look like module:function"),
+    ("no_such_module_here:step", "cannot import"),
+    ("drillbook.experiments.bench_step:no_such_step", "has no function"),
+])
+def test_a_step_function_that_cannot_be_loaded_is_a_config_error(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        load_step(spec)
+    assert load_step("drillbook.experiments.bench_step:trainer_step") is trainer_step
 
 
 # ------------------------------------------------------------------ vMF sweep
@@ -309,6 +415,25 @@ def test_time_call_warms_up_then_times_a_block_with_the_callers_threads():
     assert 0.002 <= time_once(step, cpu) < 0.5 and len(calls) == 1
     with pytest.raises(ConfigError, match="repeats must be >= 1"):
         time_call(step, cpu, repeats=0)
+
+
+def test_the_cpu_clock_counts_work_not_waiting():
+    cpu = torch.device("cpu")
+
+    def wait() -> None:
+        time.sleep(0.02)
+
+    [wall] = time_call(wait, cpu, repeats=2, warmup=0)
+    [busy] = time_call(wait, cpu, repeats=2, warmup=0, clock="cpu")
+    assert wall >= 0.02 and busy < 0.01  # sleeping takes time and no CPU
+    x = torch.randn(200, 200)
+    [work] = time_call(lambda: [x @ x for _ in range(20)], cpu, repeats=2, warmup=0,
+                       clock="cpu")
+    assert work > 0
+    with pytest.raises(ConfigError, match="unknown clock 'gpu'"):
+        time_call(wait, cpu, clock="gpu")
+    with pytest.raises(ConfigError, match="cannot time work on cuda"):
+        time_call(wait, torch.device("cuda"), clock="cpu")
 
 
 # ------------------------------------------------------------------ memory

@@ -112,7 +112,7 @@ def test_params_report_finds_the_paper_rows_of_the_same_model():
     assert param_report(apply_overrides(drill, ["head.options.depth=7"]), V_PTB)["paper"] == {}
     assert param_report(get_config("ptb/awd-lstm"), V_PTB)["paper"] == {
         "drill:table1:awd-lstm-wo-finetune": 24, "drill:table4:weight-tying": 24.2,
-        "drill:table1:awd-lstm": 24}
+        "drill:table1:awd-lstm": 24, "drill:table1:awd-lstm-dynamic-eval": 24}
 
 
 # ------------------------------------------------------------------ one registry, two tasks

@@ -58,6 +58,49 @@ def test_dropconnect_on_lstm_samples_per_call_and_is_exact_in_eval():
     assert dropped.parametrizations.weight_hh_l0.original.grad is not None
 
 
+def _explicit_forward(enc: AWDLSTM, plain: list[nn.LSTM], x: torch.Tensor, wasted: int):
+    """AWD-LSTM's training forward written out: ``wasted`` DropConnect masks drawn and
+    thrown away per layer, then one drawn and used, the LSTM run on it by
+    ``functional_call`` of a plain ``nn.LSTM`` (one per layer, built before seeding)."""
+    h = enc.drop_i(embedding_dropout(enc.embedding, x, enc.dropoute, True))
+    for i, rnn in enumerate(enc.rnns):
+        w = rnn.parametrizations.weight_hh_l0.original
+        for _ in range(wasted + 1):
+            dropped = torch.nn.functional.dropout(w, enc.wdrop, True)
+        params = {"weight_ih_l0": rnn.weight_ih_l0, "weight_hh_l0": dropped,
+                  "bias_ih_l0": rnn.bias_ih_l0, "bias_hh_l0": rnn.bias_hh_l0}
+        raw, _ = torch.func.functional_call(plain[i], params, (h,))
+        h = enc.drop_h(raw) if i < enc.nlayers - 1 else enc.drop_o(raw)
+    return h
+
+
+def test_awd_lstm_draws_one_dropconnect_mask_per_layer_and_forward():
+    torch.manual_seed(0)
+    enc = AWDLSTM(30, emsize=6, nhid=8, nlayers=3, dropout=0.3, dropouth=0.3, dropouti=0.3,
+                  dropoute=0.1, wdrop=0.5).train()
+    plain = [nn.LSTM(r.input_size, r.hidden_size) for r in enc.rnns]
+    calls = []
+    for rnn in enc.rnns:
+        rnn.parametrizations.weight_hh_l0[0].register_forward_hook(
+            lambda *_: calls.append(1))
+    x = torch.randint(0, 30, (5, 3))
+
+    def loss_and_grads(forward) -> list[torch.Tensor]:
+        enc.zero_grad(set_to_none=True)
+        torch.manual_seed(7)
+        loss = forward().pow(2).sum()
+        loss.backward()
+        return [loss.detach(), *(p.grad for p in enc.parameters())]
+
+    package = loss_and_grads(lambda: enc(x).features.last)
+    assert len(calls) == 3  # one mask per layer: nn.LSTM reads its weight four times
+    # bit for bit the forward that uses the first mask drawn (not a later one)
+    explicit = loss_and_grads(lambda: _explicit_forward(enc, plain, x, wasted=0))
+    assert all(torch.equal(a, b) for a, b in zip(package, explicit, strict=True))
+    later = loss_and_grads(lambda: _explicit_forward(enc, plain, x, wasted=1))
+    assert not torch.equal(package[0], later[0])  # the comparison sees which mask is used
+
+
 def test_awd_lstm_shapes_layers_and_hidden():
     enc = AWDLSTM(30, emsize=8, nhid=12, nlayers=3, d_out=10).eval()
     x = torch.randint(0, 30, (5, 4))

@@ -142,6 +142,9 @@ def test_every_row_names_its_own_records_and_stages_match():
                 assert paper_number(key).finetuned is not True, (table, row.name, key)
             if row.finetunes:
                 assert paper_number(row.paper_finetuned).finetuned is True, (table, row.name)
+            for key in row.paper_keys("dynamic"):  # dynamic evaluation of the fine-tuned run
+                entry = paper_number(key)
+                assert entry.dynamic_eval and entry.finetuned and row.finetunes, (table, key)
     # every paper table names records on every row; the CPU tables on none
     for table in ("drill-table4", "drill-main", "mos-doc", "rank", "speed"):
         assert all(r.paper or r.paper_finetuned for r in TABLES[table]), table

@@ -1,7 +1,8 @@
-"""``drillbook bench heads|model|sweep|targets``: what the output heads cost, as ratios to
-a tied head measured in the same process (:mod:`drillbook.experiments.bench`). Each mode is
-a subcommand with only its own flags; every report has the same ``mode`` as its
-subcommand."""
+"""``drillbook bench heads|model|step|sweep|targets``: what the output heads cost, as ratios
+to a tied head measured in the same process (:mod:`drillbook.experiments.bench`), and what
+a whole training step of a config's model costs (:mod:`drillbook.experiments.bench_step`).
+Each mode is a subcommand with only its own flags; every report has the same ``mode`` as
+its subcommand."""
 
 from __future__ import annotations
 
@@ -48,6 +49,14 @@ def _bench_model(args: argparse.Namespace) -> dict:
 
     return run_model_bench(_names(args), args.sizes or ["ptb"], encoder_config=args.config,
                            **_encoder(args), **_measure(args))
+
+
+def _bench_step(args: argparse.Namespace) -> dict:
+    from ..experiments import run_step_bench
+
+    return run_step_bench(args.configs, steps=args.step or (), size=args.size,
+                          rounds=args.rounds, clock=args.clock, **_encoder(args),
+                          **_measure(args))
 
 
 def _bench_sweep(args: argparse.Namespace) -> dict:
@@ -115,7 +124,7 @@ def _add_decode_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Add ``bench`` and its four modes."""
+    """Add ``bench`` and its five modes."""
     bench = sub.add_parser(
         "bench", help="time output heads against a tied head",
         description="Mean forward+backward step time and evaluation time per token of "
@@ -143,6 +152,31 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     _add_encoder_flags(p)
     _add_measure_flags(p)
     p.set_defaults(bench=_bench_model)
+
+    p = mode("step", help="a whole training step of configs' models",
+             description="A whole training step of each config's model (encoder, head, "
+                         "loss, AR/TAR, backward, gradient clipping, optimiser step) on "
+                         "random word ids, the configs (and step functions) interleaved "
+                         "in one process; mean time per step and ratio to the first.")
+    p.add_argument("configs", metavar="CONFIG", nargs="+",
+                   help="language-model configs (`drillbook configs`), e.g. ptb/awd-lstm "
+                        "ptb/awd-lstm-drill; the first is the baseline")
+    p.add_argument("--step", action="append", metavar="MODULE:FUNCTION",
+                   help="a step function step(model, optimizer, x, y, train, amp) to time "
+                        "(repeat to compare several; default the trainer's, "
+                        "drillbook.experiments.bench_step:trainer_step)")
+    list_in_help(p.add_argument("--size", default="ptb",
+                                help="vocabulary size, one of %(names)s (default ptb)"),
+                 "drillbook.experiments", "SIZES")
+    p.add_argument("--rounds", type=positive_int, default=3,
+                   help="timed blocks of --repeats steps per contender, interleaved "
+                        "(default 3)")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall (default) or cpu: the process's CPU time, which other work "
+                        "on a shared CPU disturbs less (CPU device only)")
+    _add_encoder_flags(p)
+    _add_measure_flags(p)
+    p.set_defaults(bench=_bench_step)
 
     p = mode("sweep", help="vMF vs softmax as the vocabulary grows",
              description="vMF vs softmax at growing vocabulary sizes: training "

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..configs import LANGUAGE_MODEL, TRANSLATION
 from ..errors import MissingFileError
 from ..metrics import perplexity
+from ..validation import argument_type, number
 from .common import (
     CommandError,
     add_config_source,
@@ -29,6 +30,9 @@ from .common import (
 __all__ = ["add_commands"]
 
 _RESUME = "; continue from the run's last checkpoint with --resume"
+
+#: rates that may be 0 (``--dyn-lr 0`` is static evaluation)
+non_negative_float = argument_type(number(minimum=0), float)
 
 
 # ------------------------------------------------------------------ train, finetune
@@ -105,6 +109,8 @@ def _check_beam(model, beam: int) -> None:
 def _eval_language_model(_, args: argparse.Namespace) -> int:
     from ..train import evaluate, load_run
 
+    if args.dynamic:
+        return _eval_dynamic(args)
     config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
     data = _split_data(config, corpus, args.split).to(next(model.parameters()).device)
     loss, n = evaluate(model, data, config.train.bptt, args.max_tokens)
@@ -112,6 +118,43 @@ def _eval_language_model(_, args: argparse.Namespace) -> int:
               "loss": loss, "ppl": perplexity(loss), "tokens": n}
     return emit(args, result, f"{args.split} perplexity {result['ppl']:.2f} over {n:,} "
                               f"tokens ({args.which} weights of {args.run_dir})")
+
+
+#: ``drillbook eval`` options that only dynamic evaluation reads
+_DYNAMIC_OPTIONS = ("dyn_lr", "dyn_lambda", "dyn_eps", "dyn_bptt", "dyn_search",
+                    "dyn_search_tokens", "dyn_grad_batch_size", "dyn_grad_batches",
+                    "dyn_state", "dyn_every", "dyn_old_hyper", "resume")
+
+
+#: ``--dyn-every``'s default: segments between two writes of the state file
+_DYN_EVERY = 500
+
+
+def _eval_dynamic(args: argparse.Namespace) -> int:
+    from ..train import dynamic as d
+
+    def given(value, default):
+        return default if value is None else value
+
+    state = args.dyn_state or args.run_dir / f"dynamic-eval-{args.which}-{args.split}.pt"
+    result = d.evaluate_run(
+        args.run_dir, split=args.split, which=args.which, lr=args.dyn_lr,
+        lamb=args.dyn_lambda, eps=given(args.dyn_eps, d.DEFAULT_EPS),
+        bptt=given(args.dyn_bptt, d.DEFAULT_BPTT), do_search=args.dyn_search,
+        search_tokens=args.dyn_search_tokens,
+        grad_batch_size=given(args.dyn_grad_batch_size, d.DEFAULT_GRAD_BATCH_SIZE),
+        grad_batches=args.dyn_grad_batches, max_tokens=args.max_tokens, state_path=state,
+        save_every=given(args.dyn_every, _DYN_EVERY), resume=args.resume, device=args.device,
+        old_hyper=args.dyn_old_hyper)
+    text = (f"{args.split} perplexity {result['ppl']:.2f} with dynamic evaluation (static "
+            f"{result['static_ppl']:.2f}) over {result['tokens']:,} tokens; lr "
+            f"{result['lr']:g}, lambda {result['lamb']:g} ({args.which} weights of "
+            f"{args.run_dir})")
+    if "search" in result:
+        text += (f"\nchosen on validation (perplexity {result['search']['valid_ppl']:.2f} "
+                 f"over {result['search']['tokens']:,} tokens) among "
+                 f"{len(result['search']['table'])} pairs")
+    return emit(args, result, text)
 
 
 def _eval_translation(config, args: argparse.Namespace) -> int:
@@ -144,6 +187,17 @@ _EVALUATORS = {LANGUAGE_MODEL: _eval_language_model, TRANSLATION: _eval_translat
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     config = run_config(args.run_dir)
+    given = [f"--{o.replace('_', '-')}" for o in _DYNAMIC_OPTIONS
+             if getattr(args, o) not in (None, False)]
+    if args.dynamic and config.task != LANGUAGE_MODEL:
+        raise CommandError(f"--dynamic evaluates language models; {args.run_dir} is a "
+                           f"{config.task} run (drop --dynamic)")
+    if given and not args.dynamic:
+        raise CommandError(f"{', '.join(given)} only apply to dynamic evaluation: add "
+                           f"--dynamic (or drop them)")
+    if args.dyn_search and (args.dyn_lr is not None or args.dyn_lambda is not None):
+        raise CommandError("--dyn-search picks --dyn-lr and --dyn-lambda on the validation "
+                           "split: give either the search or the two values")
     return _EVALUATORS[config.task](config, args)
 
 
@@ -205,6 +259,66 @@ def _cmd_rank(args: argparse.Namespace) -> int:
         f"{model.head.d_hidden + 2})"))
 
 
+class _DynamicDefault:
+    """A default of :mod:`drillbook.train.dynamic`, read only when help is printed (building
+    the parser imports no torch)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        from ..train import dynamic
+
+        return f"{getattr(dynamic, self.name):g}"
+
+
+def _add_dynamic_options(p: argparse.ArgumentParser) -> None:
+    """``--dynamic`` and its options; an option left out takes Krause et al.'s default
+    (:mod:`drillbook.train.dynamic`)."""
+    g = p.add_argument_group(
+        "dynamic evaluation (language models; Krause et al. 2018)",
+        "The weights learn from each segment after scoring it (RMS-normalised update with "
+        "decay towards the trained weights). The split is read as one sequence; the "
+        "gradient statistics come from the training split.")
+    g.add_argument("--dynamic", action="store_true", help="evaluate dynamically")
+
+    def option(flag: str, default: str | None, help: str, **kw) -> None:
+        action = g.add_argument(flag, help=help, **kw)
+        action.dyn_default = _DynamicDefault(default) if default else None
+
+    option("--dyn-lr", "DEFAULT_LR", "learning rate eta (default %(dyn_default)s)",
+           type=non_negative_float)
+    option("--dyn-lambda", "DEFAULT_LAMBDA",
+           "decay rate lambda towards the trained weights (default %(dyn_default)s)",
+           type=non_negative_float)
+    option("--dyn-eps", "DEFAULT_EPS", "epsilon of the update (default %(dyn_default)s)",
+           type=positive_float)
+    option("--dyn-bptt", "DEFAULT_BPTT", "segment length, also of the gradient statistics "
+           "(default %(dyn_default)s)", type=positive_int)
+    g.add_argument("--dyn-search", action="store_true",
+                   help="choose lr and lambda on the validation split from the authors' grid "
+                        "(6 x 4 pairs, scaled by bptt/5), then evaluate --split with them")
+    g.add_argument("--dyn-search-tokens", type=positive_int,
+                   help="search on the first N validation tokens (the authors' --gridfast "
+                        "uses 30000)")
+    option("--dyn-grad-batch-size", "DEFAULT_GRAD_BATCH_SIZE",
+           "batch size of the training-gradient statistics (default %(dyn_default)s)",
+           type=positive_int)
+    g.add_argument("--dyn-grad-batches", type=positive_int,
+                   help="training batches of the gradient statistics (default: all)")
+    g.add_argument("--dyn-state", type=Path,
+                   help="the resumable state file (default "
+                        "RUN_DIR/dynamic-eval-<which>-<split>.pt)")
+    g.add_argument("--dyn-every", type=positive_int,
+                   help=f"write the state file every N segments (default {_DYN_EVERY})")
+    g.add_argument("--dyn-old-hyper", action="store_true",
+                   help="--dyn-lr, --dyn-lambda and --dyn-eps are the first script's (the MoS "
+                        "README: 0.002, 0.075, 0.001 on PTB); convert them (the authors' "
+                        "--oldhyper)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the dynamic evaluation from its state file")
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Add ``train``, ``finetune``, ``eval``, ``rank`` and ``translate``."""
     p = sub.add_parser("train", help="train a config",
@@ -232,7 +346,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="perplexity (language models) or BLEU (translation)")
     add_run_reader(p)
     p.add_argument("--beam", type=positive_int, default=1, help="translation: beam size")
-    p.set_defaults(func=_cmd_eval)
+    _add_dynamic_options(p)
+    p.set_defaults(func=_cmd_eval, interrupted="; continue the dynamic evaluation with "
+                                               "--resume")
 
     p = sub.add_parser("rank", help="rank of a trained run's log-probability matrix",
                        description="Rank (DRILL's absolute tol = 1.0) of the contexts x "

@@ -159,6 +159,24 @@ def _tutorial(name: str, head: HeadConfig, corpus: str = "ptb") -> Config:
     )
 
 
+def _tutorial_transformer(name: str, head: HeadConfig) -> Config:
+    """The tutorial run with a small causal Transformer instead of the AWD-LSTM.
+
+    Two pre-norm blocks of width 128 (4 attention heads, feed-forward 512, dropout 0.1),
+    trained with Adam at 2e-3 and gradient clipping at 1, without AR/TAR (they regularise
+    an LSTM's activations); the data, batches and budget are the AWD-LSTM tutorial's. A
+    CPU-sized stand-in for DRILL Table 5's Transformer (base), which is a translation
+    model with 6 + 6 blocks of width 512.
+    """
+    config = _tutorial(name, head)
+    config.description = f"CPU-sized Transformer LM with a {head.kind} head on ptb"
+    config.model = ModelConfig(encoder="transformer", emsize=128, nlayers=2, nhead=4,
+                               d_ff=512, dropout=0.1, max_len=256)
+    t = config.train
+    t.optimizer, t.lr, t.clip, t.wdecay, t.alpha, t.beta = "adam", 2e-3, 1.0, 0.0, 0.0, 0.0
+    return config
+
+
 def _builders() -> dict[str, Callable[[], Config]]:
     tied = HeadConfig("tied")
     b: dict[str, Callable[[], Config]] = {
@@ -195,6 +213,10 @@ def _builders() -> dict[str, Callable[[], Config]]:
         name = f"tutorial/ptb-{kind}"
         b[name] = (lambda name=name, kind=kind, options=options:
                    _tutorial(name, HeadConfig(kind, dict(options))))
+    for kind, options in [("tied", {}), ("drill", {"depth": 2, "dropout": 0.3})]:
+        name = f"tutorial/ptb-transformer-{kind}"
+        b[name] = (lambda name=name, kind=kind, options=options:
+                   _tutorial_transformer(name, HeadConfig(kind, dict(options))))
     return b
 
 

@@ -15,6 +15,7 @@ from .bench import (
 )
 from .bench_model import ModelCost, compare_models, model_cost, run_model_bench
 from .bench_report import TARGETS, Target, evaluate_targets, format_report, run_targets
+from .bench_step import compare_train_steps, make_train_step, run_step_bench, time_train_step
 from .bench_sweep import SWEEP_SIZES, greedy_decode, vocab_sweep
 from .compare import format_rows, full_command, plot_curves, ratios_to, table_rows
 from .reproduce import TABLES, Row, baseline_row, find_row, render_report, reproduce
@@ -36,6 +37,7 @@ __all__ = [
     "book_results",
     "compare_heads",
     "compare_models",
+    "compare_train_steps",
     "environment",
     "evaluate_targets",
     "find_row",
@@ -45,6 +47,7 @@ __all__ = [
     "greedy_decode",
     "head_cost",
     "load_results",
+    "make_train_step",
     "model_cost",
     "plot_curves",
     "ratios_to",
@@ -52,10 +55,12 @@ __all__ = [
     "reproduce",
     "run_bench",
     "run_model_bench",
+    "run_step_bench",
     "run_targets",
     "saved_bytes",
     "table_rows",
     "time_call",
+    "time_train_step",
     "validate_result",
     "vocab_sweep",
     "write_report",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,9 +39,9 @@ from ..errors import ConfigError
 from ..heads import HEADS, Features, OutputHead, build_head
 from .results import write_json
 
-__all__ = ["BENCH_FORMAT", "BENCH_HEADS", "PRECISIONS", "SIZES", "HeadCost", "autocast",
-           "compare_heads", "environment", "head_bytes", "head_cost", "is_out_of_memory",
-           "out_of_memory_note",
+__all__ = ["BENCH_FORMAT", "BENCH_HEADS", "CLOCKS", "PRECISIONS", "SIZES", "HeadCost",
+           "autocast", "check_clock", "compare_heads", "environment", "head_bytes",
+           "head_cost", "is_out_of_memory", "out_of_memory_note",
            "run_bench", "saved_bytes", "step_costs", "time_call", "time_once", "write_report"]
 
 #: the ``format`` of every report this package writes
@@ -49,14 +50,26 @@ BENCH_FORMAT = "drillbook-bench/2"
 #: ``precision`` values: plain float32, or bf16 autocast around forward and loss
 PRECISIONS = ("fp32", "bf16")
 
+#: ``clock`` values of :func:`time_call`: elapsed time, or the process's CPU time
+CLOCKS = ("wall", "cpu")
+
 
 def _on(device: torch.device) -> contextlib.AbstractContextManager:
     """Make ``device`` the current CUDA device (the one the timer synchronises)."""
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
+def check_clock(clock: str, device: torch.device) -> None:
+    """Raise a ConfigError for a clock not in :data:`CLOCKS`, or the CPU clock with work
+    on an accelerator (whose time it cannot see)."""
+    if clock not in CLOCKS:
+        raise ConfigError(f"unknown clock {clock!r}; choose one of {list(CLOCKS)}")
+    if clock == "cpu" and device.type != "cpu":
+        raise ConfigError(f"the cpu clock cannot time work on {device}: use clock='wall'")
+
+
 def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 5,
-              warmup: int = 2) -> list[float]:
+              warmup: int = 2, clock: str = "wall") -> list[float]:
     """Seconds per call of ``fn()``, measured by :class:`torch.utils.benchmark.Timer`.
 
     ``warmup`` untimed calls, then ``repeats`` calls timed as one block
@@ -67,6 +80,10 @@ def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 
     untimed calls of its own first (more for ``repeats`` of 200 and up); they count
     towards ``warmup``, so the warm-up is ``max(warmup, 2)`` calls.
 
+    ``clock="cpu"`` reads the process's CPU time (:func:`time.process_time`, summed over
+    its threads) instead of the wall clock: on a CPU shared with other work it counts
+    what ``fn`` computes and not the time it waits for a core. CPU only.
+
     Returns:
         ``[seconds per call]``: the block's mean, in a list (``statistics.median`` of it,
         as callers of the former per-call timings take, is that mean).
@@ -74,8 +91,10 @@ def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 
     if repeats < 1 or warmup < 0:
         raise ConfigError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, "
                           f"warmup={warmup}")
+    check_clock(clock, device)
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
-                            num_threads=torch.get_num_threads())
+                            num_threads=torch.get_num_threads(),
+                            **({"timer": time.process_time} if clock == "cpu" else {}))
     own_warmup = max(repeats // 100, 2)  # what Timer.timeit runs before its block
     with _on(device):
         for _ in range(warmup - own_warmup):

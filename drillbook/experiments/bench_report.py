@@ -224,6 +224,11 @@ _HEADS = [("head", "name", None), ("size", "size", None),
           ("saved MB", "saved_bytes", _mb), ("params MB", "param_bytes", _mb),
           ("peak MB", "peak_bytes", _mb)]
 _MODEL = [*_HEADS[:3], ("tok/s", "tokens_per_s", lambda v: _num(v, digits=0)), *_HEADS[3:]]
+_STEP = [("config", "config", None), ("head", "head", None), ("step", "step", None),
+         ("batch", "batch_size", None), ("bptt", "bptt", None),
+         ("train ms", "train_step_s", lambda v: _num(v, 1e3)),
+         ("tok/s", "tokens_per_s", lambda v: _num(v, digits=0)), ("x", "ratio", _num),
+         ("x min", "ratio_min", _num), ("x max", "ratio_max", _num)]
 _SWEEP = [("V", "vocab_size", None), ("head", "name", None),
           ("train ms", "train_step_s", lambda v: _num(v, 1e3)),
           ("decode us/tok", "decode_token_s", lambda v: _num(v, 1e6)),
@@ -269,21 +274,29 @@ def render_targets(reports: Sequence[dict], targets: Sequence[Target] = TARGETS)
 
 
 def format_report(report: dict) -> str:
-    """The terminal table of a report (``heads``, ``model``, ``sweep`` or ``targets``).
+    """The terminal table of a report (``heads``, ``model``, ``step``, ``sweep`` or
+    ``targets``).
 
     Raises:
         ValueError: a dict that is not a benchmark report of this package's format.
     """
     mode = report.get("mode")
-    if report.get("format") != BENCH_FORMAT or mode not in ("heads", "model", "sweep",
-                                                             "targets"):
+    if report.get("format") != BENCH_FORMAT or mode not in ("heads", "model", "step",
+                                                             "sweep", "targets"):
         raise ValueError(f"not a {BENCH_FORMAT} report (format {report.get('format')!r}, "
                          f"mode {mode!r}); produce one with drillbook bench")
     if mode == "targets":
         parts = [format_report(r) for r in report["reports"]]
         return "\n\n".join([*parts, _targets_table(report["targets"])])
-    columns = {"heads": _HEADS, "model": _MODEL, "sweep": _SWEEP}[mode]
+    columns = {"heads": _HEADS, "model": _MODEL, "step": _STEP, "sweep": _SWEEP}[mode]
     title = ""
+    if mode == "step":
+        s = report["settings"]
+        title = (f"a whole training step ({s['timed']}); V = {report['rows'][0]['vocab_size']}"
+                 f"{', ' + ' '.join(s['overrides']) if s['overrides'] else ''}, "
+                 f"{s['precision']}, {s['device']}, {s.get('clock', 'wall')} clock; "
+                 f"{s['rounds']} rounds x {s['repeats']} "
+                 f"steps interleaved; x = mean / {s['baseline']}, x min/max: per round\n")
     if mode == "model":
         s = report["settings"]
         title = (f"encoder {s['encoder']}{' ' + ' '.join(s['overrides']) if s['overrides'] else ''}"

@@ -43,6 +43,11 @@ __all__ = ["RANK_TABLES", "TABLES", "Row", "baseline_row", "find_row", "records_
            "render_report", "reproduce"]
 
 
+#: the stages a row's paper numbers belong to: the main run, fine-tuning, and dynamic
+#: evaluation of the fine-tuned run
+_STAGES = ("main", "finetuned", "dynamic")
+
+
 @dataclass(frozen=True)
 class Row:
     """One row of a paper table: a named config, the overrides that make the row, and the
@@ -54,6 +59,11 @@ class Row:
             give different metrics.
         paper_finetuned: the record compared with the fine-tuned run. A row that names one
             is fine-tuned after its main run, as the papers' authors did.
+        paper_dynamic: the record compared with dynamic evaluation (Krause et al., 2018) of
+            the fine-tuned run. A row that names one evaluates its fine-tuned ``best.pt``
+            dynamically once fine-tuning has ended: the authors' grid searched on the
+            validation split, the test split read with the best pair
+            (:func:`drillbook.train.dynamic.evaluate_run`).
     """
 
     name: str
@@ -61,6 +71,7 @@ class Row:
     overrides: tuple[str, ...] = ()
     paper: tuple[str, ...] = ()
     paper_finetuned: str | None = None
+    paper_dynamic: str | None = None
 
     @property
     def finetunes(self) -> bool:
@@ -68,12 +79,13 @@ class Row:
         return self.paper_finetuned is not None
 
     def paper_keys(self, stage: str = "main") -> tuple[str, ...]:
-        """The record keys of one stage, ``"main"`` or ``"finetuned"``."""
-        if stage not in ("main", "finetuned"):
-            raise ValueError(f"stage must be 'main' or 'finetuned', got {stage!r}")
+        """The record keys of one stage, ``"main"``, ``"finetuned"`` or ``"dynamic"``."""
+        if stage not in _STAGES:
+            raise ValueError(f"stage must be one of {_STAGES}, got {stage!r}")
         if stage == "main":
             return self.paper
-        return (self.paper_finetuned,) if self.paper_finetuned else ()
+        key = self.paper_finetuned if stage == "finetuned" else self.paper_dynamic
+        return (key,) if key else ()
 
     def paper_values(self, stage: str = "main") -> dict[str, float]:
         """The papers' values for one stage, read from the record now (never stored)."""
@@ -81,7 +93,7 @@ class Row:
 
     def paper_sources(self) -> list[str]:
         """Where the row's paper numbers are printed, main run first."""
-        keys = [*self.paper_keys("main"), *self.paper_keys("finetuned")]
+        keys = [k for stage in _STAGES for k in self.paper_keys(stage)]
         return list(dict.fromkeys(paper_number(k).source for k in keys))
 
     @property
@@ -117,20 +129,23 @@ def _table4() -> list[Row]:
 
 
 def _drill_main() -> list[Row]:
-    """DRILL Tables 1 (PTB) and 2 (WikiText-2): before and after fine-tuning."""
+    """DRILL Tables 1 (PTB) and 2 (WikiText-2): before and after fine-tuning, and with
+    dynamic evaluation (AWD-LSTM's dynamic-evaluation row is Krause et al.'s)."""
     rows = []
     for corpus, table in (("ptb", "table1"), ("wt2", "table2")):
         for head, suffix in (("awd-lstm", ""), ("drill", "-drill")):
             key = f"drill:{table}:awd-lstm{suffix}"
             rows.append(Row(f"{corpus}-{head}", f"{corpus}/awd-lstm{suffix}",
-                            paper=(f"{key}-wo-finetune",), paper_finetuned=key))
+                            paper=(f"{key}-wo-finetune",), paper_finetuned=key,
+                            paper_dynamic=f"{key}-dynamic-eval"))
     return rows
 
 
 def _mixtures() -> list[Row]:
     """MoS and DOC (DOC Tables 7 and 8), and two rows of DOC's Table 3 ablation."""
     return [
-        Row("ptb-mos", "ptb/awd-lstm-mos", paper_finetuned="doc:table7:awd-lstm-mos"),
+        Row("ptb-mos", "ptb/awd-lstm-mos", paper_finetuned="doc:table7:awd-lstm-mos",
+            paper_dynamic="drill:table1:awd-lstm-mos-dynamic-eval"),
         Row("ptb-doc", "ptb/awd-lstm-doc", paper_finetuned="doc:table7:awd-lstm-doc"),
         # "the implementation of Yang et al. (2018) with identical hyperparameters except
         # for i3": MoS with 20 experts from the last layer, not DOC's settings
@@ -138,7 +153,8 @@ def _mixtures() -> list[Row]:
             paper_finetuned="doc:table3:i3-20"),
         Row("ptb-doc-lambda-0", "ptb/awd-lstm-doc", ("head.options.cv_weight=0.0",),
             paper_finetuned="doc:table3:i3-15-i2-5-lambda-0"),
-        Row("wt2-mos", "wt2/awd-lstm-mos", paper_finetuned="doc:table8:awd-lstm-mos"),
+        Row("wt2-mos", "wt2/awd-lstm-mos", paper_finetuned="doc:table8:awd-lstm-mos",
+            paper_dynamic="drill:table2:awd-lstm-mos-dynamic-eval"),
         Row("wt2-doc", "wt2/awd-lstm-doc", paper_finetuned="doc:table8:awd-lstm-doc"),
     ]
 
@@ -218,7 +234,7 @@ def records_for(config) -> list[str]:
     for rows in TABLES.values():
         for row in rows:
             if model_of(row.resolve()) == wanted:
-                keys += [k for k in (*row.paper_keys("main"), *row.paper_keys("finetuned"))
+                keys += [k for stage in _STAGES for k in row.paper_keys(stage)
                          if k not in keys]
     return keys
 
@@ -308,6 +324,9 @@ def reproduce(table: str, *, rows: list[str] | None = None,
                      else _earlier_finetuned(path))  # no time left: keep what was recorded
             if block is not None:
                 doc["finetuned"] = block
+                if row.paper_dynamic and block["status"] != "budget":
+                    doc["dynamic"] = _dynamic_stage(run_dir / "finetune", corpus, device,
+                                                    max_eval_tokens)
         written.append(_write(path, doc))
     return written
 
@@ -366,6 +385,23 @@ def _finetune_stage(row: Row, run_dir: Path, corpus, device, progress,
     return {"status": _status(status.reason), "epochs_done": status.epoch,
             "steps_done": trainer.step, "wall_seconds": round(trainer.elapsed, 1),
             "lr": trainer.config.train.lr, "metrics": metrics, "curve": curve}
+
+
+def _dynamic_stage(run_dir: Path, corpus, device, max_eval_tokens: int | None) -> dict:
+    """Dynamic evaluation of a stage's ``best.pt`` (the result file's ``dynamic`` block):
+    the authors' grid on the validation split, the test split with the best pair, both
+    capped at ``max_eval_tokens``. Resumable: the state file stays in the stage's folder,
+    and a finished one is read back, not evaluated again."""
+    from ..train.dynamic import evaluate_run
+
+    state = run_dir / "dynamic-eval-best-test.pt"
+    r = evaluate_run(run_dir, split="test", do_search=True, search_tokens=max_eval_tokens,
+                     max_tokens=max_eval_tokens, state_path=state, resume=state.exists(),
+                     device=device, corpus=corpus)
+    return {"lr": r["lr"], "lamb": r["lamb"], "eps": r["eps"], "bptt": r["bptt"],
+            "grad_batches": r["grad_batches"], "finished": r["finished"],
+            "metrics": {"val_ppl": r["search"]["valid_ppl"], "test_ppl": r["ppl"],
+                        "test_tokens": r["tokens"], "static_test_ppl": r["static_ppl"]}}
 
 
 def _earlier_finetuned(path: Path) -> dict | None:
@@ -520,6 +556,8 @@ def render_report(folder: str | Path) -> str:
         spec = {d["row"]: find_row(table, d["row"]) for d in rows}
         paper = {name: r.paper_values("main") if r else {} for name, r in spec.items()}
         tuned = {name: r.paper_values("finetuned") if r else {} for name, r in spec.items()}
+        dyn = {name: r.paper_values("dynamic") if r else {} for name, r in spec.items()}
+        has_dyn = any(dyn.values()) or any("dynamic" in d for d in rows)
         unit = "BLEU" if any("val_bleu" in d["metrics"] for d in rows) else "perplexity"
         seconds = {d["row"]: d["metrics"].get("seconds_per_epoch") for d in rows}
         has_ft = any(r and r.finetunes for r in spec.values()) or any(
@@ -533,6 +571,8 @@ def render_report(folder: str | Path) -> str:
         if has_ft:
             header += ["ft status", "ft epochs", "ft valid", "ft test", "paper ft valid",
                        "paper ft test"]
+        if has_dyn:
+            header += ["dyn valid", "dyn test", "paper dyn valid", "paper dyn test"]
         header += ["s/epoch", "x baseline"]
         if paper_speed:
             header += ["paper s/epoch", "paper x baseline"]
@@ -550,6 +590,9 @@ def render_report(folder: str | Path) -> str:
         if has_ft:
             intro += (" `ft`: after AWD-LSTM's fine-tuning stage, our run next to the "
                       "paper's (the papers' headline numbers are after it).")
+        if has_dyn:
+            intro += (" `dyn`: the fine-tuned run with dynamic evaluation (Krause et al., "
+                      "2018; learning rate and lambda searched on the validation split).")
         intro += (" The speed ratio divides by the `tied` (or `<corpus>-awd-lstm`) row of "
                   "the same table. Seconds per epoch are each row's own wall-clock time: "
                   "rows run at different times on a shared machine are not a speed "
@@ -572,6 +615,10 @@ def render_report(folder: str | Path) -> str:
                 cells += [fmt(ft.get("status")), fmt(ft.get("epochs_done")),
                           fmt(fm.get(valid)), fmt(fm.get(test)), fmt(t.get(valid)),
                           fmt(t.get(test))]
+            if has_dyn:
+                dm, dp = (d.get("dynamic") or {}).get("metrics", {}), dyn[d["row"]]
+                cells += [fmt(dm.get(valid)), fmt(dm.get(test)), fmt(dp.get(valid)),
+                          fmt(dp.get(test))]
             cells += [fmt(own, 1), fmt(own / base if own and base else None)]
             if paper_speed:
                 cells += [fmt(p.get("seconds_per_epoch"), 0), fmt(p.get("ratio_to_tied"), 1)]

@@ -114,11 +114,23 @@ class AWDLSTM(Encoder):
 
     @staticmethod
     def _run(rnn: nn.LSTM, x: Tensor, state: tuple[Tensor, Tensor]):
-        if x.is_cuda:  # dropped weights cannot live in cuDNN's flat buffer; that is fine
+        """One LSTM layer on ``x`` ``(T, B, in)`` with DropConnect's mask drawn once.
+
+        ``nn.LSTM.forward`` (PyTorch 2) reads ``weight_hh_l0`` four times before it runs
+        (``hasattr`` and ``getattr`` while checking whether the weights changed, both again
+        while collecting them), and without a cache each read re-runs the
+        parametrization: four masks of ``4 nhid x nhid`` drawn, three thrown away. Under
+        :func:`~torch.nn.utils.parametrize.cached` the first read's dropped weight serves
+        the other three: one ``F.dropout`` per layer and forward, as in the authors'
+        ``WeightDrop``, so a seed draws the masks their code draws.
+        """
+        with parametrize.cached():
+            if not x.is_cuda:
+                return rnn(x, state)
+            # dropped weights cannot live in cuDNN's flat buffer; that is fine
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*contiguous chunk of memory.*")
                 return rnn(x, state)
-        return rnn(x, state)
 
     def extra_repr(self) -> str:
         return f"dropoute={self.dropoute}, wdrop={self.wdrop}"

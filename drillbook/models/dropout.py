@@ -4,10 +4,10 @@
   Gal & Ghahramani, 2016), for embeddings, between layers and on the output.
 * :func:`embedding_dropout`: drops whole words (rows of the embedding matrix).
 * :class:`DropConnect`: drops individual recurrent weights ``W_hh``, one mask per
-  forward pass. It is a :mod:`torch.nn.utils.parametrize` parametrization, so
-  ``nn.LSTM`` itself runs (cuDNN on a GPU) on the dropped weights; no parameter is
-  deleted or re-registered, which is what broke the original implementation on every
-  PyTorch release.
+  forward pass (drawn once under :func:`~torch.nn.utils.parametrize.cached`). It is a
+  :mod:`torch.nn.utils.parametrize` parametrization, so ``nn.LSTM`` itself runs (cuDNN
+  on a GPU) on the dropped weights; no parameter is deleted or re-registered, which is
+  what broke the original implementation on every PyTorch release.
 """
 
 from __future__ import annotations
@@ -69,9 +69,12 @@ class DropConnect(nn.Module):
 
     Register it with ``torch.nn.utils.parametrize.register_parametrization(lstm,
     "weight_hh_l0", DropConnect(p))``; every access to ``lstm.weight_hh_l0`` in training
-    mode then samples a fresh element-wise mask (scaled by ``1 / (1 - p)``), and
-    ``nn.LSTM.forward`` reads the weights once per call, so one mask serves every time
-    step of a batch, as in AWD-LSTM's ``WeightDrop``.
+    mode then samples a fresh element-wise mask (scaled by ``1 / (1 - p)``). One call of
+    ``nn.LSTM.forward`` runs every time step on the weights it collected, so one mask
+    serves a whole batch, as in AWD-LSTM's ``WeightDrop``; but it reads the weight four
+    times while collecting it. Call the LSTM inside
+    :func:`torch.nn.utils.parametrize.cached` (as :class:`~drillbook.models.AWDLSTM`
+    does) so the mask is drawn once, not four times of which three are discarded.
     """
 
     def __init__(self, p: float) -> None:

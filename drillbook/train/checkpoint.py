@@ -26,11 +26,12 @@ import torch
 
 from ..errors import CheckpointError, MissingFileError
 
-__all__ = ["FORMATS", "LM_CHECKPOINT", "LM_WEIGHTS", "NMT_CHECKPOINT", "NMT_WEIGHTS",
-           "load_checkpoint", "save_atomic"]
+__all__ = ["FORMATS", "LM_CHECKPOINT", "LM_DYNAMIC_EVAL", "LM_WEIGHTS", "NMT_CHECKPOINT",
+           "NMT_WEIGHTS", "load_checkpoint", "save_atomic"]
 
 LM_CHECKPOINT = "drillbook-lm-checkpoint/1"
 LM_WEIGHTS = "drillbook-lm-weights/1"
+LM_DYNAMIC_EVAL = "drillbook-lm-dynamic-eval/1"
 NMT_CHECKPOINT = "drillbook-nmt-checkpoint/1"
 NMT_WEIGHTS = "drillbook-nmt-weights/1"
 
@@ -38,6 +39,7 @@ NMT_WEIGHTS = "drillbook-nmt-weights/1"
 FORMATS = {
     LM_CHECKPOINT: "a resumable language-model checkpoint (last.pt)",
     LM_WEIGHTS: "a weights-only language-model file (best.pt)",
+    LM_DYNAMIC_EVAL: "the state of a dynamic evaluation (drillbook eval --dynamic)",
     NMT_CHECKPOINT: "a resumable translation checkpoint (last.pt)",
     NMT_WEIGHTS: "a weights-only translation file (best.pt)",
 }

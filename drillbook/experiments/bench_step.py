@@ -1,0 +1,242 @@
+"""A whole training step of a config's model, timed: encoder, head, loss, AR/TAR,
+backward, gradient clipping and the optimiser step, as the trainer takes it.
+
+:func:`time_train_step` times one config; :func:`compare_train_steps` times several
+configs (or several step functions on one config) interleaved in one process, and gives
+each one's mean and its ratio to the first. The step itself is a plain function
+(:data:`TrainStep`, by default :func:`trainer_step`), so another implementation of the
+training loop can be timed against the current one by passing its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from ..configs import Config, ConfigError, TrainConfig
+from ..models import LanguageModel, build_model
+from ..train import training_loss
+from .bench import BENCH_FORMAT, SIZES, autocast, check_clock, environment, time_call
+from .bench_model import bench_config
+
+__all__ = ["TrainStep", "compare_train_steps", "load_step", "make_train_step",
+           "run_step_bench", "time_train_step", "trainer_step"]
+
+#: ``step(model, optimizer, x, y, train, amp)``: one training step on word ids ``x`` and
+#: targets ``y`` (both ``(T, B)``) with the config's ``train`` section; ``amp()`` gives
+#: the autocast context the forward pass and loss run in. What it returns is ignored.
+TrainStep = Callable[[LanguageModel, torch.optim.Optimizer, Tensor, Tensor, TrainConfig,
+                      Callable[[], contextlib.AbstractContextManager]], object]
+
+
+def trainer_step(model: LanguageModel, optimizer: torch.optim.Optimizer, x: Tensor,
+                 y: Tensor, train: TrainConfig,
+                 amp: Callable[[], contextlib.AbstractContextManager]) -> Tensor:
+    """The language-model trainer's step: forward from a fresh recurrent state, the
+    head's loss, its regulariser, AR and TAR (:func:`drillbook.train.training_loss`),
+    backward, ``clip_grad_norm_`` to ``train.clip``, the optimiser's step.
+
+    What the trainer adds around it is left out: the divergence checks, the learning-rate
+    scaling by the window length, carrying the detached state (it costs what a fresh
+    state costs). Returns the head's loss (detached)."""
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    with amp():
+        loss, raw_loss, _ = training_loss(model, x, y, model.init_hidden(x.shape[1]),
+                                          alpha=train.alpha, beta=train.beta)
+    loss.backward()
+    if train.clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train.clip)
+    optimizer.step()
+    return raw_loss.detach()
+
+
+def _optimizer(model: LanguageModel, train: TrainConfig) -> torch.optim.Optimizer:
+    """The optimiser the trainer starts with (SGD, or Adam), at the config's rate."""
+    if train.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=train.lr, weight_decay=train.wdecay)
+    return torch.optim.SGD(model.parameters(), lr=train.lr, weight_decay=train.wdecay)
+
+
+def _vocab_size(size: str | int) -> int:
+    if isinstance(size, int):
+        return size
+    if size not in SIZES:
+        raise ConfigError(f"unknown size {size!r}; choose from {sorted(SIZES)} or give V")
+    return SIZES[size]
+
+
+def make_train_step(config: str | Config, *, size: str | int = "ptb",
+                    overrides: Sequence[str] = (), batch_size: int | None = None,
+                    bptt: int | None = None, step: TrainStep = trainer_step,
+                    device: str | torch.device = "cpu", precision: str = "fp32",
+                    seed: int = 0) -> tuple[Callable[[], object], dict]:
+    """A config's model, optimiser and one batch of random word ids, bound to ``step``.
+
+    Args:
+        config: a language-model config or its name (``drillbook configs``).
+        size: a :data:`~.bench.SIZES` name or a vocabulary size ``V``.
+        overrides: ``key=value`` changes to the config (``model.nhid=16``).
+        batch_size, bptt: the batch, ``(bptt, batch_size)`` word ids; default the
+            config's ``train`` values.
+        step: the step to time (:data:`TrainStep`).
+        precision: ``"fp32"``, or ``"bf16"`` for autocast around forward and loss.
+        seed: the model's initialisation and the word ids.
+
+    Returns:
+        ``(call, info)``: ``call()`` takes one step; ``info`` says what it measures
+        (``config``, ``head``, ``vocab_size``, ``batch_size``, ``bptt``, ``precision``,
+        ``device``).
+    """
+    device = torch.device(device)
+    autocast(device, precision)  # checks the precision before any work
+    if isinstance(config, str):
+        config = bench_config(config, overrides)
+    elif overrides:
+        raise ConfigError("overrides go with a config name; apply them to a Config "
+                          "yourself with drillbook.configs.apply_overrides")
+    vocab_size, t = _vocab_size(size), config.train
+    batch, length = batch_size or t.batch_size, bptt or t.bptt
+    torch.manual_seed(seed)
+    model = build_model(config, vocab_size).to(device)
+    optimizer = _optimizer(model, t)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (length + 1, batch), generator=gen).to(device)
+    x, y = ids[:-1], ids[1:]
+
+    def call() -> object:
+        return step(model, optimizer, x, y, t, lambda: autocast(device, precision))
+
+    info = {"config": config.name, "overrides": list(overrides), "head": config.head.kind,
+            "vocab_size": vocab_size, "batch_size": batch, "bptt": length,
+            "precision": precision, "device": str(device)}
+    return call, info
+
+
+def time_train_step(config: str | Config, *, repeats: int = 5, warmup: int = 2,
+                    clock: str = "wall", **settings) -> dict:
+    """Mean seconds of one training step of a config's model (:func:`make_train_step`,
+    timed by :func:`~.bench.time_call`).
+
+    Args:
+        config: a config or its name; settings: keyword arguments of
+            :func:`make_train_step` (``size``, ``overrides``, ``step``, ``device``, ...).
+        clock: ``"wall"``, or ``"cpu"`` for the process's CPU time (a busy CPU).
+
+    Returns:
+        ``make_train_step``'s ``info`` plus ``train_step_s`` and ``tokens_per_s``.
+    """
+    call, info = make_train_step(config, **settings)
+    [seconds] = time_call(call, torch.device(info["device"]), repeats=repeats,
+                          warmup=warmup, clock=clock)
+    return {**info, "train_step_s": seconds,
+            "tokens_per_s": info["batch_size"] * info["bptt"] / seconds}
+
+
+def compare_train_steps(configs: Sequence[str | Config],
+                        steps: Mapping[str, TrainStep] | None = None, *, rounds: int = 3,
+                        repeats: int = 5, warmup: int = 2,
+                        device: str | torch.device = "cpu", clock: str = "wall",
+                        **settings) -> list[dict]:
+    """Time every config under every step function, interleaved, in one process.
+
+    Every contender (config x step) is built and warmed up first; then ``rounds`` times
+    each contender in turn is timed over ``repeats`` steps (:func:`~.bench.time_call`), so
+    a machine that slows down or speeds up touches all alike. The first contender is the
+    baseline.
+
+    Args:
+        configs: configs or their names.
+        steps: name -> :data:`TrainStep`; default ``{"trainer": trainer_step}``.
+        rounds: timed blocks per contender.
+        clock: ``"wall"``, or ``"cpu"``: the process's CPU time, which other work on a
+            shared CPU disturbs less (:func:`~.bench.time_call`).
+        settings: further keyword arguments of :func:`make_train_step` (``size``,
+            ``overrides``, ``batch_size``, ``bptt``, ``precision``, ``seed``).
+
+    Returns:
+        one dict per contender: :func:`make_train_step`'s ``info``, ``step`` (its name),
+        ``train_step_s`` (mean over the rounds), ``rounds_s`` (each round's mean),
+        ``tokens_per_s``, ``ratio`` (mean / the baseline's mean) and ``ratio_min`` /
+        ``ratio_max`` (the extremes of the round-by-round ratios: the spread).
+    """
+    if rounds < 1:
+        raise ConfigError(f"rounds must be >= 1, got {rounds}")
+    steps = dict(steps or {"trainer": trainer_step})
+    device = torch.device(device)
+    check_clock(clock, device)
+    contenders = []
+    for config in configs:
+        for name, step in steps.items():
+            call, info = make_train_step(config, step=step, device=device, **settings)
+            contenders.append((call, {**info, "step": name, "rounds_s": []}))
+    for call, _ in contenders:
+        time_call(call, device, repeats=1, warmup=warmup)
+    for _ in range(rounds):
+        for call, row in contenders:
+            [seconds] = time_call(call, device, repeats=repeats, warmup=0, clock=clock)
+            row["rounds_s"].append(seconds)
+    rows = [row for _, row in contenders]
+    base = rows[0]
+    for row in rows:
+        row["train_step_s"] = statistics.fmean(row["rounds_s"])
+        row["tokens_per_s"] = row["batch_size"] * row["bptt"] / row["train_step_s"]
+        row["ratio"] = row["train_step_s"] / base["train_step_s"]
+        per_round = [a / b for a, b in zip(row["rounds_s"], base["rounds_s"], strict=True)]
+        row["ratio_min"], row["ratio_max"] = min(per_round), max(per_round)
+    return rows
+
+
+def load_step(spec: str) -> TrainStep:
+    """The step function named ``module:function`` (e.g.
+    ``drillbook.experiments.bench_step:trainer_step``).
+
+    Raises:
+        ConfigError: a malformed name, a module that cannot be imported, or no such
+            callable in it.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"step {spec!r} must look like module:function, e.g. "
+                          f"drillbook.experiments.bench_step:trainer_step")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"cannot import {module_name!r} for step {spec!r}: {err}") from err
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"{module_name} has no function {attr!r}; name a callable "
+                          f"step(model, optimizer, x, y, train, amp)")
+    return fn
+
+
+def run_step_bench(configs: Sequence[str], *, steps: Sequence[str] = (),
+                   size: str = "ptb", overrides: Sequence[str] = (),
+                   batch_size: int | None = None, bptt: int | None = None,
+                   device: str = "cpu", rounds: int = 3, repeats: int = 5, warmup: int = 2,
+                   precision: str = "fp32", clock: str = "wall") -> dict:
+    """The ``step`` benchmark: :func:`compare_train_steps` of named configs and step
+    functions (``module:function``; default the trainer's step), as a JSON-ready report
+    (``format``, ``mode`` ``"step"``, ``environment``, ``settings``, ``rows``)."""
+    named = {spec: load_step(spec) for spec in steps} or {"trainer": trainer_step}
+    for name in configs:  # fail early on a bad name or override
+        bench_config(name, overrides)
+    rows = compare_train_steps(configs, named, rounds=rounds, repeats=repeats,
+                               warmup=warmup, device=device, clock=clock, size=size,
+                               overrides=overrides, batch_size=batch_size, bptt=bptt,
+                               precision=precision)
+    return {"format": BENCH_FORMAT, "mode": "step", "environment": environment(device),
+            "settings": {"configs": list(configs), "steps": list(named), "size": size,
+                         "overrides": list(overrides), "batch_size": rows[0]["batch_size"],
+                         "bptt": rows[0]["bptt"], "device": str(device), "rounds": rounds,
+                         "repeats": repeats, "warmup": warmup, "precision": precision,
+                         "clock": clock,
+                         "baseline": f"{rows[0]['config']} / {rows[0]['step']}",
+                         "timed": "forward, loss, regulariser, AR/TAR, backward, clipping, "
+                                  "optimiser step"},
+            "rows": rows}
