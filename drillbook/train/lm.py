@@ -217,7 +217,8 @@ class Trainer(TrainingLoop):
         self.best_val_loss = math.inf
         if stage == "finetune" and init_from is not None:
             # the loaded model is the one to beat (written as best.pt once the folder is up)
-            loaded = self._validation_loss()
+            # every process evaluates all columns: no collective before all have opened
+            loaded = evaluate(self.model, valid.to(self.device), t.bptt, t.max_eval_tokens)[0]
             self.best_val_loss = loaded if math.isfinite(loaded) else math.inf
 
     def _my_columns(self, data: Tensor) -> Tensor:
