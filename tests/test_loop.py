@@ -228,10 +228,14 @@ def test_a_run_off_a_terminal_prints_one_plain_line_per_epoch(tmp_path, capsys):
 
 
 def test_a_translation_run_says_its_bleu_and_quiet_is_silent(tmp_path, capsys):
-    NMTTrainer(small("multi30k/de-en-softmax", "train.epochs=2"), tmp_path / "run",
-               device="cpu", corpus=tiny_parallel()).fit()
+    trainer = NMTTrainer(small("multi30k/de-en-softmax", "train.epochs=2"), tmp_path / "run",
+                         device="cpu", corpus=tiny_parallel())
+    trainer.label = "row 2/5 softmax"  # what reproduce sets
+    trainer.fit()
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 2 and all(" | val BLEU " in line for line in lines)
+    assert [line.split(" | ")[0] for line in lines] == ["row 2/5 softmax: epoch 1/2",
+                                                         "row 2/5 softmax: epoch 2/2"]
+    assert all(" | val BLEU " in line for line in lines)
     lm(tmp_path / "quiet", tiny_config(epochs=1)).fit()  # progress=False
     assert capsys.readouterr().err == ""
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -296,6 +297,9 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             config = row.resolve([*(overrides or []), f"train.seed={seed}"])
             folder = f"{table}/{SEED_FOLDER}{seed}"
         run_dir = Path(runs) / folder / row.name
+        if progress is not False and _distributed_rank() == 0:  # then its epochs, one line each
+            again = " (resuming)" if (run_dir / "last.pt").exists() else ""
+            print(f"{label}: {config.name} in {run_dir}{again}", file=sys.stderr, flush=True)
         if row.translation:
             written.append(_reproduce_nmt(table, row, config, run_dir,
                                           Path(out) / folder / f"{row.name}.json",
@@ -475,10 +479,15 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
     return _write(path, doc)
 
 
+def _distributed_rank() -> int:
+    """This process's rank in ``torchrun``'s group (0 without one)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
 def _write(path: Path, doc: dict) -> Path:
     """:func:`write_result`, by rank 0 alone when ``torchrun`` started several
     processes (the others trained beside it)."""
-    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+    if _distributed_rank() != 0:
         return Path(path)
     return write_result(path, doc)
 
