@@ -1,4 +1,6 @@
-"""Training: the AWD-LSTM recipe (NT-ASGD, AR/TAR, clipping), atomic resumable checkpoints."""
+"""Training: the AWD-LSTM recipe (NT-ASGD, AR/TAR, clipping) on the loop both tasks share
+(:mod:`drillbook.train.loop`: precision, accumulation, several processes), atomic resumable
+checkpoints."""
 
 from .checkpoint import load_checkpoint, save_atomic
 from .lm import (

@@ -280,7 +280,13 @@ class TrainingLoop:
     Attributes:
         precision: the resolved ``train.amp`` (``off``, ``bf16`` or ``fp16``).
         scaler: the fp16 gradient scaler, or None.
-        epoch: the epoch in progress (1-based); step: optimiser steps so far;
+        model: the task's model (its weights are what is saved).
+        forward_model: what the training step calls: the model, or its
+            DistributedDataParallel wrapper.
+        rank: this process's rank (0 without ``torchrun``).
+        world_size: how many processes train together (1 without ``torchrun``).
+        epoch: the epoch in progress (1-based).
+        step: optimiser steps so far.
         elapsed: training seconds so far, over every call to the task's ``fit()``.
     """
 
@@ -293,7 +299,8 @@ class TrainingLoop:
     #: model); ``True``: weighted by each batch's tokens (translation)
     token_weighted: bool = False
 
-    rank, world_size = 0, 1
+    rank = 0
+    world_size = 1
     #: what the console line starts with (``reproduce`` names its row: ``"row 3/7 drill"``)
     label = ""
 
