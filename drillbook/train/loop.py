@@ -292,16 +292,16 @@ class TrainingLoop:
 
     #: the ``"format"`` of this task's ``last.pt`` (set by the subclass)
     checkpoint_format: str = ""
-    #: a reported loss above this is divergence (the language model: the largest loss
+    #: a reported loss above this is divergence (for the language model the largest loss
     #: whose perplexity is finite)
     max_loss: float = math.inf
-    #: the epoch's training loss: ``False``: mean of the batches' losses (the language
-    #: model); ``True``: weighted by each batch's tokens (translation)
+    #: how the epoch's training loss averages its batches, ``False`` as the mean of the
+    #: batches' losses (the language model), ``True`` weighted by their tokens (translation)
     token_weighted: bool = False
 
     rank = 0
     world_size = 1
-    #: what the console line starts with (``reproduce`` names its row: ``"row 3/7 drill"``)
+    #: what the console line starts with (``reproduce`` names its row, ``"row 3/7 drill"``)
     label = ""
 
     def _open(self, config: SectionedConfig, run_dir: str | Path, *,
