@@ -257,3 +257,30 @@ def test_the_cli_leaves_bars_to_terminals_and_quiet_silences_them(tmp_path, monk
         assert main(["train", "tutorial/ptb-tied", "--out", str(tmp_path / "r"),
                      *extra]) == 0
     assert seen == [None, False]
+
+
+def test_checkpoints_written_before_the_loop_still_resume(tmp_path):
+    """A translation last.pt of before (no CUDA RNG, no scaler, a two-number epoch_acc)
+    and a language-model one (no scaler) resume and finish."""
+    from drillbook.train import save_atomic
+
+    nmt = small("multi30k/de-en-softmax", "train.max_batches_per_epoch=2",
+                "train.max_eval_pairs=4")
+    NMTTrainer(nmt, tmp_path / "nmt", device="cpu", corpus=tiny_parallel(),
+               progress=False).fit(max_epochs=1)
+    state = load_checkpoint(tmp_path / "nmt" / "last.pt")
+    for key in ("rng_cuda", "scaler"):
+        del state[key]
+    state["epoch_acc"] = state["epoch_acc"][:2]
+    save_atomic(state, tmp_path / "nmt" / "last.pt")
+    resumed = NMTTrainer(nmt, tmp_path / "nmt", device="cpu", corpus=tiny_parallel(),
+                         resume=True, progress=False)
+    assert resumed.epoch == 2 and resumed.fit()["epoch"] == 2
+
+    config = tiny_config(epochs=2, max_batches_per_epoch=4, max_eval_tokens=40)
+    lm(tmp_path / "lm", config).fit(max_steps=3)
+    state = load_checkpoint(tmp_path / "lm" / "last.pt")
+    del state["scaler"]
+    save_atomic(state, tmp_path / "lm" / "last.pt")
+    finished = lm(tmp_path / "lm", config, resume=True)
+    assert finished.step == 3 and finished.fit().reason == "done"
