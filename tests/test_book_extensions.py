@@ -101,7 +101,7 @@ def test_every_command_has_its_section():
         assert reference._help_text(sub).startswith(f"usage: drillbook {name} ")
     bench = dict((name, sub) for name, _, sub in commands)["bench"]  # its modes: sections too
     modes = reference._subcommands(bench)
-    assert [name for name, _, _ in modes] == ["heads", "model", "sweep", "targets"]
+    assert [name for name, _, _ in modes] == ["heads", "model", "step", "sweep", "targets"]
     for name, summary, sub in modes:
         assert summary, name
         assert reference._help_text(sub).startswith(f"usage: drillbook bench {name} ")
