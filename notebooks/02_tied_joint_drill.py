@@ -525,13 +525,8 @@ assert round(extra / 1e6, 1) == round(paper_extra, 1)
 # they differ only in the head (DRILL depth 2, dropout 0.3, as in the runs above):
 
 # %%
-tf_budget = nb.pick(
-    small=["train.epochs=1", "train.max_batches_per_epoch=40",
-           "train.max_eval_tokens=1000"],
-    full=["train.epochs=6", "train.max_batches_per_epoch=null",
-          "train.max_eval_tokens=null"],
-    t4=["train.epochs=3", "train.max_batches_per_epoch=null",
-        "train.max_eval_tokens=null"])
+tf_budget = [o.replace("=25", "=40") if "max_batches" in o else o  # small: 40 updates
+             for o in budget]
 tf_configs = {kind: apply_overrides(get_config(f"tutorial/ptb-transformer-{kind}"),
                                     tf_budget)
               for kind in ["tied", "drill"]}
