@@ -56,7 +56,15 @@ def test_bench_cli_writes_a_report(tmp_path, capsys):
     assert [r["name"] for r in report["rows"]] == ["tied", "drill-1", "vmf-300"]
     assert all(r["saved_bytes"] > 0 and r["param_bytes"] >= 0 for r in report["rows"])
     assert report["rows"][2]["buffer_bytes"] == 10_000 * 300 * 4  # vMF's frozen table
-    assert report["environment"]["torch"] and "train x" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert report["environment"]["torch"] and "train x" in captured.out
+    # stderr says what is being measured, one plain line each (no bars, no carriage returns)
+    assert captured.err.splitlines() == [
+        "bench heads: tied (baseline) at vocab_size=10000, d=8, tokens=16",
+        "bench heads: drill {'depth': 1, 'dropout': 0.6} at vocab_size=10000, d=8, "
+        "tokens=16 [2/3]",
+        "bench heads: vmf {'dim': 300} at vocab_size=10000, d=8, tokens=16 [3/3]",
+        "bench heads: tied (baseline) again at vocab_size=10000, d=8, tokens=16"]
     assert [p.name for p in out.parent.iterdir()] == ["cpu.json"]  # no temporary left
     with pytest.raises(SystemExit):
         main(["bench", "heads", "--heads", "nope"])
@@ -80,8 +88,12 @@ def test_encoder_mode_runs_end_to_end_and_writes_a_valid_file(tmp_path, capsys):
         assert r["tokens_per_s"] == pytest.approx(2 * 4 / r["train_step_s"])
         assert r["vocab_size"] == 10_000 and r["peak_bytes"] is None
     assert rows[3]["options"]["vectors_per_layer"] == [0, 5, 15]  # fitted to 2 LSTM layers
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "tutorial/ptb-tied" in printed and "tok/s" in printed and "train x" in printed
+    assert captured.err.splitlines() == [  # tied first and last: the ratios' baseline
+        f"bench model: {name} behind tutorial/ptb-tied at ptb (V=10,000)"
+        for name in ("tied", "drill-4", "mos-15", "doc-15+5", "tied")]
 
 
 @pytest.mark.parametrize("argv", [
@@ -223,6 +235,10 @@ def test_sweep_runs_end_to_end_with_decode_columns(tmp_path, capsys):
                  "--decode-positions", "4", *TINY, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["format"] == BENCH_FORMAT and report["mode"] == "sweep"
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [  # what is being measured, one line each
+        f"bench sweep: {name} at V={v}, d=8, 16 positions"
+        for v in (50, 100) for name in ("softmax", "vmf-300")]
     assert report["settings"]["vocab_sizes"] == [50, 100]
     assert report["settings"]["decode_positions"] == 4
     rows = report["rows"]
@@ -237,7 +253,7 @@ def test_sweep_runs_end_to_end_with_decode_columns(tmp_path, capsys):
     assert rows[1]["param_bytes"] == (8 * 300 + 300) * 4  # W and b_w
     assert rows[1]["buffer_bytes"] == 50 * 300 * 4  # the frozen table
     assert rows[0]["param_bytes"] == (50 * 8 + 50) * 4
-    assert "decode speedup" in capsys.readouterr().out
+    assert "decode speedup" in captured.out
 
 
 def test_sweep_skips_sizes_that_do_not_fit_and_goes_on(monkeypatch):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
+import sys
 
 from .common import add_overrides, list_in_help, positive_float, positive_int
 
@@ -73,8 +75,18 @@ def _bench_targets(args: argparse.Namespace) -> dict:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from ..experiments import format_report, write_report
+    from ..experiments.bench import log
 
-    report = args.bench(args)
+    handler = logging.StreamHandler(sys.stderr)  # what is being measured, line by line
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    level = log.level
+    log.setLevel(logging.WARNING if getattr(args, "quiet", False) else logging.INFO)
+    try:
+        report = args.bench(args)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
     print(format_report(report))
     if args.out:
         print(f"wrote {write_report(report, args.out)}")

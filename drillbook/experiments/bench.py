@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -347,6 +348,11 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
                     buffer_bytes=buffers, precision=precision)
 
 
+#: what the benchmarks are measuring, one line each (``"bench heads: drill-4 at ptb ..."``).
+#: Silent unless a handler is configured: ``drillbook bench`` sends it to stderr.
+log = logging.getLogger("drillbook.bench")
+
+
 def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
                   **size) -> list[dict]:
     """Measure several heads and the baseline in one process; add ratios to it.
@@ -362,9 +368,18 @@ def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
         ``eval_ratio`` (head / baseline, see ``add_ratios``: the baseline is measured
         first and last).
     """
+    where = ", ".join(f"{k}={v}" for k, v in size.items() if k in ("vocab_size", "d", "tokens"))
+    log.info("bench heads: %s (baseline) at %s", baseline, where)
     base = head_cost(baseline, **size).to_dict()
-    rows = [base if (kind, options) == (baseline, {})
-            else head_cost(kind, **size, **options).to_dict() for kind, options in heads]
+    rows = []
+    for i, (kind, options) in enumerate(heads, 1):
+        if (kind, options) == (baseline, {}):
+            rows.append(base)
+            continue
+        log.info("bench heads: %s %s at %s [%d/%d]", kind, options or "", where, i, len(heads))
+        rows.append(head_cost(kind, **size, **options).to_dict())
+    if len(heads) > 1:
+        log.info("bench heads: %s (baseline) again at %s", baseline, where)
     again = head_cost(baseline, **size).to_dict() if len(heads) > 1 else None
     return add_ratios(rows, base, again)
 

@@ -26,6 +26,7 @@ from .bench import (
     free_memory,
     head_bytes,
     is_out_of_memory,
+    log,
     out_of_memory_note,
     step_costs,
 )
@@ -186,6 +187,8 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
                 "vocab_size": SIZES[size], "device": str(device), "skipped": reason}
 
     def measure(name: str) -> dict:
+        log.info("bench model: %s behind %s at %s (V=%s)", name,
+                 settings.get("encoder_config", "ptb/awd-lstm"), size, f"{SIZES[size]:,}")
         if not HEADS[BENCH_HEADS[name][0]].is_distribution:
             return skipped(name, "not a language-model head (no distribution over words)")
         try:

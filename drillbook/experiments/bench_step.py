@@ -21,7 +21,7 @@ from torch import Tensor
 from ..configs import Config, ConfigError, TrainConfig
 from ..models import LanguageModel, build_model
 from ..train import training_loss
-from .bench import BENCH_FORMAT, SIZES, autocast, check_clock, environment, time_call
+from .bench import BENCH_FORMAT, SIZES, autocast, check_clock, environment, log, time_call
 from .bench_model import bench_config
 
 __all__ = ["TrainStep", "compare_train_steps", "load_step", "make_train_step",
@@ -177,7 +177,8 @@ def compare_train_steps(configs: Sequence[str | Config],
             contenders.append((call, {**info, "step": name, "rounds_s": []}))
     for call, _ in contenders:
         time_call(call, device, repeats=1, warmup=warmup)
-    for _ in range(rounds):
+    for r in range(rounds):
+        log.info("bench step: round %d/%d of %d contenders", r + 1, rounds, len(contenders))
         for call, row in contenders:
             [seconds] = time_call(call, device, repeats=repeats, warmup=0, clock=clock)
             row["rounds_s"].append(seconds)

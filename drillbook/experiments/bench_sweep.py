@@ -22,6 +22,7 @@ from .bench import (
     free_memory,
     head_bytes,
     is_out_of_memory,
+    log,
     out_of_memory_note,
     step_costs,
     time_once,
@@ -131,6 +132,8 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
             if name in stopped:
                 rows.append({**row, "skipped": stopped[name]})
                 continue
+            log.info("bench sweep: %s at V=%s, d=%d, %d positions", name, f"{vocab_size:,}",
+                     d, tokens)
             try:
                 torch.manual_seed(seed)
                 head = build_head(kind, vocab_size=vocab_size, d_hidden=d, **options).to(device)
