@@ -67,7 +67,7 @@ from drillbook.models import param_report
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_colors, tidy_log_axis
-from drillbook.train import Trainer, load_run
+from drillbook.train import Trainer, has_checkpoint, load_run
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README).
@@ -322,7 +322,7 @@ runs = {}
 for kind, config in configs.items():
     folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
     trainer = Trainer(config, folder, device=nb.device, corpus=corpus,
-                      resume=(folder / "last.pt").exists(), progress=nb.progress)
+                      resume=has_checkpoint(folder), progress=nb.progress)
     trainer.fit()
     runs[kind] = trainer.run_dir
 print(f"runs in {run_root}")
@@ -536,7 +536,7 @@ tf_nll, tf_params = {}, {}
 for kind, config in tf_configs.items():
     folder = run_root / f"transformer-{kind}"
     trainer = Trainer(config, folder, device=nb.device, corpus=corpus,
-                      resume=(folder / "last.pt").exists(), progress=nb.progress)
+                      resume=has_checkpoint(folder), progress=nb.progress)
     trainer.fit()
     _, model, _ = load_run(folder, corpus=corpus, device=nb.device)
     tf_nll[kind], tf_target = token_nll(model, valid, bptt=70, max_tokens=max_tokens)

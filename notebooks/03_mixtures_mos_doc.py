@@ -68,7 +68,7 @@ from drillbook.heads.mixture import (
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted
 from drillbook.plotting import head_color
-from drillbook.train import Trainer, load_run, read_log
+from drillbook.train import Trainer, has_checkpoint, load_run, read_log
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
@@ -428,7 +428,7 @@ for kind in kinds:
     config = apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
     folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
     Trainer(config, folder, device=nb.device, corpus=corpus,
-            resume=(folder / "last.pt").exists(), progress=nb.progress).fit()
+            resume=has_checkpoint(folder), progress=nb.progress).fit()
     runs[kind] = folder
 
 # %% [markdown]

@@ -67,6 +67,7 @@ from drillbook.nmt.train import NMTTrainer, load_nmt_run, translation_loss
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_color, tidy_log_axis
+from drillbook.train import has_checkpoint
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
@@ -313,7 +314,7 @@ for label, name in variants.items():
     config = apply_overrides(get_nmt_config(name), budget)
     folder = run_root / name.split("/")[1]  # with RUNS on Drive, a rerun resumes
     trainer = NMTTrainer(config, folder, device=nb.device, corpus=corpus,
-                         target_vectors=glove, resume=(folder / "last.pt").exists(),
+                         target_vectors=glove, resume=has_checkpoint(folder),
                          progress=nb.progress)
     trainer.fit()
     trainers[label] = trainer

@@ -79,6 +79,7 @@ from drillbook.nmt.train import (
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_color
+from drillbook.train import has_checkpoint
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
@@ -136,7 +137,7 @@ def train(name: str, *overrides: str) -> NMTTrainer:
     config = apply_overrides(get_nmt_config(name), [*budget, *overrides])
     folder = run_root / (name.split("/")[1] + "".join(f"_{o}" for o in overrides))
     trainer = NMTTrainer(config, folder, device=nb.device, corpus=corpus,
-                         resume=(folder / "last.pt").exists(), progress=nb.progress)
+                         resume=has_checkpoint(folder), progress=nb.progress)
     trainer.fit()
     return trainer
 

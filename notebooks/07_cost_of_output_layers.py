@@ -47,7 +47,6 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
 
 # %%
 import json
-import statistics
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -323,8 +322,8 @@ def evaluate_drill(reencode: bool) -> None:
         drill.loss(hidden, words)
 
 
-cached = statistics.median(time_call(lambda: evaluate_drill(False), nb.device, repeats=5))
-plain = statistics.median(time_call(lambda: evaluate_drill(True), nb.device, repeats=5))
+[cached] = time_call(lambda: evaluate_drill(False), nb.device, repeats=5)
+[plain] = time_call(lambda: evaluate_drill(True), nb.device, repeats=5)
 predicted_saving = 1 + 4 * size["d"] / size["tokens"]  # 1 + kd/n
 print(f"DRILL-4, {size['tokens']} positions: {1e3 * plain:.1f} ms re-encoding the labels, "
       f"{1e3 * cached:.1f} ms from the cache: {plain / cached:.1f} x faster "

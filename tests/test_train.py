@@ -31,6 +31,7 @@ from drillbook.train import (
     TrainingDiverged,
     evaluate,
     finetune,
+    has_checkpoint,
     load_checkpoint,
     load_run,
     read_log,
@@ -83,10 +84,11 @@ def test_resume_mid_epoch_is_bit_identical(tmp_path):
     ref = make(tmp_path / "ref")
     ref.fit()
     split = make(tmp_path / "split")
+    assert not has_checkpoint(tmp_path / "split")  # an open folder is not yet resumable
     status = split.fit(max_steps=5)  # stops mid-epoch 1 with a checkpoint
     assert status.reason == "steps" and split.step == 5
     del split
-    resumed = make(tmp_path / "split", resume=True)
+    resumed = make(tmp_path / "split", resume=has_checkpoint(tmp_path / "split"))
     assert resumed.step == 5
     assert resumed.fit().reason == "done"
     assert_same_run(tmp_path / "ref", tmp_path / "split", weights(ref), weights(resumed))

@@ -36,6 +36,7 @@ from ..errors import ConfigError, ResultFileError
 from ..metrics import perplexity
 from ..papers import paper_number, paper_values
 from ..train.loop import precision_label
+from ..train.runs import has_checkpoint
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
 from .seeds import SEED_FOLDER, chance_separated, resolved_pairs, seed_spread, spread_table
@@ -298,7 +299,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             folder = f"{table}/{SEED_FOLDER}{seed}"
         run_dir = Path(runs) / folder / row.name
         if progress is not False and _distributed_rank() == 0:  # then its epochs, one line each
-            again = " (resuming)" if (run_dir / "last.pt").exists() else ""
+            again = " (resuming)" if has_checkpoint(run_dir) else ""
             print(f"{label}: {config.name} in {run_dir}{again}", file=sys.stderr, flush=True)
         if row.translation:
             written.append(_reproduce_nmt(table, row, config, run_dir,
@@ -307,7 +308,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             continue
         started = time.monotonic()
         trainer = Trainer(config, run_dir, device=device, corpus=corpus,
-                          resume=(run_dir / "last.pt").exists(), progress=progress)
+                          resume=has_checkpoint(run_dir), progress=progress)
         trainer.label = label
         corpus = trainer.corpus if corpus is None else corpus
         status = trainer.fit(max_minutes=budget_minutes)
@@ -381,7 +382,7 @@ def _finetune_stage(row: Row, run_dir: Path, corpus, device, progress,
 
     out = run_dir / "finetune"
     trainer = finetune_trainer(run_dir, out=out, device=device, corpus=corpus,
-                               progress=progress, resume=(out / "last.pt").exists(),
+                               progress=progress, resume=has_checkpoint(out),
                                lr=finetune_lr(row.config))
     trainer.label = label
     status = trainer.fit(max_minutes=minutes)
@@ -446,7 +447,7 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
     from ..nmt.train import NMTTrainer, load_nmt_run, translate_pairs
     from ..train import read_log
 
-    resume = (run_dir / "last.pt").exists()
+    resume = has_checkpoint(run_dir)
     trainer = NMTTrainer(config, run_dir, device=device, resume=resume, progress=progress)
     trainer.label = label
     last = trainer.fit(max_minutes=budget_minutes)

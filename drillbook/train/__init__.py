@@ -15,6 +15,7 @@ from .lm import (
     read_log,
     training_loss,
 )
+from .runs import has_checkpoint
 
 __all__ = [
     "MAX_LOSS",
@@ -23,6 +24,7 @@ __all__ = [
     "TrainingDiverged",
     "evaluate",
     "finetune",
+    "has_checkpoint",
     "load_checkpoint",
     "load_run",
     "perplexity",

@@ -50,7 +50,8 @@ from ..errors import (
 from .checkpoint import load_checkpoint, save_atomic
 
 __all__ = ["BEST", "CONFIG", "LAST", "LOCK", "LOG", "RunFolder", "RunLock",
-           "apply_learning_rate", "checkpoint_path", "diverged", "nonfinite_update",
+           "apply_learning_rate", "checkpoint_path", "diverged", "has_checkpoint",
+           "nonfinite_update",
            "open_run_folder", "read_log", "read_run_config", "read_run_dict"]
 
 LAST, BEST, CONFIG, LOG, LOCK = "last.pt", "best.pt", "config.json", "log.jsonl", ".lock"
@@ -456,6 +457,13 @@ def checkpoint_path(run_dir: Path, which: str) -> Path:
         raise MissingFileError(f"{run_dir} has no {path.name} yet (no epoch finished); "
                               f"train it further, or use the other checkpoint")
     return path
+
+
+def has_checkpoint(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds a ``last.pt`` to resume from: the ``resume=`` argument
+    that lets the same call start a run or continue it (``Trainer(config, folder,
+    resume=has_checkpoint(folder))``)."""
+    return (Path(run_dir) / LAST).exists()
 
 
 def diverged(what: str, *, epoch: int, step: int, lr: float,
