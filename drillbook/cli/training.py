@@ -36,12 +36,18 @@ non_negative_float = argument_type(number(minimum=0), float)
 
 
 # ------------------------------------------------------------------ train, finetune
+def _fit(trainer_class, config, out: Path, args: argparse.Namespace):
+    """Build the task's trainer from the command's options and train it: (trainer, what
+    its ``fit`` returned)."""
+    trainer = trainer_class(config, out, device=args.device, resume=args.resume,
+                            progress=False if args.quiet else None)
+    return trainer, trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
+
+
 def _train_language_model(config, out: Path, args: argparse.Namespace) -> str:
     from ..train import Trainer
 
-    trainer = Trainer(config, out, device=args.device, resume=args.resume,
-                      progress=False if args.quiet else None)
-    status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
+    _, status = _fit(Trainer, config, out, args)
     return (f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
             f"best valid ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
 
@@ -49,9 +55,7 @@ def _train_language_model(config, out: Path, args: argparse.Namespace) -> str:
 def _train_translation(config, out: Path, args: argparse.Namespace) -> str:
     from ..nmt.train import NMTTrainer
 
-    trainer = NMTTrainer(config, out, device=args.device, resume=args.resume,
-                         progress=False if args.quiet else None)
-    record = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
+    trainer, record = _fit(NMTTrainer, config, out, args)
     return (f"{config.name}: stopped after epoch {trainer.epoch - 1}; best valid BLEU "
             f"{trainer.best_bleu:.2f}; last record {json.dumps(record)}; run folder {out}")
 
