@@ -76,6 +76,27 @@ def test_a_bleu_signature_is_optional_but_must_be_a_string():
     assert validate_result(doc) == ["field 'bleu_signature' has type int, expected str"]
 
 
+def test_a_dynamic_block_is_checked_like_the_rest():
+    doc = _doc("drill-main", "ptb-awd-lstm", "ptb/awd-lstm", test_ppl=60.0)
+    doc["dynamic"] = {"lr": 2e-5, "lamb": 0.02, "eps": 1e-3, "bptt": 5, "grad_batches": None,
+                      "finished": True, "metrics": {"val_ppl": 52.0, "test_ppl": 51.0,
+                                                    "test_tokens": 82430,
+                                                    "static_test_ppl": 57.0}}
+    assert validate_result(doc) == []
+    doc["dynamic"].update(bptt=5.0, finished="yes")
+    del doc["dynamic"]["lamb"]
+    doc["dynamic"]["metrics"].pop("static_test_ppl")
+    doc["dynamic"]["metrics"]["test_ppl"] = "51"
+    assert sorted(validate_result(doc)) == sorted([
+        "missing field 'dynamic.lamb'",
+        "field 'dynamic.bptt' has type float, expected int",
+        "field 'dynamic.finished' has type str, expected bool",
+        "missing metric 'dynamic.metrics.static_test_ppl'",
+        "dynamic.metric 'test_ppl' must be a number, got '51'"])
+    doc["dynamic"] = [1]
+    assert validate_result(doc) == ["field 'dynamic' must be a dict, got [1]"]
+
+
 @needs_data
 def test_tiny_budgeted_reproduction_writes_valid_files_and_resumes(tmp_path, capsys):
     out, runs = tmp_path / "results", tmp_path / "runs"

@@ -9,7 +9,12 @@ steps, wall seconds, the budget), what it measured and the learning curve.
 A row whose paper number is after AWD-LSTM's fine-tuning also has a ``finetuned`` block,
 once its main run is done: the same measurements for the fine-tuning stage (``status``,
 ``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
-status may also be ``converged``, stopped at its non-monotone trigger).
+status may also be ``converged``, stopped at its non-monotone trigger). A row compared
+with dynamic evaluation (Krause et al., 2018) then has a ``dynamic`` block too, written by
+:func:`drillbook.experiments.reproduce.reproduce` once fine-tuning has ended: the pair
+``lr``, ``lamb`` chosen on the validation split, ``eps``, ``bptt``, ``grad_batches``
+(``None``: all of them), ``finished`` and ``metrics`` (``val_ppl``, ``test_ppl``,
+``test_tokens``, ``static_test_ppl``).
 
 A translation row also has ``bleu_signature``: sacrebleu's signature of its ``test_bleu``
 (:func:`drillbook.nmt.bleu.multi30k_bleu`); files written before it existed, without it,
@@ -35,8 +40,9 @@ from typing import Any
 
 from ..errors import MissingFileError, ResultFileError
 
-__all__ = ["FINETUNED_REQUIRED", "OPTIONAL", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT",
-           "book_results", "load_results", "validate_result", "write_json", "write_result"]
+__all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
+           "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results", "load_results",
+           "validate_result", "write_json", "write_result"]
 
 RESULT_FORMAT = "drillbook-result/2"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers)
@@ -80,6 +86,19 @@ FINETUNED_REQUIRED: dict[str, tuple[type, ...]] = {
     "curve": (list,),
 }
 
+#: fields of the optional ``dynamic`` block
+DYNAMIC_REQUIRED: dict[str, tuple[type, ...]] = {
+    "lr": (int, float),
+    "lamb": (int, float),
+    "eps": (int, float),
+    "bptt": (int,),
+    "grad_batches": (int, type(None)),
+    "finished": (bool,),
+    "metrics": (dict,),
+}
+#: the metrics a ``dynamic`` block must have (the report reads them)
+DYNAMIC_METRICS = ("val_ppl", "test_ppl", "test_tokens", "static_test_ppl")
+
 STATUSES = ("done", "budget", "epochs")
 FINETUNED_STATUSES = ("converged", *STATUSES)
 
@@ -99,6 +118,26 @@ def validate_result(doc: Any) -> list[str]:
                                       FINETUNED_STATUSES)
         else:
             problems.append(f"field 'finetuned' must be a dict, got {block!r}")
+    if "dynamic" in doc:
+        problems += _check_dynamic(doc["dynamic"])
+    return problems
+
+
+def _check_dynamic(block: Any) -> list[str]:
+    """The problems of a ``dynamic`` block: its fields, their types and its metrics."""
+    if not isinstance(block, dict):
+        return [f"field 'dynamic' must be a dict, got {block!r}"]
+    problems = [f"missing field 'dynamic.{key}'" for key in DYNAMIC_REQUIRED
+                if key not in block]
+    problems += _check_types(block, {k: t for k, t in DYNAMIC_REQUIRED.items() if k in block},
+                             "dynamic.")
+    metrics = block.get("metrics")
+    if isinstance(metrics, dict):
+        problems += [f"missing metric 'dynamic.metrics.{name}'" for name in DYNAMIC_METRICS
+                     if name not in metrics]
+        problems += [f"dynamic.metric {name!r} must be a number, got {value!r}"
+                     for name, value in metrics.items()
+                     if not isinstance(value, (int, float)) or isinstance(value, bool)]
     return problems
 
 
