@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/02_tied_joint_drill.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 110 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 90 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # {doc}`01_softmax_bottleneck` asked what a softmax output layer *can express*. This
@@ -307,15 +307,21 @@ print("C_drill(k) = k (d^2 + d) + V:",
 
 # %%
 corpus = load_corpus("ptb", download=True)
-budget = nb.pick(
-    small=["train.epochs=1", "train.max_batches_per_epoch=25",
-           "train.max_eval_tokens=1000"],
-    full=["train.epochs=6", "train.max_batches_per_epoch=null",
-          "train.max_eval_tokens=null"],
-    t4=["train.epochs=3", "train.max_batches_per_epoch=null",
-        "train.max_eval_tokens=null"])
+
+
+def budget(small_updates: int) -> list[str]:
+    """The profile's training budget as config overrides (small: a few updates)."""
+    return nb.pick(
+        small=["train.epochs=1", f"train.max_batches_per_epoch={small_updates}",
+               "train.max_eval_tokens=1000"],
+        full=["train.epochs=6", "train.max_batches_per_epoch=null",
+              "train.max_eval_tokens=null"],
+        t4=["train.epochs=3", "train.max_batches_per_epoch=null",
+            "train.max_eval_tokens=null"])
+
+
 kinds = ["tied", "softmax", "bilinear", "dual", "drill"]
-configs = {kind: apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
+configs = {kind: apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget(25))
            for kind in kinds}
 run_root = nb.run_dir("ch02")
 runs = {}
@@ -525,10 +531,8 @@ assert round(extra / 1e6, 1) == round(paper_extra, 1)
 # they differ only in the head (DRILL depth 2, dropout 0.3, as in the runs above):
 
 # %%
-tf_budget = [o.replace("=25", "=40") if "max_batches" in o else o  # small: 40 updates
-             for o in budget]
 tf_configs = {kind: apply_overrides(get_config(f"tutorial/ptb-transformer-{kind}"),
-                                    tf_budget)
+                                    budget(40))  # small profile: 40 updates
               for kind in ["tied", "drill"]}
 print({kind: (config.model.encoder, config.head.kind, config.head.options)
        for kind, config in tf_configs.items()})
