@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_cli import MICRO, needs_data
+from test_reproduce import TINY_LM, tiny_reproduce
 from test_train import tiny_corpus
 from torch import nn
 
@@ -407,15 +408,10 @@ def test_a_table_row_with_a_dynamic_paper_number_is_evaluated_dynamically(tmp_pa
     assert {r.name: r.paper_keys("dynamic") for r in TABLES["drill-main"]} == {
         f"{c}-{h}": (f"drill:table{t}:awd-lstm{s}-dynamic-eval",)
         for c, t in (("ptb", 1), ("wt2", 2)) for h, s in (("awd-lstm", ""), ("drill", "-drill"))}
-    corpus = tiny_corpus()
     monkeypatch.setitem(TABLES, "tiny-dyn", [Row(
         "tied", "tutorial/ptb-tied", paper_finetuned="drill:table1:awd-lstm",
         paper_dynamic="drill:table1:awd-lstm-dynamic-eval")])
-    small = ["model.emsize=12", "model.nhid=16", "train.batch_size=4", "train.bptt=6",
-             "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=1",
-             "train.nonmono=1", "train.lr=5"]
-    kwargs = dict(out=tmp_path / "r", runs=tmp_path / "runs", overrides=small, corpus=corpus,
-                  device="cpu", progress=False)
+    kwargs = tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=1"])
     doc = json.loads(reproduce("tiny-dyn", **kwargs)[0].read_text())
     assert validate_result(doc) == []
     block = doc["dynamic"]

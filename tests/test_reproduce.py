@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from test_train import tiny_corpus
 
 from drillbook.cli import main
 from drillbook.experiments import (
@@ -20,6 +21,18 @@ from drillbook.experiments import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: a tiny AWD-LSTM on the tiny corpus; fine-tuning stops at its first non-monotone epoch
+TINY_LM = ["model.emsize=12", "model.nhid=16", "train.batch_size=4", "train.bptt=6",
+           "train.eval_batch_size=2", "train.test_batch_size=2", "train.nonmono=1",
+           "train.lr=5"]
+
+
+def tiny_reproduce(tmp_path: Path, overrides: list[str]) -> dict:
+    """``reproduce``'s keyword arguments for a run of ``overrides`` on the tiny corpus, on
+    the CPU, with its results and run folders under ``tmp_path``."""
+    return dict(out=tmp_path / "r", runs=tmp_path / "runs", overrides=overrides,
+                corpus=tiny_corpus(), device="cpu", progress=False)
 needs_data = pytest.mark.skipif(
     not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "ptb").is_dir(),
     reason="needs the corpora: set DRILLBOOK_DATA (make test points it at ../shared/data)")
@@ -243,21 +256,13 @@ def test_full_command_and_curve_figures(tmp_path, capsys):
 def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch):
     """On the tiny corpus: the main run, then AWD-LSTM's fine-tuning, each in the result
     file and each beside its own paper number in the report."""
-    from drillbook.data import load_corpus_from_files
     from drillbook.experiments import Row, table_rows
     from drillbook.experiments.reproduce import TABLES as tables
 
-    tiny = ROOT / "tests" / "data" / "tiny"
-    corpus = load_corpus_from_files({s: tiny / f"{s}.txt" for s in ("train", "valid", "test")},
-                                    name="tiny")
     monkeypatch.setitem(tables, "tiny-ft", [Row(
         "tied", "tutorial/ptb-tied", paper=("drill:table1:awd-lstm-wo-finetune",),
         paper_finetuned="drill:table4:weight-tying")])
-    small = ["model.emsize=12", "model.nhid=16", "train.batch_size=4", "train.bptt=6",
-             "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=2",
-             "train.nonmono=1", "train.lr=5"]
-    kwargs = dict(out=tmp_path / "r", runs=tmp_path / "runs", overrides=small, corpus=corpus,
-                  device="cpu", progress=False)
+    kwargs = tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=2"])
     first = json.loads(reproduce("tiny-ft", budget_minutes=1e-6, **kwargs)[0].read_text())
     assert first["status"] == "budget" and "finetuned" not in first  # main run not done
     doc = json.loads(reproduce("tiny-ft", **kwargs)[0].read_text())
@@ -303,20 +308,15 @@ def test_seeds_write_beside_the_row_and_give_a_spread(tmp_path, monkeypatch):
     import shutil
     import statistics
 
-    from drillbook.data import load_corpus_from_files
     from drillbook.errors import ResultFileError
     from drillbook.experiments import Row
     from drillbook.experiments.reproduce import TABLES as tables
     from drillbook.experiments.seeds import SeedSpread, resolved, seed_runs, seed_spread
 
-    tiny = ROOT / "tests" / "data" / "tiny"
-    corpus = load_corpus_from_files({s: tiny / f"{s}.txt" for s in ("train", "valid", "test")},
-                                    name="tiny")
     monkeypatch.setitem(tables, "tiny-seeds", [Row("tied", "tutorial/ptb-tied")])
-    small = ["model.emsize=8", "model.nhid=8", "train.batch_size=4", "train.bptt=6",
-             "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=1"]
-    kwargs = dict(out=tmp_path / "r", runs=tmp_path / "runs", overrides=small, corpus=corpus,
-                  device="cpu", progress=False)
+    kwargs = tiny_reproduce(tmp_path, [
+        "model.emsize=8", "model.nhid=8", "train.batch_size=4", "train.bptt=6",
+        "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=1"])
     own = reproduce("tiny-seeds", **kwargs)[0]
     assert own == tmp_path / "r" / "tiny-seeds" / "tied.json"
     assert reproduce("tiny-seeds", seed=141, **kwargs)[0] == own  # the config's own seed
