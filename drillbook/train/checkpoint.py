@@ -27,7 +27,7 @@ import torch
 from ..errors import CheckpointError, MissingFileError
 
 __all__ = ["FORMATS", "LM_CHECKPOINT", "LM_DYNAMIC_EVAL", "LM_WEIGHTS", "NMT_CHECKPOINT",
-           "NMT_WEIGHTS", "load_checkpoint", "save_atomic"]
+           "NMT_WEIGHTS", "load_checkpoint", "rng_state", "save_atomic", "set_rng_state"]
 
 LM_CHECKPOINT = "drillbook-lm-checkpoint/1"
 LM_WEIGHTS = "drillbook-lm-weights/1"
@@ -67,6 +67,21 @@ def _write_failure(path: Path, err: OSError) -> str:
                 f"run (--resume).")
     return (f"could not write {path} ({err.strerror or err}); {kept}. Make "
             f"{path.parent} writable and resume the run (--resume).")
+
+
+def rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """torch's global random state, for a checkpoint: the CPU generator's and every CUDA
+    device's (an empty list without CUDA)."""
+    return (torch.get_rng_state(),
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])
+
+
+def set_rng_state(cpu: torch.Tensor, cuda: list[torch.Tensor] | None) -> None:
+    """Restore what :func:`rng_state` returned (loaded onto any device); the CUDA states
+    are skipped when there are none or this machine has no CUDA."""
+    torch.set_rng_state(cpu.cpu())
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
 
 
 def save_atomic(obj: Any, path: str | Path) -> Path:

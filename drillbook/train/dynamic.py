@@ -86,7 +86,13 @@ from ..data import batchify, get_batch
 from ..errors import CheckpointError, ConfigError, DataError, RunFolderError
 from ..metrics import perplexity
 from ..models import LanguageModel
-from .checkpoint import LM_DYNAMIC_EVAL, load_checkpoint, save_atomic
+from .checkpoint import (
+    LM_DYNAMIC_EVAL,
+    load_checkpoint,
+    rng_state,
+    save_atomic,
+    set_rng_state,
+)
 
 __all__ = ["DEFAULT_BPTT", "DEFAULT_EPS", "DEFAULT_GRAD_BATCH_SIZE", "DEFAULT_LAMBDA",
            "DEFAULT_LR", "DynamicResult", "DynamicUpdate", "GradientStats", "SearchResult",
@@ -159,14 +165,6 @@ def _native_cpu_rnn(device: torch.device) -> Iterator[None]:
         warnings.filterwarnings("ignore", message=".*TF32 acceleration on top of oneDNN.*")
         with torch.backends.mkldnn.flags(enabled=False):
             yield
-
-
-def _detach(hidden: Any) -> Any:
-    if hidden is None:
-        return None
-    if isinstance(hidden, Tensor):
-        return hidden.detach()
-    return type(hidden)(_detach(h) for h in hidden)
 
 
 # ------------------------------------------------------------------ gradient statistics
@@ -242,7 +240,7 @@ def gradient_statistics(model: LanguageModel, data: Tensor, bptt: int = DEFAULT_
                     for n, p in params:
                         if p.grad is not None:
                             sums[n].addcmul_(p.grad, p.grad)
-                hidden = _detach(out.hidden)
+                hidden = model.encoder.detach_hidden(out.hidden)
                 batches += 1
     finally:
         model.zero_grad(set_to_none=True)
@@ -353,17 +351,6 @@ def _fingerprint(data: Tensor) -> str:
     return f"{tuple(data.shape)}:{hashlib.sha256(ids).hexdigest()[:16]}"
 
 
-def _rng_state() -> dict[str, Any]:
-    return {"cpu": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["cpu"].cpu())
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
-
-
 def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | None = None,
                      *, lr: float = DEFAULT_LR, lamb: float = DEFAULT_LAMBDA,
                      eps: float = DEFAULT_EPS, bptt: int = DEFAULT_BPTT,
@@ -443,15 +430,17 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
             hidden = state["hidden"]
             row, windows = state["row"], state["windows"]
             total, count, finished = state["total"], state["count"], state["finished"]
-            _set_rng_state(state["rng"])
+            set_rng_state(state["rng"]["cpu"], state["rng"]["cuda"])
 
         def save(done: bool) -> None:
             if path is not None:
+                cpu, cuda = rng_state()
                 save_atomic({"format": LM_DYNAMIC_EVAL, "settings": settings,
                              "stats": stats.state_dict(), "theta_g": update.theta_g,
                              "model": model.state_dict(), "hidden": hidden, "row": row,
                              "windows": windows, "total": total, "count": count,
-                             "finished": done, "rng": _rng_state(), "extra": extra or {}},
+                             "finished": done, "rng": {"cpu": cpu, "cuda": cuda},
+                             "extra": extra or {}},
                             path)
 
         done_here = 0
@@ -473,7 +462,7 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
                 if update.lr:  # with lr = 0 the weights never leave θ_g
                     loss.backward()
             update.step()
-            hidden = _detach(out.hidden)
+            hidden = model.encoder.detach_hidden(out.hidden)
             row += x.shape[0]
             windows += 1
             done_here += 1

@@ -103,7 +103,7 @@ from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 from ..configs.schema import SectionedConfig
 from ..errors import CheckpointError, ConfigError, RunFolderError, TrainingDiverged
 from ..runtime import resolve_device
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, rng_state, set_rng_state
 from .runs import BEST, LAST, apply_learning_rate, diverged, nonfinite_update, open_run_folder
 
 __all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "distributed",
@@ -391,10 +391,8 @@ class TrainingLoop:
 
     def _own_state(self) -> dict[str, Any]:
         """This process's random generators and ``_rank_state``."""
-        state = {
-            "rng_cpu": torch.get_rng_state(),
-            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        }
+        cpu, cuda = rng_state()
+        state = {"rng_cpu": cpu, "rng_cuda": cuda}
         for name, generator in self._generators().items():
             state[f"rng_{name}"] = generator.get_state()
         state.update(self._rank_state())
@@ -441,9 +439,7 @@ class TrainingLoop:
             acc.append(state.get("position", 0))
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = acc
         own = state if self.world_size == 1 else _to(state["ranks"][self.rank], self.device)
-        torch.set_rng_state(own["rng_cpu"].cpu())
-        if own.get("rng_cuda") and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in own["rng_cuda"]])
+        set_rng_state(own["rng_cpu"], own.get("rng_cuda"))
         for name, generator in self._generators().items():
             generator.set_state(own[f"rng_{name}"].cpu())
         self._restore_rank_state(own)
@@ -479,17 +475,21 @@ class TrainingLoop:
         return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
                         folder=self.folder)
 
+    def _collective(self, values: list[float]) -> Tensor:
+        """``values`` as a float64 tensor where the process group's backend reads it (the
+        GPU for NCCL, else the CPU)."""
+        device = self.device if dist.get_backend() == "nccl" else "cpu"
+        return torch.tensor(values, dtype=torch.float64, device=device)
+
     def _all_sum(self, values: list[float]) -> list[float]:
         """``values`` summed over the processes (each process gets the sums)."""
-        device = self.device if dist.get_backend() == "nccl" else "cpu"
-        t = torch.tensor(values, dtype=torch.float64, device=device)
+        t = self._collective(values)
         dist.all_reduce(t)
         return t.tolist()
 
     def _from_rank0(self, values: list[float]) -> list[float]:
         """Rank 0's ``values``, on every process."""
-        device = self.device if dist.get_backend() == "nccl" else "cpu"
-        t = torch.tensor(values, dtype=torch.float64, device=device)
+        t = self._collective(values)
         dist.broadcast(t, 0)
         return t.tolist()
 
