@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from ..configs import TRANSLATION, apply_overrides, finetune_lr, get_config
 from ..errors import ConfigError, ResultFileError
 from ..metrics import perplexity
 from ..papers import paper_number, paper_values
-from ..train.loop import precision_label
+from ..train.loop import precision_label, rank_and_world_size
 from ..train.runs import has_checkpoint
 from .bench import git_state
 from .results import RESULT_FORMAT, load_results, write_result
@@ -298,7 +297,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             config = row.resolve([*(overrides or []), f"train.seed={seed}"])
             folder = f"{table}/{SEED_FOLDER}{seed}"
         run_dir = Path(runs) / folder / row.name
-        if progress is not False and _distributed_rank() == 0:  # then its epochs, one line each
+        # the row's first line (then its epochs, one line each), from rank 0 alone
+        if progress is not False and rank_and_world_size()[0] == 0:
             again = " (resuming)" if has_checkpoint(run_dir) else ""
             print(f"{label}: {config.name} in {run_dir}{again}", file=sys.stderr, flush=True)
         if row.translation:
@@ -480,15 +480,10 @@ def _reproduce_nmt(table: str, row: Row, config, run_dir: Path, path: Path,
     return _write(path, doc)
 
 
-def _distributed_rank() -> int:
-    """This process's rank in ``torchrun``'s group (0 without one)."""
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
 def _write(path: Path, doc: dict) -> Path:
     """:func:`write_result`, by rank 0 alone when ``torchrun`` started several
     processes (the others trained beside it)."""
-    if _distributed_rank() != 0:
+    if rank_and_world_size()[0] != 0:
         return Path(path)
     return write_result(path, doc)
 

@@ -107,7 +107,7 @@ from .checkpoint import load_checkpoint, rng_state, set_rng_state
 from .runs import BEST, LAST, apply_learning_rate, diverged, nonfinite_update, open_run_folder
 
 __all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "distributed",
-           "init_distributed", "precision_label", "resolve_precision"]
+           "init_distributed", "precision_label", "rank_and_world_size", "resolve_precision"]
 
 #: the values of ``train.amp``
 PRECISIONS = ("off", "bf16", "fp16", "auto")
@@ -175,13 +175,13 @@ def distributed() -> Iterator[int]:
     rank (0 for a single process): only rank 0 should print results."""
     started = not (dist.is_available() and dist.is_initialized()) and init_distributed()
     try:
-        yield _distributed()[0]
+        yield rank_and_world_size()[0]
     finally:
         if started:
             dist.destroy_process_group()
 
 
-def _distributed() -> tuple[int, int]:
+def rank_and_world_size() -> tuple[int, int]:
     """``(rank, world size)`` of the current process group, ``(0, 1)`` without one."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -309,7 +309,7 @@ class TrainingLoop:
               build_args: tuple = ()) -> None:
         """Open the run folder, seed, build and (on resume) restore, in the safe order."""
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
-        self.rank, self.world_size = _distributed()
+        self.rank, self.world_size = rank_and_world_size()
         if device is None and self.world_size > 1 and torch.cuda.is_available():
             device = f"cuda:{torch.cuda.current_device()}"  # LOCAL_RANK's (init_distributed)
         self.device = resolve_device(device)
