@@ -56,8 +56,10 @@ book-check: $(STAMP)
 	grep -q "execute_notebooks: 'off'" $(NOEXEC_CONFIG)
 	$(BIN)/jupyter-book build . -W -n --keep-going --config $(NOEXEC_CONFIG)
 
+# ruff, the package's layers and circles (the contracts in pyproject.toml), the notebooks
 lint: $(STAMP)
 	$(BIN)/ruff check drillbook tests tools notebooks
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/notebooks.py check
 
 unit: $(STAMP)

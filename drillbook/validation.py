@@ -28,18 +28,20 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
 
 __all__ = [
+    "NON_NEGATIVE_INT",
     "POSITIVE_INT",
     "POSITIVE_NUMBER",
     "PROBABILITY",
     "Rule",
     "argument_type",
+    "check_choice",
     "integer",
     "is_integer",
     "is_number",
@@ -132,8 +134,28 @@ def one_of(*choices: object) -> Rule:
     return Rule(test, f"one of {', '.join(repr(c) for c in choices)}")
 
 
+def check_choice(value: Any, choices: Iterable[Any], what: str, *, where: str = "") -> Any:
+    """``value`` if it is one of ``choices``, else a one-line
+    :class:`~drillbook.errors.ConfigError` ``"unknown <what> <value!r><where>; choose one of
+    [<choices>]"`` (``where``, e.g. ``" for the 'dual' head"``, says whose choice it is).
+
+    >>> check_choice("relu", ["tanh", "relu"], "activation")
+    'relu'
+    """
+    choices = list(choices)
+    try:
+        known = value in choices
+    except TypeError:  # an unhashable value against a dict's keys
+        known = False
+    if not known:
+        raise ConfigError(f"unknown {what} {value!r}{where}; choose one of {choices}")
+    return value
+
+
 #: sizes, counts, beam widths: 1, 2, 3, ...
 POSITIVE_INT = integer(minimum=1).saying("a positive integer")
+#: depths and counts that may be zero: 0, 1, 2, ...
+NON_NEGATIVE_INT = integer(minimum=0).saying("a non-negative integer")
 #: learning rates, budgets in minutes: finite and above 0
 POSITIVE_NUMBER = number(above=0).saying("a positive number")
 #: dropout rates

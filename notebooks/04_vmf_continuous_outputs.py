@@ -50,24 +50,21 @@ import pandas as pd
 import scipy.special
 import torch
 
-from drillbook.configs import apply_overrides
+from drillbook.analysis import accuracy_by_frequency
+from drillbook.configs import apply_overrides, get_nmt_config
 from drillbook.experiments import vocab_sweep
 from drillbook.losses import LOSSES, log_cm, nll_vmf, sample_vmf
-from drillbook.nmt.analysis import accuracy_by_frequency
+from drillbook.nmt import load_glove_50d, load_parallel, make_batches
 from drillbook.nmt.compare import (
     example_translations,
     format_examples,
     short_pairs,
     time_training_steps,
 )
-from drillbook.nmt.config import get_nmt_config
-from drillbook.nmt.data import load_parallel, make_batches
-from drillbook.nmt.embeddings import load_glove_50d
-from drillbook.nmt.train import NMTTrainer, load_nmt_run, translation_loss
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_color, tidy_log_axis
-from drillbook.train import has_checkpoint
+from drillbook.train import NMTTrainer, has_checkpoint, load_run, translation_loss
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
@@ -566,14 +563,14 @@ print(assert_quoted({"vmf:sec1:training-speedup": {"training_speedup": 2.5}}))
 # the fraction of reference positions where the model's next-word choice is the reference
 # word when the decoder is fed the reference prefix, on validation sentences, grouped by
 # how often the reference word occurs in our training pairs
-# (`drillbook.nmt.analysis.accuracy_by_frequency`). It is not the paper's F1 and the two
+# (`drillbook.analysis.accuracy_by_frequency`). It is not the paper's F1 and the two
 # should not be compared. The collapsed NLLvMF model is left out.
 
 # %%
 accuracy, tokens = {}, {}
 valid = corpus.valid[: nb.pick(small=300, full=None)]
 for label in ["softmax", "vMF reg2", "vMF reg2 tied"]:
-    _, model, src_vocab, tgt_vocab = load_nmt_run(trainers[label].run_dir, device=nb.device)
+    _, model, (src_vocab, tgt_vocab) = load_run(trainers[label].run_dir, device=nb.device)
     rows = accuracy_by_frequency(model, valid, src_vocab, tgt_vocab, device=nb.device)
     accuracy[label] = {r["band"]: r["accuracy"] for r in rows}
     tokens = {r["band"]: (r["types"], r["tokens"]) for r in rows}
@@ -620,7 +617,7 @@ print("the two rarest bands: 100 word types or more, fewer than 5 tokens per typ
 examples = short_pairs(corpus.valid, 4, max_words=8)
 systems = {}
 for label in ["softmax", "vMF NLLvMF", "vMF reg2", "vMF reg2 tied"]:
-    _, model, src_vocab, tgt_vocab = load_nmt_run(trainers[label].run_dir, device=nb.device)
+    _, model, (src_vocab, tgt_vocab) = load_run(trainers[label].run_dir, device=nb.device)
     systems[label] = (model, src_vocab, tgt_vocab)
 print(format_examples(example_translations(systems, examples, max_len=16,
                                            device=nb.device)))

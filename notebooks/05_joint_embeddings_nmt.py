@@ -60,26 +60,20 @@ import torch
 from torch import nn
 
 from drillbook.analysis import nearest_neighbours
-from drillbook.configs import apply_overrides
+from drillbook.configs import apply_overrides, get_nmt_config
 from drillbook.heads import DualHead, build_head
+from drillbook.nmt import load_parallel, make_batches
 from drillbook.nmt.compare import (
     example_translations,
     format_examples,
     short_pairs,
     time_training_steps,
 )
-from drillbook.nmt.config import get_nmt_config
-from drillbook.nmt.data import load_parallel, make_batches
-from drillbook.nmt.train import (
-    NMTTrainer,
-    load_nmt_run,
-    sampled_softmax_loss,
-    translation_loss,
-)
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_color
-from drillbook.train import has_checkpoint
+from drillbook.train import NMTTrainer, has_checkpoint, load_run, translation_loss
+from drillbook.train.translation import sampled_softmax_loss
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
@@ -411,7 +405,7 @@ pd.DataFrame(neighbours, index=queries).T
 examples = short_pairs(corpus.valid, 3, max_words=8)
 systems = {}
 for head in heads:
-    _, model, src_vocab, tgt_vocab = load_nmt_run(trainers[head].run_dir, device=nb.device)
+    _, model, (src_vocab, tgt_vocab) = load_run(trainers[head].run_dir, device=nb.device)
     systems[head] = (model, src_vocab, tgt_vocab)
 print(format_examples(example_translations(systems, examples, max_len=16,
                                            device=nb.device)))

@@ -69,6 +69,7 @@ from drillbook.data import load_corpus
 from drillbook.experiments import (
     TABLES,
     book_results,
+    fmt,
     format_rows,
     full_command,
     load_results,
@@ -76,7 +77,7 @@ from drillbook.experiments import (
     reproduce,
     table_rows,
 )
-from drillbook.experiments.compare import always_falls, cpu_tables, fmt, last_change
+from drillbook.experiments.compare import always_falls, cpu_tables, last_change
 from drillbook.experiments.seeds import (
     chance_separated,
     plot_spread,

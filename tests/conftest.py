@@ -46,3 +46,18 @@ def _gradcheck_head(head, d_hidden: int) -> None:
 @pytest.fixture
 def gradcheck_head():
     return _gradcheck_head
+
+
+@pytest.fixture
+def use_trainer(monkeypatch):
+    """``use_trainer(task, cls)``: the command line (and ``reproduce``) train that task's
+    configs with ``cls`` for the rest of the test (the trainer of its
+    :class:`~drillbook.train.tasks.Task` record)."""
+    import dataclasses
+
+    from drillbook.train.tasks import TASKS
+
+    def use(task: str, cls) -> None:
+        monkeypatch.setitem(TASKS, task, dataclasses.replace(TASKS[task], trainer=cls))
+
+    return use

@@ -15,8 +15,6 @@ from drillbook.cli import main
 from drillbook.errors import ConfigError
 from drillbook.experiments import (
     BENCH_FORMAT,
-    bench_report,
-    bench_sweep,
     evaluate_targets,
     format_report,
     greedy_decode,
@@ -27,8 +25,10 @@ from drillbook.experiments import (
     vocab_sweep,
     write_report,
 )
+from drillbook.experiments.bench import report as bench_report
+from drillbook.experiments.bench import sweep as bench_sweep
 from drillbook.experiments.bench import time_once
-from drillbook.experiments.bench_step import (
+from drillbook.experiments.bench.step import (
     compare_train_steps,
     load_step,
     make_train_step,
@@ -220,12 +220,12 @@ def test_trainer_step_is_loss_backward_clip_and_sgd_by_hand():
 @pytest.mark.parametrize("spec, message", [
     ("trainer_step", "must look like module:function"),
     ("no_such_module_here:step", "cannot import"),
-    ("drillbook.experiments.bench_step:no_such_step", "has no function"),
+    ("drillbook.experiments.bench.step:no_such_step", "has no function"),
 ])
 def test_a_step_function_that_cannot_be_loaded_is_a_config_error(spec, message):
     with pytest.raises(ConfigError, match=message):
         load_step(spec)
-    assert load_step("drillbook.experiments.bench_step:trainer_step") is trainer_step
+    assert load_step("drillbook.experiments.bench.step:trainer_step") is trainer_step
 
 
 # ------------------------------------------------------------------ vMF sweep

@@ -139,7 +139,7 @@ def test_debug_variable_shows_the_traceback(monkeypatch):
 
 # ---------------------------------------------------------------- config files
 @pytest.fixture
-def captured_configs(monkeypatch):
+def captured_configs(use_trainer):
     """Trainers that only record the config they are given."""
     seen = []
 
@@ -153,12 +153,10 @@ def captured_configs(monkeypatch):
         def fit(self, **kwargs):
             from drillbook.train import RunStatus
 
-            if self.task == "translation":
-                return {"epoch": 1}  # NMTTrainer.fit returns its last log record
-            return RunStatus(reason="done", epoch=1, best_val_loss=1.0)
+            return RunStatus(reason="done", epoch=1, best_val_loss=1.0, best_val_bleu=1.0)
 
-    monkeypatch.setattr("drillbook.train.Trainer", Recorder)
-    monkeypatch.setattr("drillbook.nmt.train.NMTTrainer", Recorder)
+    use_trainer("language-model", Recorder)
+    use_trainer("translation", Recorder)
     return seen
 
 

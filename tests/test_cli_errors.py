@@ -21,8 +21,8 @@ import torch
 import drillbook.cli as cli
 import drillbook.cli.configs as cli_configs
 from drillbook.cli import main
+from drillbook.configs import get_nmt_config
 from drillbook.errors import DeviceError, TrainingDiverged
-from drillbook.nmt.config import get_nmt_config
 
 
 def user_error(capsys, argv: list[str]) -> str:
@@ -140,8 +140,8 @@ class FakeTrainer:
 
 
 @pytest.fixture
-def fake_trainer(monkeypatch):
-    monkeypatch.setattr("drillbook.train.Trainer", FakeTrainer)
+def fake_trainer(use_trainer):
+    use_trainer("language-model", FakeTrainer)
     yield FakeTrainer
     FakeTrainer.outcome = None
 
@@ -163,17 +163,25 @@ def test_a_huge_finite_loss_prints_an_infinite_perplexity(capsys, fake_trainer, 
 
 
 def test_eval_of_a_huge_loss(capsys, monkeypatch, tmp_path):
+    import dataclasses
+
     from drillbook.configs import get_config
+    from drillbook.train import TASKS, LoadedRun
 
     config = get_config("tutorial/ptb-tied")
     (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
-    fake_run = (config, torch.nn.Linear(1, 1), SimpleNamespace(test=torch.arange(200)))
-    monkeypatch.setattr("drillbook.train.load_run", lambda *a, **k: fake_run)
-    monkeypatch.setattr("drillbook.train.evaluate", lambda *a, **k: (800.0, 150))
+    corpus = SimpleNamespace(test=torch.arange(200))
+    model = SimpleNamespace(parameters=lambda: iter([torch.zeros(1)]),
+                            head=SimpleNamespace(is_distribution=True))
+    fake_run = LoadedRun(config, model, corpus)
+    monkeypatch.setitem(TASKS, "language-model", dataclasses.replace(
+        TASKS["language-model"], load_data=lambda c: corpus,
+        load_run=lambda *a, **k: fake_run))
+    monkeypatch.setattr("drillbook.train.lm.evaluate", lambda *a, **k: (800.0, 150))
     assert main(["eval", str(tmp_path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["loss"] == 800.0 and math.isinf(result["ppl"])
-    monkeypatch.setattr("drillbook.train.evaluate", lambda *a, **k: (math.log(50.0), 150))
+    monkeypatch.setattr("drillbook.train.lm.evaluate", lambda *a, **k: (math.log(50.0), 150))
     assert main(["eval", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ppl"] == pytest.approx(50.0)
 
@@ -210,9 +218,9 @@ def test_translation_eval_without_the_corpus(capsys, offline, tmp_path):
 
 
 def test_language_model_training_without_the_corpus(capsys, offline, tmp_path):
+    # one policy for both tasks: a trainer fetches a missing corpus (checksum-verified)
     line = user_error(capsys, ["train", "tutorial/ptb-tied", "--out", str(tmp_path / "run")])
-    assert "ptb train split not found" in line and "drillbook data download ptb" in line
-    assert offline == []  # the LM trainer never downloads by itself
+    assert len(offline) == 1 and offline[0] in line and "the ptb corpus" in line
 
 
 # ------------------------------------------------------------------ run folders

@@ -402,8 +402,7 @@ def test_eval_dynamic_on_the_command_line(capsys, tmp_path):
 # ------------------------------------------------------------------ reproduce
 def test_a_table_row_with_a_dynamic_paper_number_is_evaluated_dynamically(tmp_path,
                                                                            monkeypatch):
-    from drillbook.experiments import Row, validate_result
-    from drillbook.experiments.reproduce import TABLES, render_report, reproduce
+    from drillbook.experiments import TABLES, Row, render_report, reproduce, validate_result
 
     assert {r.name: r.paper_keys("dynamic") for r in TABLES["drill-main"]} == {
         f"{c}-{h}": (f"drill:table{t}:awd-lstm{s}-dynamic-eval",)

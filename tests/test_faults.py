@@ -19,10 +19,17 @@ import pytest
 import torch
 from test_train import log, make, tiny_config, tiny_corpus
 
-from drillbook.configs import Config, ConfigError, HeadConfig, apply_overrides, get_config
+from drillbook.configs import (
+    Config,
+    ConfigError,
+    HeadConfig,
+    NMTConfig,
+    apply_overrides,
+    get_config,
+    get_nmt_config,
+)
 from drillbook.data import batchify
 from drillbook.errors import CheckpointError, RunFolderError, TrainingDiverged
-from drillbook.nmt.config import NMTConfig, get_nmt_config
 from drillbook.train import (
     MAX_LOSS,
     RunStatus,
@@ -122,7 +129,7 @@ def test_translation_divergence_is_the_same_error_and_the_same_resume(tmp_path, 
     from test_nmt import small
     from test_nmt import tiny_corpus as tiny_parallel
 
-    from drillbook.nmt.train import NMTTrainer
+    from drillbook.train import NMTTrainer
 
     run, corpus = tmp_path / "run", tiny_parallel()
     config = small("multi30k/de-en-softmax", "train.checkpoint_steps=1")
@@ -136,7 +143,7 @@ def test_translation_divergence_is_the_same_error_and_the_same_resume(tmp_path, 
     resumed = NMTTrainer(apply_overrides(config, ["train.lr=0.0005"]), run, device="cpu",
                          corpus=corpus, resume=True, progress=False)
     assert resumed.step == 2 and resumed.optimizer.param_groups[0]["lr"] == 0.0005
-    assert resumed.fit(max_epochs=1)["lr"] == 0.0005
+    assert resumed.fit(max_epochs=1).record["lr"] == 0.0005
 
 
 # ------------------------------------------------------------------ the lock
@@ -181,7 +188,7 @@ def test_another_process_holding_the_folder_is_named_and_its_death_frees_it(tmp_
 
 
 def test_the_translation_trainer_takes_the_same_lock(tmp_path):
-    from drillbook.nmt.train import NMTTrainer
+    from drillbook.train import NMTTrainer
 
     lock = RunLock(tmp_path / "run")
     lock.acquire()
@@ -211,8 +218,7 @@ def test_configs_that_would_train_garbage_are_refused_when_built(override, messa
 
 
 def test_every_named_config_is_valid_and_from_dict_validates():
-    from drillbook.configs import list_configs
-    from drillbook.nmt.config import list_nmt_configs
+    from drillbook.configs import list_configs, list_nmt_configs
 
     for name in list_configs():
         get_config(name).validate()

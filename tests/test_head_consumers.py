@@ -21,20 +21,25 @@ import torch
 from torch import nn
 
 from drillbook.analysis import DRILL_TOL, log_prob_chunks, matrix_rank
-from drillbook.configs import Config, DataConfig, HeadConfig, ModelConfig, TrainConfig
+from drillbook.configs import (
+    Config,
+    DataConfig,
+    HeadConfig,
+    ModelConfig,
+    TrainConfig,
+    get_nmt_config,
+)
 from drillbook.data import load_corpus_from_files
 from drillbook.errors import ConfigError
 from drillbook.experiments import head_cost
-from drillbook.experiments.bench_model import compare_models, model_cost
-from drillbook.experiments.bench_sweep import greedy_decode as head_greedy
+from drillbook.experiments.bench.model import compare_models, model_cost
+from drillbook.experiments.bench.sweep import greedy_decode as head_greedy
 from drillbook.heads import HEADS, Features, build_head
 from drillbook.models import Encoder, EncoderOutput, LanguageModel, build_model
-from drillbook.nmt.config import get_nmt_config
-from drillbook.nmt.data import load_parallel_from_files
+from drillbook.nmt import load_parallel_from_files
 from drillbook.nmt.decode import beam_search, greedy_decode
 from drillbook.nmt.model import Seq2Seq
-from drillbook.nmt.train import NMTTrainer
-from drillbook.train import Trainer, evaluate
+from drillbook.train import NMTTrainer, Trainer, evaluate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -328,7 +333,7 @@ def test_translation_trainer_with_negative_sampling(kind, tmp_path):
     sampled = []  # the sizes of the candidate sets the sampled softmax scored
     scores_of = t.model.head.logits_subset
     t.model.head.logits_subset = lambda f, ids: sampled.append(len(ids)) or scores_of(f, ids)
-    record = t.fit()
+    record = t.fit().record
     assert record["epoch"] == 1 and math.isfinite(record["train_loss"])
     assert len(sampled) == 2 and all(n < len(t.tgt_vocab) for n in sampled)
 

@@ -11,12 +11,10 @@ from test_nmt import tiny_corpus as tiny_parallel
 from test_train import tiny_config, tiny_corpus
 
 from drillbook.cli import main
-from drillbook.configs import Config, apply_overrides
+from drillbook.configs import Config, NMTConfig, apply_overrides
 from drillbook.errors import ConfigError
-from drillbook.nmt.config import NMTConfig
-from drillbook.nmt.train import NMTTrainer
-from drillbook.train import Trainer, load_checkpoint, read_log
-from drillbook.train.loop import precision_label, resolve_precision
+from drillbook.precision import precision_label, resolve_precision
+from drillbook.train import NMTTrainer, Trainer, load_checkpoint, read_log
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -240,7 +238,7 @@ def test_a_translation_run_says_its_bleu_and_quiet_is_silent(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_the_cli_leaves_bars_to_terminals_and_quiet_silences_them(tmp_path, monkeypatch):
+def test_the_cli_leaves_bars_to_terminals_and_quiet_silences_them(tmp_path, use_trainer):
     seen = []
 
     class Recorder:
@@ -252,7 +250,7 @@ def test_the_cli_leaves_bars_to_terminals_and_quiet_silences_them(tmp_path, monk
 
             return RunStatus(reason="done", epoch=1, best_val_loss=1.0)
 
-    monkeypatch.setattr("drillbook.train.Trainer", Recorder)
+    use_trainer("language-model", Recorder)
     for extra in ([], ["--quiet"]):
         assert main(["train", "tutorial/ptb-tied", "--out", str(tmp_path / "r"),
                      *extra]) == 0
@@ -275,7 +273,7 @@ def test_checkpoints_written_before_the_loop_still_resume(tmp_path):
     save_atomic(state, tmp_path / "nmt" / "last.pt")
     resumed = NMTTrainer(nmt, tmp_path / "nmt", device="cpu", corpus=tiny_parallel(),
                          resume=True, progress=False)
-    assert resumed.epoch == 2 and resumed.fit()["epoch"] == 2
+    assert resumed.epoch == 2 and resumed.fit().record["epoch"] == 2
 
     config = tiny_config(epochs=2, max_batches_per_epoch=4, max_eval_tokens=40)
     lm(tmp_path / "lm", config).fit(max_steps=3)

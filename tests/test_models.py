@@ -137,7 +137,7 @@ def test_awd_lstm_checkpoint_round_trip_with_weights_only():
 
 
 def test_dropout_arguments_are_checked():
-    with pytest.raises(ValueError, match=r"wdrop must lie in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"wdrop must be a probability in \[0, 1\)"):
         AWDLSTM(10, emsize=4, nhid=4, wdrop=1.0)
     with pytest.raises(ValueError, match="nlayers"):
         AWDLSTM(10, emsize=4, nhid=4, nlayers=0)

@@ -13,14 +13,14 @@ import sacrebleu
 import torch
 
 from drillbook.cli import main
-from drillbook.configs import apply_overrides
+from drillbook.configs import apply_overrides, get_nmt_config, list_nmt_configs
 from drillbook.errors import ConfigError
+from drillbook.nmt import load_parallel_from_files
 from drillbook.nmt.bleu import corpus_bleu
-from drillbook.nmt.config import get_nmt_config, list_nmt_configs
-from drillbook.nmt.data import load_parallel_from_files
-from drillbook.nmt.decode import beam_search, greedy_decode
+from drillbook.nmt.decode import beam_search, greedy_decode, translate_pairs
 from drillbook.nmt.model import Seq2Seq
-from drillbook.nmt.train import NMTTrainer, load_nmt_run, sampled_softmax_loss, translate_pairs
+from drillbook.train import NMTTrainer, load_run
+from drillbook.train.translation import sampled_softmax_loss
 
 TINY = Path(__file__).parent / "data" / "tiny_parallel"
 
@@ -140,7 +140,7 @@ def test_training_resume_and_translation_on_tiny_data(tmp_path, name):
     corpus = tiny_corpus()
     trainer = NMTTrainer(small(name), tmp_path / "run", device="cpu", corpus=corpus,
                          progress=False)
-    record = trainer.fit(max_epochs=1)
+    record = trainer.fit(max_epochs=1).record
     assert record["epoch"] == 1 and record["val_bleu"] >= 0
     resumed = NMTTrainer(small(name), tmp_path / "run", device="cpu", corpus=corpus,
                          resume=True, progress=False)
@@ -148,7 +148,7 @@ def test_training_resume_and_translation_on_tiny_data(tmp_path, name):
     resumed.fit()
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2]
-    _config, model, src_vocab, tgt_vocab = load_nmt_run(tmp_path / "run", device="cpu")
+    _config, model, (src_vocab, tgt_vocab) = load_run(tmp_path / "run", device="cpu")
     pairs = corpus.valid
     hyps = translate_pairs(model, pairs, src_vocab, tgt_vocab)
     again = translate_pairs(model, list(reversed(pairs)), src_vocab, tgt_vocab)
@@ -162,9 +162,9 @@ def test_vmf_training_with_given_target_vectors(tmp_path):
     vectors = torch.randn(len(words), 12, generator=gen).numpy()
     trainer = NMTTrainer(small("multi30k/de-en-vmf"), tmp_path / "vmf", device="cpu",
                          corpus=corpus, target_vectors=(words, vectors), progress=False)
-    record = trainer.fit()
+    record = trainer.fit().record
     assert record["epoch"] == 2 and trainer.model.is_continuous
-    _, model, src_vocab, tgt_vocab = load_nmt_run(tmp_path / "vmf", device="cpu")
+    _, model, (src_vocab, tgt_vocab) = load_run(tmp_path / "vmf", device="cpu")
     assert translate_pairs(model, corpus.valid[:2], src_vocab, tgt_vocab)
     with pytest.raises(ValueError, match="nearest neighbour"):
         beam_search(model, torch.tensor([[5]]), torch.tensor([1]), bos=2, eos=3)
@@ -180,7 +180,7 @@ def test_vmf_tied_inputs_read_the_frozen_table(tmp_path):
                          device="cpu", corpus=corpus, target_vectors=(words, vectors),
                          progress=False)
     trainer.fit(max_epochs=1)
-    _, model, src_vocab, tgt_vocab = load_nmt_run(tmp_path / "tied", device="cpu")
+    _, model, (src_vocab, tgt_vocab) = load_run(tmp_path / "tied", device="cpu")
     assert model.tgt_embed is None and model.head.decode_metric == "cosine"
     tokens = torch.tensor([[2, 5], [7, 3]])
     expected = model.head.target_embeddings[tokens] @ model.input_proj.weight.T \
@@ -235,7 +235,7 @@ def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
 
 
 def test_accuracy_by_frequency_counts_every_kept_token():
-    from drillbook.nmt.analysis import accuracy_by_frequency
+    from drillbook.analysis import accuracy_by_frequency
 
     corpus = tiny_corpus()
     src_vocab, tgt_vocab = corpus.build_vocabs()

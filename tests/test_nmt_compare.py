@@ -10,15 +10,15 @@ import torch
 from torch import nn
 
 from drillbook.errors import ConfigError
+from drillbook.nmt import NMTVocab, make_batches
 from drillbook.nmt.compare import (
     example_translations,
     format_examples,
     short_pairs,
     time_training_steps,
 )
-from drillbook.nmt.data import NMTVocab, make_batches
 from drillbook.nmt.model import Seq2Seq
-from drillbook.nmt.train import translation_loss
+from drillbook.train import translation_loss
 
 PAIRS = [("ein hund".split(), "a dog".split()),
          ("ein sehr großer roter hund läuft".split(), "a very big red dog runs".split()),

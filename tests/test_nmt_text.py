@@ -18,9 +18,8 @@ import sacrebleu
 
 from drillbook.data import CORPORA, DATA_ENV, corpus_file
 from drillbook.errors import DataError, MissingPackageError
-from drillbook.nmt import text
+from drillbook.nmt import load_raw_sentences, moses_unescape, text
 from drillbook.nmt.bleu import BleuScore, corpus_bleu, multi30k_bleu, sacrebleu_score
-from drillbook.nmt.data import load_raw_sentences, moses_unescape
 from drillbook.nmt.text import moses_detokenize, moses_tokenize
 
 

@@ -257,7 +257,7 @@ def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch)
     """On the tiny corpus: the main run, then AWD-LSTM's fine-tuning, each in the result
     file and each beside its own paper number in the report."""
     from drillbook.experiments import Row, table_rows
-    from drillbook.experiments.reproduce import TABLES as tables
+    from drillbook.experiments.tables import TABLES as tables
 
     monkeypatch.setitem(tables, "tiny-ft", [Row(
         "tied", "tutorial/ptb-tied", paper=("drill:table1:awd-lstm-wo-finetune",),
@@ -310,8 +310,8 @@ def test_seeds_write_beside_the_row_and_give_a_spread(tmp_path, monkeypatch):
 
     from drillbook.errors import ResultFileError
     from drillbook.experiments import Row
-    from drillbook.experiments.reproduce import TABLES as tables
     from drillbook.experiments.seeds import SeedSpread, resolved, seed_runs, seed_spread
+    from drillbook.experiments.tables import TABLES as tables
 
     monkeypatch.setitem(tables, "tiny-seeds", [Row("tied", "tutorial/ptb-tied")])
     kwargs = tiny_reproduce(tmp_path, [

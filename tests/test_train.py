@@ -298,7 +298,7 @@ def test_finetune_learning_rate_is_settable_recorded_and_kept_on_resume(tmp_path
     changed.close()
     with pytest.raises(ConfigError, match=r"train\.lr"):
         finetune(run, out=tmp_path / "x", corpus=tiny_corpus(), device="cpu", lr=0.0)
-    monkeypatch.setattr("drillbook.train.lm.load_corpus", lambda name: tiny_corpus())
+    monkeypatch.setattr("drillbook.train.lm.load_corpus", lambda name, **kw: tiny_corpus())
     assert main(["finetune", str(run), "--out", str(tmp_path / "cli"), "--lr", "4",
                  "--max-epochs", "1", "--device", "cpu", "--quiet"]) == 0
     assert json.loads((tmp_path / "cli" / "config.json").read_text())["train"]["lr"] == 4.0

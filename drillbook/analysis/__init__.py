@@ -1,4 +1,5 @@
-"""Analysis tools: rank and spectra, synthetic languages, frequency bands, neighbours."""
+"""Analysis tools: rank and spectra, synthetic languages, frequency bands, neighbours,
+mixture diagnostics, a FLOP model, and translation accuracy by word frequency."""
 
 from .cost import HeadFlops, awd_lstm_flops, head_flops
 from .frequency import (
@@ -17,6 +18,7 @@ from .neighbours import nearest_neighbours
 from .rank import DRILL_TOL, Spectrum, log_prob_chunks, matrix_rank, singular_values
 from .synthetic import FitResult, SyntheticLanguage, fit_head
 from .tail import ProbabilityBand, errors_by_probability
+from .word_accuracy import accuracy_by_frequency
 
 __all__ = [
     "AVERAGES",
@@ -31,6 +33,7 @@ __all__ = [
     "ProbabilityBand",
     "Spectrum",
     "SyntheticLanguage",
+    "accuracy_by_frequency",
     "awd_lstm_flops",
     "band_of",
     "compare_by_frequency",

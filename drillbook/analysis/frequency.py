@@ -1,31 +1,6 @@
-"""Loss by word-frequency band (the DRILL paper's Fig. 3).
-
-Rare words are where sharing between output labels should help: a word seen ten times
-cannot learn its own output vector well, but it can borrow from similar words through a
-shared label encoder. To see it, split the evaluation tokens by how often their *target*
-word occurs in the training data and compare two models band by band.
-
-DRILL's Fig. 3, as the authors computed it (``analysis/lowfreq/cediff.py`` of idiap/drill):
-
-* bins of training counts :data:`DRILL_BANDS`: ``[1, 50), [50, 100), [100, 250),
-  [250, 500), [500, 1000), [1000, 2500), [2500, 5000), [5000, ∞)``, over the word types
-  that occur in the evaluation data (``<eos>`` left out: their training counts have no
-  entry for it). On PTB's test set these hold 4,116 / 861 / 649 / 243 / 91 / 50 / 22 / 16
-  types, the "4116 unique words" of the lowest band in the paper's text;
-* per word ``w``, the relative difference of the two models' cross-entropies summed over
-  its evaluation tokens, ``r_w = (CE_B(w) - CE_A(w)) / CE_A(w)`` (A = "ours", e.g. DRILL;
-  B = the baseline); per bin, the mean of ``r_w`` over its word types, in percent:
-
-.. math::  \\Delta_b = \\frac{100}{|W_b|} \\sum_{w \\in W_b}
-           \\frac{\\mathrm{CE}_B(w) - \\mathrm{CE}_A(w)}{\\mathrm{CE}_A(w)} \\ \\%,
-
-positive when model A is better (:func:`compare_by_frequency` with ``average="word"``, the
-default). Every word counts once however rare, and a word on which A's loss is small
-weighs a lot (the denominator): on the authors' published per-word PTB losses (tied vs.
-DRILL) the lowest band's mean is +17.5 % while its median word is +2.2 % and the ratio of
-the band's total losses +2.3 %. ``average="token"`` gives that ratio of totals,
-``100 (CE_B - CE_A) / CE_A`` over all tokens of the band, which no single word dominates.
-:data:`DECADE_BANDS` (1-9, 10-99, ...) are a coarser alternative to the paper's bins.
+"""Loss by word-frequency band (the DRILL paper's Fig. 3): the evaluation tokens split by how
+often their target word occurs in the training data, two models compared band by band
+(:func:`compare_by_frequency` gives the measure as the authors computed it).
 """
 
 from __future__ import annotations
@@ -37,6 +12,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
+from ..validation import check_choice
 
 __all__ = ["AVERAGES", "DECADE_BANDS", "DEFAULT_BANDS", "DRILL_BANDS", "FrequencyBand",
            "band_of", "compare_by_frequency", "token_nll", "unigram_nll"]
@@ -154,6 +130,33 @@ def compare_by_frequency(nll_a: Tensor, nll_b: Tensor, target: Tensor, train_cou
                          ) -> list[FrequencyBand]:
     """Compare two models' per-token losses on the same tokens, by frequency band.
 
+    Rare words are where sharing between output labels should help: a word seen ten times
+    cannot learn its own output vector well, but it can borrow from similar words through a
+    shared label encoder. To see it, split the evaluation tokens by how often their *target*
+    word occurs in the training data and compare two models band by band.
+
+    DRILL's Fig. 3, as the authors computed it (``analysis/lowfreq/cediff.py`` of idiap/drill):
+
+    * bins of training counts :data:`DRILL_BANDS`: ``[1, 50), [50, 100), [100, 250),
+      [250, 500), [500, 1000), [1000, 2500), [2500, 5000), [5000, ∞)``, over the word types
+      that occur in the evaluation data (``<eos>`` left out: their training counts have no
+      entry for it). On PTB's test set these hold 4,116 / 861 / 649 / 243 / 91 / 50 / 22 / 16
+      types, the "4116 unique words" of the lowest band in the paper's text;
+    * per word ``w``, the relative difference of the two models' cross-entropies summed over
+      its evaluation tokens, ``r_w = (CE_B(w) - CE_A(w)) / CE_A(w)`` (A = "ours", e.g. DRILL;
+      B = the baseline); per bin, the mean of ``r_w`` over its word types, in percent:
+
+    .. math::  \\Delta_b = \\frac{100}{|W_b|} \\sum_{w \\in W_b}
+               \\frac{\\mathrm{CE}_B(w) - \\mathrm{CE}_A(w)}{\\mathrm{CE}_A(w)} \\ \\%,
+
+    positive when model A is better (:func:`compare_by_frequency` with ``average="word"``, the
+    default). Every word counts once however rare, and a word on which A's loss is small
+    weighs a lot (the denominator): on the authors' published per-word PTB losses (tied vs.
+    DRILL) the lowest band's mean is +17.5 % while its median word is +2.2 % and the ratio of
+    the band's total losses +2.3 %. ``average="token"`` gives that ratio of totals,
+    ``100 (CE_B - CE_A) / CE_A`` over all tokens of the band, which no single word dominates.
+    :data:`DECADE_BANDS` (1-9, 10-99, ...) are a coarser alternative to the paper's bins.
+
     Args:
         nll_a, nll_b: ``(N,)`` per-token losses of model A ("ours") and baseline B.
         target: ``(N,)`` the target word ids (the same for both).
@@ -167,8 +170,7 @@ def compare_by_frequency(nll_a: Tensor, nll_b: Tensor, target: Tensor, train_cou
     if not (nll_a.shape == nll_b.shape == target.shape) or nll_a.dim() != 1:
         raise ValueError(f"nll_a, nll_b and target must be 1-d and equal in shape, got "
                          f"{tuple(nll_a.shape)}, {tuple(nll_b.shape)}, {tuple(target.shape)}")
-    if average not in AVERAGES:
-        raise ValueError(f"unknown average {average!r}; choose one of {list(AVERAGES)}")
+    check_choice(average, AVERAGES, "average")
     target = target.cpu().long()
     word_band = band_of(train_counts.cpu(), bands)
     if len(exclude):

@@ -1,33 +1,7 @@
-"""Rank and singular-value spectrum of a log-probability matrix.
-
-The softmax-bottleneck argument is about the rank of the ``N x V`` matrix whose row
-``i`` holds ``log p(. | context_i)``. "Rank" of a floating-point matrix needs a
-tolerance, and the papers use different ones:
-
-* **numpy's default** (relative): singular values above ``s_max * max(N, V) * eps``
-  count. This is what ``numpy.linalg.matrix_rank(M)`` returns.
-* **DRILL's rule** (absolute, :data:`DRILL_TOL` ``= 1.0``): singular values above 1
-  count (``matrix_rank(M, tol=1.0)`` in the authors' code). It ignores directions that
-  move log-probabilities by less than about one nat in total. With it the authors'
-  repository reports softmax 402, DRILL 402 and MoS 9,981 on PTB; the paper's text
-  (Sec. 4.1.1) says 400 for AWD-LSTM and DRILL and 9,981 for MoS, and states no
-  tolerance (both are in :mod:`drillbook.papers`).
-
-Two ways to get the singular values, both in float64:
-
-* ``method="svd"``: LAPACK on the matrix itself (after a QR step when it is tall).
-  Backward stable: resolves singular values down to ``s_max * max(N, V) * eps``.
-* ``method="gram"``: eigenvalues of the ``V x V`` Gram matrix ``M^T M``, accumulated
-  chunk by chunk (or of ``M M^T`` when there are fewer rows than columns), so an
-  ``80,000 x 10,000`` matrix never has to sit in memory whole and costs ``N V^2``
-  multiply-adds (measured: 127 s on a 2-core CPU, ``tools/bench_rank.py``). Squaring
-  loses precision: eigenvalues carry an absolute error of about
-  ``eps * s_max^2 * (sqrt(N) + sqrt(V))``, so singular values below
-  :attr:`Spectrum.resolution` cannot be told from zero. Fine for DRILL's ``tol = 1``;
-  not for numpy's relative default, which :meth:`Spectrum.rank` then refuses.
-
-``method="auto"`` uses the Gram route when the matrix has more than
-``svd_max_elements`` entries (or arrives in chunks), else the SVD.
+"""Rank and singular-value spectrum of a log-probability matrix, with the tolerance stated
+(numpy's relative default, or the DRILL authors' absolute ``tol = 1``) and the singular
+values computed by SVD or, for a matrix too large to hold, from a streamed Gram matrix
+(:func:`singular_values` says what each can resolve).
 """
 
 from __future__ import annotations
@@ -173,6 +147,35 @@ def singular_values(
     svd_max_elements: int = 20_000_000,
 ) -> Spectrum:
     """Singular values of a (contexts x vocabulary) matrix, in float64.
+
+    The softmax-bottleneck argument is about the rank of the ``N x V`` matrix whose row
+    ``i`` holds ``log p(. | context_i)``. "Rank" of a floating-point matrix needs a
+    tolerance, and the papers use different ones:
+
+    * **numpy's default** (relative): singular values above ``s_max * max(N, V) * eps``
+      count. This is what ``numpy.linalg.matrix_rank(M)`` returns.
+    * **DRILL's rule** (absolute, :data:`DRILL_TOL` ``= 1.0``): singular values above 1
+      count (``matrix_rank(M, tol=1.0)`` in the authors' code). It ignores directions that
+      move log-probabilities by less than about one nat in total. With it the authors'
+      repository reports softmax 402, DRILL 402 and MoS 9,981 on PTB; the paper's text
+      (Sec. 4.1.1) says 400 for AWD-LSTM and DRILL and 9,981 for MoS, and states no
+      tolerance (both are in :mod:`drillbook.papers`).
+
+    Two ways to get the singular values, both in float64:
+
+    * ``method="svd"``: LAPACK on the matrix itself (after a QR step when it is tall).
+      Backward stable: resolves singular values down to ``s_max * max(N, V) * eps``.
+    * ``method="gram"``: eigenvalues of the ``V x V`` Gram matrix ``M^T M``, accumulated
+      chunk by chunk (or of ``M M^T`` when there are fewer rows than columns), so an
+      ``80,000 x 10,000`` matrix never has to sit in memory whole and costs ``N V^2``
+      multiply-adds (measured: 127 s on a 2-core CPU, ``tools/bench_rank.py``). Squaring
+      loses precision: eigenvalues carry an absolute error of about
+      ``eps * s_max^2 * (sqrt(N) + sqrt(V))``, so singular values below
+      :attr:`Spectrum.resolution` cannot be told from zero. Fine for DRILL's ``tol = 1``;
+      not for numpy's relative default, which :meth:`Spectrum.rank` then refuses.
+
+    ``method="auto"`` uses the Gram route when the matrix has more than
+    ``svd_max_elements`` entries (or arrives in chunks), else the SVD.
 
     Args:
         matrix: an ``(N, V)`` tensor/array, or an iterable of ``(n_i, V)`` row chunks

@@ -1,6 +1,6 @@
 """``drillbook bench heads|model|step|sweep|targets``: what the output heads cost, as ratios
 to a tied head measured in the same process (:mod:`drillbook.experiments.bench`), and what
-a whole training step of a config's model costs (:mod:`drillbook.experiments.bench_step`).
+a whole training step of a config's model costs (:mod:`drillbook.experiments.bench.step`).
 Each mode is a subcommand with only its own flags; every report has the same ``mode`` as
 its subcommand."""
 
@@ -75,7 +75,7 @@ def _bench_targets(args: argparse.Namespace) -> dict:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from ..experiments import format_report, write_report
-    from ..experiments.bench import log
+    from ..experiments.bench.measure import log
 
     handler = logging.StreamHandler(sys.stderr)  # what is being measured, line by line
     handler.setFormatter(logging.Formatter("%(message)s"))
@@ -98,7 +98,7 @@ def _add_measure_flags(p: argparse.ArgumentParser) -> None:
     list_in_help(p.add_argument("--precision", default="fp32",
                                 help="one of %(names)s (default fp32); bf16 autocasts "
                                      "forward and loss"),
-                 "drillbook.experiments.bench", "PRECISIONS")
+                 "drillbook.experiments.bench.measure", "PRECISIONS")
     p.add_argument("--repeats", type=positive_int, default=5, help="timed calls (default 5)")
     p.add_argument("--warmup", type=positive_int, default=2,
                    help="untimed calls first (default 2)")
@@ -176,7 +176,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step", action="append", metavar="MODULE:FUNCTION",
                    help="a step function step(model, optimizer, x, y, train, amp) to time "
                         "(repeat to compare several; default the trainer's, "
-                        "drillbook.experiments.bench_step:trainer_step)")
+                        "drillbook.experiments.bench.step:trainer_step)")
     list_in_help(p.add_argument("--size", default="ptb",
                                 help="vocabulary size, one of %(names)s (default ptb)"),
                  "drillbook.experiments", "SIZES")

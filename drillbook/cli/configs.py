@@ -44,6 +44,7 @@ def _cmd_configs(args: argparse.Namespace) -> int:
 
 def _cmd_params(args: argparse.Namespace) -> int:
     from ..configs import LANGUAGE_MODEL
+    from ..experiments import paper_params
     from ..models import param_report
 
     config = resolve_config(args)
@@ -51,7 +52,7 @@ def _cmd_params(args: argparse.Namespace) -> int:
         raise CommandError(f"params counts language-model configs; {config.name} is a "
                            f"{config.task} config, whose vocabulary sizes come from its "
                            f"training data")
-    report = param_report(config)
+    report = {**param_report(config), "paper": paper_params(config)}
     if args.json:
         print_json(report)
         return 0

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import MissingFileError, MissingPackageError, ResultFileError
 from .common import add_overrides, list_in_help, positive_float, positive_int
 
@@ -15,7 +16,7 @@ __all__ = ["add_commands"]
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from ..experiments import reproduce
-    from ..train.loop import distributed
+    from ..train.distributed import distributed
 
     with distributed() as rank:  # under torchrun: this is one process of several
         paths = reproduce(args.table, rows=args.rows, budget_minutes=args.budget_minutes,
@@ -47,7 +48,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
                               f"TABLE --out {folder}` first")
     text = render_report(folder)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        write_atomic(args.out, text + "\n")
         print(f"wrote {args.out}")
     else:
         print(text)

@@ -5,11 +5,9 @@ or translation) picks the trainer and the metric."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from ..configs import LANGUAGE_MODEL, TRANSLATION
 from ..errors import MissingFileError
 from ..metrics import perplexity
 from ..validation import argument_type, number
@@ -36,49 +34,26 @@ non_negative_float = argument_type(number(minimum=0), float)
 
 
 # ------------------------------------------------------------------ train, finetune
-def _fit(trainer_class, config, out: Path, args: argparse.Namespace):
-    """Build the task's trainer from the command's options and train it: (trainer, what
-    its ``fit`` returned)."""
-    trainer = trainer_class(config, out, device=args.device, resume=args.resume,
-                            progress=False if args.quiet else None)
-    return trainer, trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
-
-
-def _train_language_model(config, out: Path, args: argparse.Namespace) -> str:
-    from ..train import Trainer
-
-    _, status = _fit(Trainer, config, out, args)
-    return (f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
-            f"best valid ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
-
-
-def _train_translation(config, out: Path, args: argparse.Namespace) -> str:
-    from ..nmt.train import NMTTrainer
-
-    trainer, record = _fit(NMTTrainer, config, out, args)
-    return (f"{config.name}: stopped after epoch {trainer.epoch - 1}; best valid BLEU "
-            f"{trainer.best_bleu:.2f}; last record {json.dumps(record)}; run folder {out}")
-
-
-#: task -> how ``drillbook train`` trains a config of that task (returns its summary line)
-_TRAINERS = {LANGUAGE_MODEL: _train_language_model, TRANSLATION: _train_translation}
-
-
 def _cmd_train(args: argparse.Namespace) -> int:
-    from ..train.loop import distributed
+    from ..train.distributed import distributed
+    from ..train.tasks import task_of
 
     config = resolve_config(args)
     out = Path(args.out or Path("runs") / config.name.replace("/", "_"))
+    task = task_of(config)
     with distributed() as rank:  # under torchrun: this is one process of several
-        summary = _TRAINERS[config.task](config, out, args)
+        trainer = task.trainer(config, out, device=args.device, resume=args.resume,
+                               progress=False if args.quiet else None)
+        status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
     if rank == 0:  # rank 0 reports for every process
-        print(summary)
+        print(f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
+              f"{task.best(status)}; run folder {out}")
     return 0
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from ..train import finetune
-    from ..train.loop import distributed
+    from ..train.distributed import distributed
 
     language_model_run(args.run_dir, "finetune")
     with distributed() as rank:  # under torchrun: one process of several
@@ -94,34 +69,11 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ eval, rank, translate
-def _split_data(config, corpus, split: str):
-    from ..data import batchify
-
-    t = config.train
-    batch = {"valid": t.eval_batch_size, "test": t.test_batch_size,
-             "train": t.eval_batch_size}[split]
-    return batchify(getattr(corpus, split), batch)
-
-
 def _check_beam(model, beam: int) -> None:
     """A CommandError for ``--beam`` above 1 with a vMF run (it has no word distribution)."""
-    if beam > 1 and model.is_continuous:
+    if beam > 1 and not model.head.is_distribution:
         raise CommandError(f"--beam {beam}: a vMF run decodes greedily by nearest neighbour "
                            f"(it has no distribution over words to search); drop --beam")
-
-
-def _eval_language_model(_, args: argparse.Namespace) -> int:
-    from ..train import evaluate, load_run
-
-    if args.dynamic:
-        return _eval_dynamic(args)
-    config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
-    data = _split_data(config, corpus, args.split).to(next(model.parameters()).device)
-    loss, n = evaluate(model, data, config.train.bptt, args.max_tokens)
-    result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
-              "loss": loss, "ppl": perplexity(loss), "tokens": n}
-    return emit(args, result, f"{args.split} perplexity {result['ppl']:.2f} over {n:,} "
-                              f"tokens ({args.which} weights of {args.run_dir})")
 
 
 #: ``drillbook eval`` options that only dynamic evaluation reads
@@ -161,35 +113,10 @@ def _eval_dynamic(args: argparse.Namespace) -> int:
     return emit(args, result, text)
 
 
-def _eval_translation(config, args: argparse.Namespace) -> int:
-    from ..nmt.bleu import multi30k_bleu
-    from ..nmt.data import load_parallel
-    from ..nmt.train import load_nmt_run, translate_pairs
-
-    # the corpus first: a missing one is reported before any weights are read
-    corpus = load_parallel(config.data.src, config.data.tgt, download=True)
-    _, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, which=args.which,
-                                                  device=args.device)
-    _check_beam(model, args.beam)
-    pairs = corpus.split(args.split)[: args.max_tokens]  # --max-tokens caps sentences here
-    device = next(model.parameters()).device
-    hyps = translate_pairs(model, pairs, src_vocab, tgt_vocab, beam=args.beam,
-                           max_len=config.train.max_len, device=device)
-    # reported BLEU: sacrebleu on detokenised text against the raw references
-    bleu = multi30k_bleu(hyps, split=args.split, lang=config.data.tgt, download=True)
-    result = {"run": str(args.run_dir), "split": args.split, "which": args.which,
-              "beam": args.beam, "bleu": bleu.score, "bleu_signature": bleu.signature,
-              "sentences": len(pairs)}
-    return emit(args, result, f"{args.split} BLEU {bleu.score:.2f} over {len(pairs):,} "
-                              f"sentences (beam {args.beam}, {args.which} weights of "
-                              f"{args.run_dir})\nsacreBLEU signature: {bleu.signature}")
-
-
-#: task -> how ``drillbook eval`` evaluates a run of that task
-_EVALUATORS = {LANGUAGE_MODEL: _eval_language_model, TRANSLATION: _eval_translation}
-
-
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from ..configs import LANGUAGE_MODEL
+    from ..train.tasks import task_of
+
     config = run_config(args.run_dir)
     given = [f"--{o.replace('_', '-')}" for o in _DYNAMIC_OPTIONS
              if getattr(args, o) not in (None, False)]
@@ -199,14 +126,26 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if given and not args.dynamic:
         raise CommandError(f"{', '.join(given)} only apply to dynamic evaluation: add "
                            f"--dynamic (or drop them)")
-    if args.dyn_search and (args.dyn_lr is not None or args.dyn_lambda is not None):
-        raise CommandError("--dyn-search picks --dyn-lr and --dyn-lambda on the validation "
-                           "split: give either the search or the two values")
-    return _EVALUATORS[config.task](config, args)
+    if args.dynamic:
+        return _eval_dynamic(args)
+    task = task_of(config)
+    data = task.load_data(config)  # a missing corpus is reported before any weights are read
+    run = task.load_run(args.run_dir, config, which=args.which, device=args.device, corpus=data)
+    _check_beam(run.model, args.beam)
+    # --max-tokens caps a language model's tokens, a translation's sentences
+    result = task.evaluate(run, args.split, data=data, max_items=args.max_tokens,
+                           beam=args.beam)
+    result = {"run": str(args.run_dir), "split": args.split, "which": args.which, **result}
+    text = f"{args.split} {task.describe(result)} ({args.which} weights of {args.run_dir})"
+    if "bleu_signature" in result:
+        text += f"\nsacreBLEU signature: {result['bleu_signature']}"
+    return emit(args, result, text)
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from ..nmt.train import load_nmt_run, translate_pairs
+    from ..configs import TRANSLATION
+    from ..nmt.decode import translate_pairs
+    from ..train.tasks import load_run
 
     if run_config(args.run_dir).task != TRANSLATION:
         raise CommandError(f"{args.run_dir} is not a translation run (train one with "
@@ -214,7 +153,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if args.input and not Path(args.input).is_file():
         raise MissingFileError(f"--input {args.input}: no such file; give a file of "
                                f"sentences, one per line, or pipe them in")
-    config, model, src_vocab, tgt_vocab = load_nmt_run(args.run_dir, device=args.device)
+    config, model, (src_vocab, tgt_vocab) = load_run(args.run_dir, device=args.device)
     _check_beam(model, args.beam)
     stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
     if args.raw:
@@ -244,12 +183,12 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 def _cmd_rank(args: argparse.Namespace) -> int:
     from ..analysis import DRILL_TOL, log_prob_chunks, singular_values
-    from ..train import load_run
+    from ..train.lm import load_lm_run, split_stream
 
     language_model_run(args.run_dir, "rank")
-    config, model, corpus = load_run(args.run_dir, which=args.which, device=args.device)
+    config, model, corpus = load_lm_run(args.run_dir, which=args.which, device=args.device)
     device = next(model.parameters()).device
-    data = _split_data(config, corpus, args.split).to(device)
+    data = split_stream(config, corpus, args.split).to(device)
     spec = singular_values(log_prob_chunks(model, data, config.train.bptt, args.max_tokens),
                            method="gram", device=device)
     result = {"run": str(args.run_dir), "split": args.split, "contexts": spec.n_rows,

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, MissingFileError, MissingPackageError
+from .base import SectionedConfig
 from .registry import config_from_dict
-from .schema import SectionedConfig
 
 __all__ = ["CONFIG_FORMATS", "DUMP_FORMATS", "dump_config", "load_config"]
 

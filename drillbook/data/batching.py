@@ -1,35 +1,6 @@
-"""Cutting a token stream into batches for truncated back-propagation through time.
-
-Language models in this book are trained the AWD-LSTM way:
-
-1. :func:`batchify` cuts the split's id stream ``(N,)`` into ``B`` parallel streams,
-   a ``(T, B)`` tensor with ``T = N // B`` (the last ``N mod B`` tokens are dropped).
-   Column ``b`` holds tokens ``b*T ... (b+1)*T - 1``: each column is read top to bottom,
-   and the hidden state is carried from one batch to the next down the columns.
-2. :func:`get_batch` takes ``seq_len`` rows starting at row ``i`` as input ``x`` and the
-   same rows shifted by one as target ``y`` (both ``(seq_len, B)``).
-3. :class:`BPTTSampler` walks one epoch from row 0 to the end. In training mode it draws a
-   new length at every step (AWD-LSTM, Merity et al. 2018, Sec. 4.1)::
-
-       bptt_i  = bptt        with probability 0.95, else bptt / 2
-       seq_len = max(5, int(Normal(bptt_i, 5)))
-       lr      = base_lr * seq_len / bptt        (the trainer applies lr_scale)
-
-   so batch boundaries move from epoch to epoch, and the learning-rate rescaling keeps
-   short sequences from being over-weighted. In evaluation mode (``variable=False``)
-   every step is ``bptt`` long.
-
-The sampler draws from its own ``torch.Generator``, never from the global random state,
-and its :meth:`~BPTTSampler.state_dict` records where it stands in the epoch together
-with the generator's state: a run that is killed mid-epoch and restored from a checkpoint
-sees exactly the batches, and the future random lengths, it would have seen.
-
-Two small departures from the awd-lstm-lm script, both at the very end of an epoch:
-its loop stops at row ``T - 2`` (``while i < T - 1 - 1``), which skips the last target
-when a step lands exactly there; this sampler stops at ``T - 1``, so every target of the
-epoch is used exactly once. And when the last step is cut short by the end of the data,
-``seq_len`` and ``lr_scale`` describe the batch actually returned (``x.size(0)``), not
-the drawn length.
+"""Cutting a token stream into batches for truncated back-propagation through time, the
+AWD-LSTM way: :func:`batchify` into parallel streams, :func:`get_batch` for one window, and
+:class:`BPTTSampler` for an epoch of windows of random length, resumable to the batch.
 """
 
 from __future__ import annotations
@@ -128,6 +99,37 @@ class Batch(NamedTuple):
 
 class BPTTSampler:
     """The (variable-length) BPTT batches of one epoch after another, resumable.
+
+    Language models in this book are trained the AWD-LSTM way:
+
+    1. :func:`batchify` cuts the split's id stream ``(N,)`` into ``B`` parallel streams,
+       a ``(T, B)`` tensor with ``T = N // B`` (the last ``N mod B`` tokens are dropped).
+       Column ``b`` holds tokens ``b*T ... (b+1)*T - 1``: each column is read top to bottom,
+       and the hidden state is carried from one batch to the next down the columns.
+    2. :func:`get_batch` takes ``seq_len`` rows starting at row ``i`` as input ``x`` and the
+       same rows shifted by one as target ``y`` (both ``(seq_len, B)``).
+    3. :class:`BPTTSampler` walks one epoch from row 0 to the end. In training mode it draws a
+       new length at every step (AWD-LSTM, Merity et al. 2018, Sec. 4.1)::
+
+           bptt_i  = bptt        with probability 0.95, else bptt / 2
+           seq_len = max(5, int(Normal(bptt_i, 5)))
+           lr      = base_lr * seq_len / bptt        (the trainer applies lr_scale)
+
+       so batch boundaries move from epoch to epoch, and the learning-rate rescaling keeps
+       short sequences from being over-weighted. In evaluation mode (``variable=False``)
+       every step is ``bptt`` long.
+
+    The sampler draws from its own ``torch.Generator``, never from the global random state,
+    and its :meth:`~BPTTSampler.state_dict` records where it stands in the epoch together
+    with the generator's state: a run that is killed mid-epoch and restored from a checkpoint
+    sees exactly the batches, and the future random lengths, it would have seen.
+
+    Two small departures from the awd-lstm-lm script, both at the very end of an epoch:
+    its loop stops at row ``T - 2`` (``while i < T - 1 - 1``), which skips the last target
+    when a step lands exactly there; this sampler stops at ``T - 1``, so every target of the
+    epoch is used exactly once. And when the last step is cut short by the end of the data,
+    ``seq_len`` and ``lr_scale`` describe the batch actually returned (``x.size(0)``), not
+    the drawn length.
 
     Two ways to use it:
 

@@ -1,29 +1,8 @@
-"""Where the corpora live, how to get them, and how to know they are the right bytes.
-
-Every benchmark in the book is one of a few public corpora. This module holds
-
-* the **registry** :data:`CORPORA`: for each corpus its folder, its files, the sha256 of
-  each file, a public download address, the expected vocabulary size and token counts,
-  and its licence (:class:`CorpusSpec`);
-* the **location rule**, the one rule that tests, the command line and the notebooks
-  all use to find a file (:func:`data_root`, :func:`corpus_file`)::
-
-      <root>/<subdir>/<filename>          e.g.  ~/.cache/drillbook/ptb/ptb.train.txt
-
-  where ``<root>`` is, in order of precedence: the ``root`` argument, else the
-  environment variable ``$DRILLBOOK_DATA`` (:data:`DATA_ENV`), else the user cache folder
-  ``$XDG_CACHE_HOME/drillbook`` or ``~/.cache/drillbook``;
-* **download** with checksums (:func:`download`): a file is streamed into a temporary
-  file next to its destination, hashed while it streams, and moved into place with one
-  atomic ``os.replace`` only if its sha256 matches the registry. A file with the wrong
-  bytes is deleted and never cached (:class:`ChecksumError`);
-* **verification** of files already on disk (:func:`verify`), and of the files a corpus
-  is loaded from (:func:`check_sha256`, which :func:`drillbook.data.load_corpus` calls).
-
-Every function reads the environment when it is called, so ``monkeypatch.setenv`` in a
-test or ``os.environ[...] = ...`` in a notebook takes effect at once. The only memory
-kept between calls is :func:`check_sha256`'s table of file hashes, keyed by path, size,
-modification time and inode, so that loading the same unchanged file again costs nothing.
+"""Where the corpora live, how to get them, and how to know they are the right bytes: the
+registry :data:`CORPORA` (files, sha256, download addresses, sizes, licences), the one
+location rule every caller uses (:func:`data_root`), downloads verified before they are
+kept (:func:`download`), and verification of what is on disk (:func:`verify`,
+:func:`check_sha256`).
 """
 
 from __future__ import annotations
@@ -95,7 +74,7 @@ class CorpusSpec:
         languages: empty for a language-modelling corpus. For a parallel corpus (one
             file per split *and* language, e.g. Multi30k) the language codes, and then
             the keys of ``files`` are ``"<split>.<lang>"`` (``"train.en"``,
-            ``"val.de"``); :mod:`drillbook.nmt.data` reads such a corpus as sentence
+            ``"val.de"``); :mod:`drillbook.nmt.corpus` reads such a corpus as sentence
             pairs. Everything else (location rule, download, verify) is the same.
     """
 
@@ -324,6 +303,31 @@ def _root_and_source(root: str | os.PathLike | None) -> tuple[Path, str]:
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
     """The folder that holds one sub-folder per corpus.
+
+    Every benchmark in the book is one of a few public corpora. This module holds
+
+    * the **registry** :data:`CORPORA`: for each corpus its folder, its files, the sha256 of
+      each file, a public download address, the expected vocabulary size and token counts,
+      and its licence (:class:`CorpusSpec`);
+    * the **location rule**, the one rule that tests, the command line and the notebooks
+      all use to find a file (:func:`data_root`, :func:`corpus_file`)::
+
+          <root>/<subdir>/<filename>          e.g.  ~/.cache/drillbook/ptb/ptb.train.txt
+
+      where ``<root>`` is, in order of precedence: the ``root`` argument, else the
+      environment variable ``$DRILLBOOK_DATA`` (:data:`DATA_ENV`), else the user cache folder
+      ``$XDG_CACHE_HOME/drillbook`` or ``~/.cache/drillbook``;
+    * **download** with checksums (:func:`download`): a file is streamed into a temporary
+      file next to its destination, hashed while it streams, and moved into place with one
+      atomic ``os.replace`` only if its sha256 matches the registry. A file with the wrong
+      bytes is deleted and never cached (:class:`ChecksumError`);
+    * **verification** of files already on disk (:func:`verify`), and of the files a corpus
+      is loaded from (:func:`check_sha256`, which :func:`drillbook.data.load_corpus` calls).
+
+    Every function reads the environment when it is called, so ``monkeypatch.setenv`` in a
+    test or ``os.environ[...] = ...`` in a notebook takes effect at once. The only memory
+    kept between calls is :func:`check_sha256`'s table of file hashes, keyed by path, size,
+    modification time and inode, so that loading the same unchanged file again costs nothing.
 
     Precedence: the ``root`` argument, else ``$DRILLBOOK_DATA`` (if set and non-empty),
     else ``$XDG_CACHE_HOME/drillbook`` (if that variable holds an absolute path), else

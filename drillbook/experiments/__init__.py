@@ -1,25 +1,42 @@
-"""Experiments built from the package parts: paper-table reproductions, cost benchmarks."""
+"""Experiments built from the package parts: the papers' tables, trained row by row into
+result files that the report, the comparisons with the papers and the spread across seeds
+read, and the cost benchmarks (:mod:`drillbook.experiments.bench`)."""
 
+from ..provenance import environment
 from .bench import (
     BENCH_FORMAT,
     BENCH_HEADS,
     SIZES,
+    SWEEP_SIZES,
+    TARGETS,
     HeadCost,
+    ModelCost,
+    Target,
     compare_heads,
-    environment,
+    compare_models,
+    compare_train_steps,
+    evaluate_targets,
+    format_report,
+    greedy_decode,
     head_cost,
+    make_train_step,
+    model_cost,
     run_bench,
+    run_model_bench,
+    run_step_bench,
+    run_targets,
     saved_bytes,
     time_call,
+    time_train_step,
+    vocab_sweep,
     write_report,
 )
-from .bench_model import ModelCost, compare_models, model_cost, run_model_bench
-from .bench_report import TARGETS, Target, evaluate_targets, format_report, run_targets
-from .bench_step import compare_train_steps, make_train_step, run_step_bench, time_train_step
-from .bench_sweep import SWEEP_SIZES, greedy_decode, vocab_sweep
 from .compare import format_rows, full_command, plot_curves, ratios_to, table_rows
-from .reproduce import TABLES, Row, baseline_row, find_row, render_report, reproduce
+from .format import fmt
+from .report import render_report
+from .reproduce import reproduce
 from .results import RESULT_FORMAT, book_results, load_results, validate_result, write_result
+from .tables import TABLES, Row, baseline_row, find_row, paper_params, records_for
 
 __all__ = [
     "BENCH_FORMAT",
@@ -41,6 +58,7 @@ __all__ = [
     "environment",
     "evaluate_targets",
     "find_row",
+    "fmt",
     "format_report",
     "format_rows",
     "full_command",
@@ -49,8 +67,10 @@ __all__ = [
     "load_results",
     "make_train_step",
     "model_cost",
+    "paper_params",
     "plot_curves",
     "ratios_to",
+    "records_for",
     "render_report",
     "reproduce",
     "run_bench",

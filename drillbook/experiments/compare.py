@@ -19,25 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..validation import check_choice
+from .format import fmt
 from .results import load_results
+from .tables import TABLES
 
-__all__ = ["always_falls", "cpu_tables", "fmt", "format_rows", "full_command",
+__all__ = ["always_falls", "cpu_tables", "format_rows", "full_command",
            "last_change", "plot_curves", "ratios_to", "table_rows"]
-
-#: what the display shows where a value is missing (a row not run, a paper without it)
-MISSING = "-"
-
-
-def fmt(value: Any, digits: int = 2) -> str:
-    """A table cell: floats to ``digits`` decimals, other values as they are, a dash for
-    None or NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return MISSING
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
 
 def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str],
                 digits: int = 2) -> list[dict[str, str]]:
@@ -71,14 +59,12 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
         ConfigError: unknown table.
         ResultFileError: an invalid result file.
     """
-    from .reproduce import TABLES
-
-    if table not in TABLES:
-        raise ConfigError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    check_choice(table, sorted(TABLES), "table")
     ours = {d["row"]: d for d in load_results(folder) if d["table"] == table}
     out = []
     for row in TABLES[table]:
-        valid, test = ("val_bleu", "test_bleu") if row.translation else ("val_ppl", "test_ppl")
+        key = row.task.metric_key
+        valid, test = f"val_{key}", f"test_{key}"
         paper, tuned = row.paper_values("main"), row.paper_values("finetuned")
         entry: dict[str, Any] = {
             "row": row.name, "config": row.config, "paper_record": list(row.paper),
@@ -127,8 +113,6 @@ def cpu_tables() -> tuple[str, ...]:
     """The tables sized for a CPU: every row trains a ``tutorial/`` config (minutes per
     row). Every other table is sized for a GPU: the papers' AWD-LSTM configs (hours to
     days per row) and the translation tables on the full Multi30k."""
-    from .reproduce import TABLES
-
     return tuple(t for t, rows in TABLES.items()
                  if rows and all(r.config.startswith("tutorial/") for r in rows))
 
@@ -173,10 +157,7 @@ def full_command(table: str, *, colab: bool = False) -> str:
     With ``colab=True`` the run folders go to Google Drive, so a disconnected session
     loses at most one checkpoint interval: run the same cell again after reconnecting.
     """
-    from .reproduce import TABLES
-
-    if table not in TABLES:
-        raise ConfigError(f"unknown table {table!r}; choose one of {sorted(TABLES)}")
+    check_choice(table, sorted(TABLES), "table")
     command = f"drillbook reproduce {table}"
     if colab:
         command += " --runs /content/drive/MyDrive/drillbook/runs" \

@@ -1,48 +1,22 @@
-"""One result-file schema for every reproduced table row and benchmark.
-
-A result file is a small JSON document, ``results/<table>/<row>.json``, written by
-:func:`drillbook.experiments.reproduce.reproduce` when a row finishes or stops at its
-budget. It records what was run (the full resolved config and its hash, the seed), where
-and with what (git commit, device, torch and CUDA versions), how far it got (epochs,
-steps, wall seconds, the budget), what it measured and the learning curve.
-
-A row whose paper number is after AWD-LSTM's fine-tuning also has a ``finetuned`` block,
-once its main run is done: the same measurements for the fine-tuning stage (``status``,
-``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
-status may also be ``converged``, stopped at its non-monotone trigger). A row compared
-with dynamic evaluation (Krause et al., 2018) then has a ``dynamic`` block too, written by
-:func:`drillbook.experiments.reproduce.reproduce` once fine-tuning has ended: the pair
-``lr``, ``lamb`` chosen on the validation split, ``eps``, ``bptt``, ``grad_batches``
-(``None``: all of them), ``finished`` and ``metrics`` (``val_ppl``, ``test_ppl``,
-``test_tokens``, ``static_test_ppl``).
-
-A translation row also has ``bleu_signature``: sacrebleu's signature of its ``test_bleu``
-(:func:`drillbook.nmt.bleu.multi30k_bleu`); files written before it existed, without it,
-stay valid.
-
-The papers' numbers are not stored: the report and the book look them up in
-:mod:`drillbook.papers` when they display a row, so a corrected paper number never leaves
-a stale copy behind. Files of the first format (``drillbook-result/1``) still load; their
-``paper`` field is ignored.
-
-The book's own result files ship inside the package, in ``drillbook/results/``
-(:func:`book_results`), so a chapter finds them wherever the package is installed; new
-runs write to a folder of the user's (``results/`` in the current directory by default).
+"""One result-file schema for every reproduced table row: a small JSON document,
+``results/<table>/<row>.json``, that records what was run, where, with what code, how far
+it got and what it measured (:func:`validate_result` gives the fields). The papers' numbers
+are not stored: the report and the book look them up in :mod:`drillbook.papers`. The book's
+own result files ship inside the package (:func:`book_results`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_json
 from ..errors import MissingFileError, ResultFileError
 
 __all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
            "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results", "load_results",
-           "validate_result", "write_json", "write_result"]
+           "read_result", "validate_result", "write_result"]
 
 RESULT_FORMAT = "drillbook-result/2"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers)
@@ -104,7 +78,37 @@ FINETUNED_STATUSES = ("converged", *STATUSES)
 
 
 def validate_result(doc: Any) -> list[str]:
-    """Every way ``doc`` breaks the schema (an empty list when it is valid)."""
+    """Every way ``doc`` breaks the schema (an empty list when it is valid).
+
+    A result file is a small JSON document, ``results/<table>/<row>.json``, written by
+    :func:`drillbook.experiments.reproduce.reproduce` when a row finishes or stops at its
+    budget. It records what was run (the full resolved config and its hash, the seed), where
+    and with what (git commit, device, torch and CUDA versions), how far it got (epochs,
+    steps, wall seconds, the budget), what it measured and the learning curve.
+
+    A row whose paper number is after AWD-LSTM's fine-tuning also has a ``finetuned`` block,
+    once its main run is done: the same measurements for the fine-tuning stage (``status``,
+    ``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
+    status may also be ``converged``, stopped at its non-monotone trigger). A row compared
+    with dynamic evaluation (Krause et al., 2018) then has a ``dynamic`` block too, written by
+    :func:`drillbook.experiments.reproduce.reproduce` once fine-tuning has ended: the pair
+    ``lr``, ``lamb`` chosen on the validation split, ``eps``, ``bptt``, ``grad_batches``
+    (``None``: all of them), ``finished`` and ``metrics`` (``val_ppl``, ``test_ppl``,
+    ``test_tokens``, ``static_test_ppl``).
+
+    A translation row also has ``bleu_signature``: sacrebleu's signature of its ``test_bleu``
+    (:func:`drillbook.nmt.bleu.multi30k_bleu`); files written before it existed, without it,
+    stay valid.
+
+    The papers' numbers are not stored: the report and the book look them up in
+    :mod:`drillbook.papers` when they display a row, so a corrected paper number never leaves
+    a stale copy behind. Files of the first format (``drillbook-result/1``) still load; their
+    ``paper`` field is ignored.
+
+    The book's own result files ship inside the package, in ``drillbook/results/``
+    (:func:`book_results`), so a chapter finds them wherever the package is installed; new
+    runs write to a folder of the user's (``results/`` in the current directory by default).
+    """
     if not isinstance(doc, dict):
         return [f"expected a JSON object, got {type(doc).__name__}"]
     problems = _check_fields(doc, REQUIRED, "", STATUSES)
@@ -172,27 +176,11 @@ def _check_types(doc: dict[str, Any], fields: dict[str, tuple[type, ...]],
 
 
 def write_result(path: str | Path, doc: dict[str, Any]) -> Path:
-    """Validate and write ``doc`` atomically (temporary file + rename)."""
+    """Validate and write ``doc`` atomically (:func:`drillbook.atomic.write_json`)."""
     problems = validate_result(doc)
     if problems:
         raise ValueError(f"not a valid result file ({path}): " + "; ".join(problems))
     return write_json(path, doc, sort_keys=True)
-
-
-def write_json(path: str | Path, doc: Any, *, sort_keys: bool = False) -> Path:
-    """Write ``doc`` as indented JSON to ``path`` atomically (a temporary file beside it,
-    then ``os.replace``), creating the folder; nothing half-written is ever left there."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(doc, indent=1, sort_keys=sort_keys) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def book_results() -> Path:
@@ -202,7 +190,7 @@ def book_results() -> Path:
     for further seeds), ``bench/*.json`` and ``REPORT.md``, the same in a checkout, an
     editable install and a wheel. Read it with :func:`load_results`,
     :func:`~drillbook.experiments.compare.table_rows` or
-    :func:`~drillbook.experiments.reproduce.render_report`; write new runs elsewhere.
+    :func:`~drillbook.experiments.report.render_report`; write new runs elsewhere.
 
     Raises:
         MissingFileError: the installed package lacks its result files.
@@ -229,12 +217,13 @@ def load_results(folder: str | Path) -> list[dict[str, Any]]:
     for path in sorted(Path(folder).glob("*/*.json")):
         if path.parent.name == "bench":
             continue  # benchmark reports have their own format
-        docs.append(_read_result(path))
+        docs.append(read_result(path))
     return docs
 
 
-def _read_result(path: Path) -> dict[str, Any]:
+def read_result(path: str | Path) -> dict[str, Any]:
     """One result file, parsed and validated (:class:`ResultFileError` naming it if not)."""
+    path = Path(path)
     fix = (f"rewrite it with `drillbook reproduce {path.parent.name} --rows {path.stem}`, "
            f"or move it out of the results folder")
     try:

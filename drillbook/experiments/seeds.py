@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingPackageError, ResultFileError
-from .compare import fmt
-from .results import _read_result
+from .format import fmt
+from .results import read_result
+from .tables import TABLES
 
 __all__ = ["SEED_FOLDER", "SeedSpread", "chance_separated", "plot_spread", "resolved",
            "resolved_pairs", "seed_runs", "seed_spread", "spread_table"]
@@ -88,7 +89,7 @@ def seed_runs(folder: str | Path, table: str) -> dict[str, list[dict[str, Any]]]
                     key=lambda p: (_seed_of(p.parent), p.name))
     runs: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
     for path in paths:
-        doc = _read_result(path)
+        doc = read_result(path)
         runs.setdefault(doc["row"], []).append((path, doc))
     for row, docs in runs.items():
         first_path, first = docs[0]
@@ -111,8 +112,6 @@ def seed_spread(folder: str | Path, table: str, metric: str = "test_ppl",
     """``metric`` of every row of ``folder/table`` across its seeds, in the table's row
     order (rows the table no longer has last, by name); rows with fewer than
     ``min_seeds`` runs are left out."""
-    from .reproduce import TABLES
-
     order = [r.name for r in TABLES.get(table, [])]
     out = []
     for row, docs in seed_runs(folder, table).items():

@@ -14,46 +14,24 @@ Each kind names one class in the registry :data:`HEADS` (``"softmax"``, ``"tied"
 ``"drill"``, ...), and each class's docstring gives its equation with the paper's equation
 number; the book's reference page tabulates them from :data:`HEADS`.
 
-What a head is and needs
-------------------------
-Each class declares it in class attributes (documented on :class:`OutputHead`), so code
-that uses a head asks the head instead of testing its type:
-
-``is_distribution``
-    ``log_prob`` is a distribution over the words (not so for a head that predicts a
-    vector, ``vmf``). Language models and beam search need it.
-``has_logits``
-    one softmax over per-word scores, with ``logits``/``logits_subset`` (sampled softmax).
-``is_mixture``
-    several softmaxes mixed.
-``reads_layers``
-    may read the encoder's middle layers and takes ``layer_sizes``.
-``shares_embedding``
-    needs the encoder's input embedding.
-``options``
-    the keyword options the constructor takes.
-
-The book's reference page tabulates which head declares what, from the classes.
+What a head is and needs, each class declares in class attributes (``is_distribution``,
+``has_logits``, ``is_mixture``, ``reads_layers``, ``shares_embedding``, ``options``,
+documented on :class:`OutputHead`), so code that uses a head asks the head instead of
+testing its type:
 
 >>> HEADS["vmf"].is_distribution, HEADS["doc"].reads_layers, HEADS["softmax"].shares_embedding
 (False, True, False)
 
-:func:`build_head` reads these declarations and nothing else: it checks that
-``vocab_size`` and ``d_hidden`` are positive integers, refuses options that are not in the
-class's ``options``, and passes ``embedding=`` only to a head that ``shares_embedding``
-(other heads do not receive it, so passing an embedding to every head is harmless).
+:func:`build_head` reads these declarations and nothing else
+(:mod:`drillbook.heads.registry`).
 """
 
-from __future__ import annotations
-
-from torch import nn
-
-from ..errors import ConfigError
-from .base import Features, OutputHead, ParamCounts, SoftmaxFamilyHead, check_positive_int
+from .base import Features, OutputHead, ParamCounts, SoftmaxFamilyHead
 from .bilinear import BilinearHead
 from .drill import DrillHead
 from .dual import DualHead
 from .mixture import DOCHead, MixtureHead, MoSHead
+from .registry import HEADS, build_head
 from .sigsoftmax import SigSoftmaxHead
 from .softmax import EmbeddingHead, SoftmaxHead, TiedHead
 from .vmf import VMFHead
@@ -77,58 +55,3 @@ __all__ = [
     "VMFHead",
     "build_head",
 ]
-
-#: kind -> class. A new head is one module plus one line here.
-HEADS: dict[str, type[OutputHead]] = {
-    SoftmaxHead.kind: SoftmaxHead,
-    TiedHead.kind: TiedHead,
-    BilinearHead.kind: BilinearHead,
-    DualHead.kind: DualHead,
-    DrillHead.kind: DrillHead,
-    MoSHead.kind: MoSHead,
-    DOCHead.kind: DOCHead,
-    SigSoftmaxHead.kind: SigSoftmaxHead,
-    VMFHead.kind: VMFHead,
-}
-
-
-def build_head(
-    kind: str,
-    *,
-    vocab_size: int,
-    d_hidden: int,
-    embedding: nn.Embedding | nn.Parameter | None = None,
-    **options,
-) -> OutputHead:
-    """Build an output head by name.
-
-    Args:
-        kind: one of :data:`HEADS` (``"softmax"``, ``"tied"``, ...).
-        vocab_size: ``V``, a positive integer (a NumPy integer will do).
-        d_hidden: size of the encoder feature the head reads, a positive integer.
-        embedding: the encoder's input embedding; passed to the head when its class
-            declares ``shares_embedding`` (such a head needs it), ignored otherwise.
-        **options: head-specific keyword options, those in the class's ``options``
-            (see each class).
-
-    Raises:
-        ConfigError: unknown kind, unknown option, or a ``vocab_size``/``d_hidden`` that
-            is not a positive integer; the message names what is wrong and what is valid.
-        ValueError: sizes that do not fit together (raised by the head itself).
-    """
-    try:
-        cls = HEADS[kind]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            f"unknown head kind {kind!r}; choose one of {sorted(HEADS)}"
-        ) from None
-    vocab_size = check_positive_int(vocab_size, "build_head: vocab_size")
-    d_hidden = check_positive_int(d_hidden, "build_head: d_hidden")
-    unknown = sorted(set(options) - set(cls.options))
-    if unknown:
-        raise ConfigError(
-            f"unknown option(s) {unknown} for head {kind!r}; valid options: {list(cls.options)}"
-        )
-    if cls.shares_embedding:
-        return cls(vocab_size, d_hidden, embedding=embedding, **options)
-    return cls(vocab_size, d_hidden, **options)

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from ..validation import POSITIVE_INT
 
-__all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead", "check_positive_int"]
+__all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead"]
 
 
 class Features(NamedTuple):
@@ -68,14 +68,6 @@ class ParamCounts:
     @property
     def total(self) -> int:
         return self.dedicated + self.shared
-
-
-def check_positive_int(value: object, what: str) -> int:
-    """``value`` as an ``int`` if it is a positive integer (a Python or NumPy integer, not a
-    bool; :data:`drillbook.validation.POSITIVE_INT`), else a one-line
-    :class:`~drillbook.errors.ConfigError` ``"<what> must be a positive integer, got
-    <value>"``."""
-    return POSITIVE_INT.check(value, what)
 
 
 def last_layer(features: Tensor | Features) -> Tensor:
@@ -143,8 +135,8 @@ class OutputHead(nn.Module):
     def __init__(self, vocab_size: int, d_hidden: int) -> None:
         super().__init__()
         name = type(self).__name__
-        self.vocab_size = check_positive_int(vocab_size, f"{name}: vocab_size")
-        self.d_hidden = check_positive_int(d_hidden, f"{name}: d_hidden")
+        self.vocab_size = POSITIVE_INT.check(vocab_size, f"{name}: vocab_size")
+        self.d_hidden = POSITIVE_INT.check(d_hidden, f"{name}: d_hidden")
 
     # ------------------------------------------------------------------ checks
     def _hidden(self, features: Tensor | Features) -> Tensor:

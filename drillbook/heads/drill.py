@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from ..validation import NON_NEGATIVE_INT
 from .dual import (
     ACTIVATIONS,
     DROPOUT_KINDS,
@@ -107,10 +108,8 @@ class DrillHead(LabelEncoderHead):
                 "embedding space and d_hidden must equal the embedding dimension: size the "
                 "encoder's last layer to the embedding dimension, or use kind='bilinear' or "
                 "kind='dual'")
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-            raise ValueError(
-                f"depth must be a non-negative integer (0 gives the tied head), got {depth!r}"
-            )
+        depth = NON_NEGATIVE_INT.saying("a non-negative integer (0 gives the tied head)").check(
+            depth, "depth")
         self.dropout, self.dropout_kind = check_dropout(dropout, dropout_kind, self.kind)
         self.activation = check_activation(activation, self.activations, self.kind)
         self.depth = depth

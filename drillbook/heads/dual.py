@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..validation import PROBABILITY
-from .base import Features, check_positive_int
+from ..validation import POSITIVE_INT, PROBABILITY, check_choice
+from .base import Features
 from .label_cache import LabelEncoderHead
 
 __all__ = ["ACTIVATIONS", "DROPOUT_KINDS", "DualHead", "check_activation", "check_dropout",
@@ -34,12 +34,8 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
 
 
 def check_activation(name: str, choices: tuple[str, ...], kind: str) -> str:
-    """Return ``name`` if it is one of ``choices``, else raise a ValueError listing them."""
-    if name not in choices:
-        raise ValueError(
-            f"unknown activation {name!r} for the {kind!r} head; choose one of {list(choices)}"
-        )
-    return name
+    """Return ``name`` if it is one of ``choices``, else a ConfigError listing them."""
+    return check_choice(name, choices, "activation", where=f" for the {kind!r} head")
 
 
 #: the kinds of dropout on a label matrix (see :func:`label_dropout`)
@@ -48,11 +44,9 @@ DROPOUT_KINDS = ("variational", "standard")
 
 def check_dropout(p: object, kind: str, head: str) -> tuple[float, str]:
     """``(p, kind)`` if ``p`` is a probability in ``[0, 1)`` and ``kind`` one of
-    :data:`DROPOUT_KINDS`, else a ValueError naming the valid values."""
+    :data:`DROPOUT_KINDS`, else a ConfigError naming the valid values."""
     p = PROBABILITY.saying("a probability in [0, 1) (0 disables it)").check(p, "dropout")
-    if kind not in DROPOUT_KINDS:
-        raise ValueError(f"unknown dropout_kind {kind!r} for the {head!r} head; choose one of "
-                         f"{list(DROPOUT_KINDS)}")
+    check_choice(kind, DROPOUT_KINDS, "dropout_kind", where=f" for the {head!r} head")
     return float(p), kind
 
 
@@ -169,7 +163,7 @@ class DualHead(LabelEncoderHead):
         super().__init__(vocab_size, d_hidden, embedding, bias=bias)
         self.activation = check_activation(activation, self.activations, self.kind)
         self.d_joint = (self.d_embedding if d_joint is None
-                        else check_positive_int(d_joint, "d_joint"))
+                        else POSITIVE_INT.check(d_joint, "d_joint"))
         self.dropout, self.dropout_kind = check_dropout(dropout, dropout_kind, self.kind)
         self.residual_label = bool(residual_label)
         self.residual_context = bool(residual_context)

@@ -1,34 +1,7 @@
-"""Mixtures of softmaxes: MoS (Yang et al., 2018) and DOC (Takase et al., 2018).
-
-A mixture head computes ``J`` context vectors ``k_1 .. k_J`` (each of the embedding size
-``d``) and mixture weights ``pi`` for every position, scores each vector against the tied
-embedding, and averages the ``J`` distributions:
-
-.. math::
-
-    p(w \\mid c) = \\sum_{j=1}^{J} \\pi_{c,j}\\,
-    \\operatorname{softmax}(E k_{c,j} + b)_w .
-
-The average is taken **in log space**,
-``log p = logsumexp_j(log pi_j + log_softmax(E k_j + b))``, which is exact: no
-probability is ever rounded to zero and nothing is clamped. (The reference MoS code
-averages probabilities and takes ``log(p + 1e-8)``, which puts a floor of ``1e-8`` under
-every word's probability; :func:`mixture_log_prob_reference` keeps that
-probability-space form for the tests only.)
-
-Averaging the *logits* instead, ``softmax(sum_j pi_j (E k_j + b))``, is the "mixture of
-contexts" that Yang et al. (2018) use as a low-rank baseline: since ``sum_j pi_j = 1`` it is
-one softmax over the context ``sum_j pi_j k_j``, and its log-probability matrix keeps the
-softmax's rank bound ``d + 2``. :class:`MoSHead` offers it as ``mix="logits"``
-(:func:`context_mixture_log_prob`).
-
-Cost: the scores of one position are a ``J x V`` block instead of a ``V``-vector, so a
-batch of ``n`` positions needs ``J n V`` values, 15 times a tied head's for MoS (a mixture
-of contexts needs ``n V``, as a tied head does). Both heads
-therefore work through the positions in chunks of ``chunk_size`` (``None``: all at once):
-at most ``J x chunk_size x V`` scores exist at a time, in training too (each chunk's
-scores are recomputed in the backward pass instead of being stored), at the price of
-that recomputation (about one extra forward pass of the output layer).
+"""Mixtures of softmaxes: MoS (Yang et al., 2018) and DOC (Takase et al., 2018). A mixture
+head scores ``J`` context vectors against the tied embedding and averages the ``J``
+distributions, exactly, in log space; :class:`MixtureHead` gives the equation, the
+low-rank "mixture of contexts" it is compared with, and what it costs.
 """
 
 from __future__ import annotations
@@ -41,7 +14,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..errors import ConfigError
-from ..validation import POSITIVE_INT
+from ..validation import POSITIVE_INT, check_choice
 from .base import Features
 from .softmax import EmbeddingHead
 
@@ -173,9 +146,7 @@ def coefficient_of_variation(prior: Tensor, form: str = "paper") -> Tensor:
     was tuned with the authors' form. For a single sequence (``B = 1``) the authors'
     ``beta`` is exactly ``J`` times the paper's.
     """
-    if form not in CV_FORMS:
-        raise ValueError(f"unknown coefficient-of-variation form {form!r}; choose one of "
-                         f"{list(CV_FORMS)}")
+    check_choice(form, CV_FORMS, "coefficient-of-variation form")
     if prior.dim() < 2:  # one position
         prior = prior.unsqueeze(0)
     j = prior.shape[-1]
@@ -192,6 +163,36 @@ class MixtureHead(EmbeddingHead):
     """Base of the mixture heads: ``J`` vectors and a prior per position, one softmax each
     over the tied embedding, mixed in log space, processed in chunks of positions (or,
     with ``mix="logits"``, the logits mixed before one softmax).
+
+    A mixture head computes ``J`` context vectors ``k_1 .. k_J`` (each of the embedding size
+    ``d``) and mixture weights ``pi`` for every position, scores each vector against the tied
+    embedding, and averages the ``J`` distributions:
+
+    .. math::
+
+        p(w \\mid c) = \\sum_{j=1}^{J} \\pi_{c,j}\\,
+        \\operatorname{softmax}(E k_{c,j} + b)_w .
+
+    The average is taken **in log space**,
+    ``log p = logsumexp_j(log pi_j + log_softmax(E k_j + b))``, which is exact: no
+    probability is ever rounded to zero and nothing is clamped. (The reference MoS code
+    averages probabilities and takes ``log(p + 1e-8)``, which puts a floor of ``1e-8`` under
+    every word's probability; :func:`mixture_log_prob_reference` keeps that
+    probability-space form for the tests only.)
+
+    Averaging the *logits* instead, ``softmax(sum_j pi_j (E k_j + b))``, is the "mixture of
+    contexts" that Yang et al. (2018) use as a low-rank baseline: since ``sum_j pi_j = 1`` it is
+    one softmax over the context ``sum_j pi_j k_j``, and its log-probability matrix keeps the
+    softmax's rank bound ``d + 2``. :class:`MoSHead` offers it as ``mix="logits"``
+    (:func:`context_mixture_log_prob`).
+
+    Cost: the scores of one position are a ``J x V`` block instead of a ``V``-vector, so a
+    batch of ``n`` positions needs ``J n V`` values, 15 times a tied head's for MoS (a mixture
+    of contexts needs ``n V``, as a tied head does). Both heads
+    therefore work through the positions in chunks of ``chunk_size`` (``None``: all at once):
+    at most ``J x chunk_size x V`` scores exist at a time, in training too (each chunk's
+    scores are recomputed in the backward pass instead of being stored), at the price of
+    that recomputation (about one extra forward pass of the output layer).
 
     Subclasses implement :meth:`components`.
     """
@@ -215,9 +216,8 @@ class MixtureHead(EmbeddingHead):
             "all at once").check(chunk_size, "chunk_size")
         if cv_weight < 0:
             raise ValueError(f"cv_weight must be >= 0, got {cv_weight}")
-        if cv_form not in CV_FORMS:
-            raise ValueError(f"unknown cv_form {cv_form!r}; choose one of {list(CV_FORMS)} "
-                             f"(see drillbook.heads.mixture.coefficient_of_variation)")
+        check_choice(cv_form, CV_FORMS, "cv_form",
+                     where=" (drillbook.heads.mixture.coefficient_of_variation lists them)")
         self.n_vectors = int(n_vectors)
         self.latent_dropout = float(latent_dropout)
         self.shared_mask = bool(shared_mask)

@@ -1,41 +1,8 @@
-"""Continuous outputs: a head that predicts a word vector instead of scoring the vocabulary.
-
-Kumar & Tsvetkov (2019) replace the softmax layer of a sequence-to-sequence model by a
-single linear map into a *fixed* embedding space. At each step the head emits
-
-.. math::  ê = W h + b_w \\in \\mathbb{R}^m
-
-and is trained to point ``ê`` at the pretrained, unit-length embedding ``e(w)`` of the target
-word, by the von Mises-Fisher negative log-likelihood (NLLvMF) or one of the baselines
-(:mod:`drillbook.losses.vmf`). Nothing is normalised over the ``V`` words, so training cost
-does not grow with the vocabulary; decoding is a nearest-neighbour search in the table.
-
-This head is the one :class:`~drillbook.heads.OutputHead` that is **not** a distribution over
-the vocabulary: ``log_prob`` raises, and ``loss`` is the chosen continuous loss rather than a
-cross-entropy. ``scores`` rates every word by the distance the loss defines and ``decode``
-picks the best one (paper Sec. 4.3: the vMF density for NLLvMF and its variants, cosine for
-the cosine and max-margin losses, Euclidean distance for the squared error; see
-:data:`drillbook.losses.DECODE_METRICS`).
-
-Parameter counts (paper Table 4)
---------------------------------
-The only trained output-layer parameters are ``W`` (``m x d_h``) and, optionally, ``b_w``.
-In the paper's IWSLT models the decoder state is 1,024-d, the decoder's input embeddings are
-512-d, ``V = 50,000`` and ``m = 300``:
-
-* output layer: softmax ``50,000 x 1,024 = 51.2M`` vs. vMF ``1,024 x 300 = 307.2K``
-  (``VMFHead(50_000, 1024, dim=300, bias=False)``; 307,500 with the bias);
-* decoder *input* layer: ``50,000 x 512 = 25.6M`` for a trained embedding vs.
-  ``300 x 512 = 153.6K`` when the frozen table is tied to the input (a ``Linear(300, 512)``
-  after the lookup; that lives in the model, not in this head).
-
-So the often-quoted "25.6M vs 307.2K" pairs the input-embedding column of the softmax model
-with the output-layer column of the vMF model; the like-for-like output-layer ratio is
-51.2M / 307.2K ≈ 167.
-
-The frozen ``(V, m)`` table is a buffer: it is saved in ``state_dict`` and moves with
-``.to()``, but it is not a parameter (not trained, not in ``param_counts``); see
-:meth:`VMFHead.frozen_count`.
+"""Continuous outputs (Kumar & Tsvetkov, 2019): a head that predicts a word vector
+``ê = W h + b_w`` in a fixed, pretrained embedding space instead of scoring the
+vocabulary, trained with the losses of :mod:`drillbook.losses` and decoded by nearest
+neighbour. Nothing is normalised over the ``V`` words, so training cost does not grow with
+the vocabulary (:class:`VMFHead`; chapter 4 of the book).
 """
 
 from __future__ import annotations
@@ -45,7 +12,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import DataError
-from ..losses.vmf import DECODE_METRICS, LOSSES, log_cm, max_margin_loss, nearest_neighbour
+from ..losses import DECODE_METRICS, LOSSES, log_cm, max_margin_loss, nearest_neighbour
+from ..validation import check_choice
 from .base import Features, OutputHead
 
 __all__ = ["VMFHead"]
@@ -58,7 +26,25 @@ class VMFHead(OutputHead):
     """Continuous-output layer with a frozen target embedding table (Kumar & Tsvetkov, 2019).
 
     ``ê = W h + b_w`` (``W`` is ``proj``, a ``nn.Linear(d_hidden, m)``) against the
-    frozen, unit-normalised table ``E`` (``target_embeddings``, ``(V, m)``, a buffer).
+    frozen, unit-normalised table ``E`` (``target_embeddings``, ``(V, m)``, a buffer: saved
+    in ``state_dict`` and moved by ``.to()``, but not trained and not in ``param_counts``;
+    see :meth:`frozen_count`).
+
+    It is the one :class:`~drillbook.heads.OutputHead` that is **not** a distribution over
+    the vocabulary: ``log_prob`` raises, and ``loss`` is the chosen continuous loss rather
+    than a cross-entropy. ``scores`` rates every word by the distance the loss defines and
+    ``decode`` picks the best one (paper Sec. 4.3; :data:`drillbook.losses.DECODE_METRICS`).
+
+    **Parameter counts (paper Table 4).** The only trained parameters are ``W`` (``m x
+    d_h``) and, optionally, ``b_w``. In the paper's IWSLT models (decoder state 1,024-d,
+    input embeddings 512-d, ``V = 50,000``, ``m = 300``) the output layer is ``50,000 x
+    1,024 = 51.2M`` for a softmax against ``1,024 x 300 = 307.2K`` here
+    (``VMFHead(50_000, 1024, dim=300, bias=False)``; 307,500 with the bias), and the decoder
+    *input* layer ``50,000 x 512 = 25.6M`` for a trained embedding against ``300 x 512 =
+    153.6K`` when the frozen table is tied to the input (a ``Linear(300, 512)`` in the
+    model, not in this head). So the often-quoted "25.6M vs 307.2K" pairs the softmax
+    model's input embedding with the vMF model's output layer; the like-for-like output-layer
+    ratio is 51.2M / 307.2K ≈ 167.
 
     Args:
         vocab_size: ``V``.
@@ -114,8 +100,7 @@ class VMFHead(OutputHead):
         bias: bool = True,
     ) -> None:
         super().__init__(vocab_size, d_hidden)
-        if loss not in LOSSES:
-            raise ValueError(f"unknown vMF head loss {loss!r}; choose one of {list(LOSSES)}")
+        check_choice(loss, LOSSES, "vMF head loss")
         if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 2):
             raise ValueError(f"dim (the embedding size m) must be an integer >= 2, got {dim!r}")
         table = self._unit_table(target_embeddings, dim)

@@ -1,10 +1,8 @@
-"""Training losses that are not a softmax cross-entropy.
-
-:mod:`drillbook.losses.vmf` holds the continuous-output losses of Kumar & Tsvetkov (2019):
-the von Mises-Fisher negative log-likelihood and its variants, with a device-native,
-float64-accurate ``log C_m(κ)`` (no ``scipy``, no underflow), the paper's baselines
-(squared error, cosine, max-margin) and nearest-neighbour decoding by each loss's own
-distance.
+"""Training losses that are not a softmax cross-entropy: the continuous-output losses of
+Kumar & Tsvetkov (2019) (:mod:`~drillbook.losses.vmf`), the Bessel numerics behind their
+normaliser (:mod:`~drillbook.losses.bessel`), nearest-neighbour decoding by each loss's own
+distance (:mod:`~drillbook.losses.neighbours`) and vMF sampling
+(:mod:`~drillbook.losses.vmf_sample`).
 
 >>> import torch
 >>> from drillbook.losses import log_cm, nll_vmf
@@ -14,16 +12,13 @@ tensor(True)
 
 from __future__ import annotations
 
+from .bessel import bessel_ratio, log_bessel_iv, log_cm
+from .neighbours import DECODE_METRICS, nearest_neighbour
 from .vmf import (
-    DECODE_METRICS,
     LOSSES,
-    bessel_ratio,
     cosine_loss,
     l2_loss,
-    log_bessel_iv,
-    log_cm,
     max_margin_loss,
-    nearest_neighbour,
     nll_vmf,
     nll_vmf_reg1,
     nll_vmf_reg2,

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from ..heads.base import Features, OutputHead
+from ..heads.registry import language_model_refusal
 
 __all__ = ["Encoder", "EncoderOutput", "LanguageModel", "eval_windows", "lm_head_problem"]
 
@@ -66,15 +67,13 @@ def lm_head_problem(head: OutputHead | type[OutputHead], encoder: Encoder) -> st
     """Why ``head`` (a head or a head class) cannot end a language model over ``encoder``,
     in one line naming the fix; ``None`` when it can.
 
-    A language model needs a distribution over the words (perplexity is ``exp`` of its
-    mean NLL), so a head that predicts vectors (``is_distribution`` false: vMF) is
-    refused; a head that ``reads_layers`` (DOC) needs an encoder that exposes them.
+    A head that predicts vectors is refused
+    (:func:`~drillbook.heads.registry.language_model_refusal`); a head that
+    ``reads_layers`` (DOC) needs an encoder that exposes them.
     """
-    if not head.is_distribution:
-        return (f"the {head.kind!r} head predicts word vectors, not a distribution over words, "
-                f"so it cannot end a language model (no perplexity); set head.kind to a "
-                f"distribution head such as 'tied' ({head.kind!r} is a translation head: "
-                f"drillbook.nmt)")
+    refusal = language_model_refusal(head)
+    if refusal is not None:
+        return refusal
     if head.reads_layers and not encoder.layer_sizes:
         return (f"the {head.kind!r} head reads the encoder's middle layers, but "
                 f"{type(encoder).__name__} exposes none; use an encoder that returns "

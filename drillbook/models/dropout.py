@@ -15,17 +15,15 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..validation import PROBABILITY
 
 __all__ = ["DropConnect", "LockedDropout", "check_p", "embedding_dropout"]
 
 
 def check_p(p: float, name: str = "dropout") -> float:
-    """A dropout probability in ``[0, 1)``, or a ConfigError (a ValueError) naming it."""
-    p = float(p)
-    if not 0.0 <= p < 1.0:
-        raise ConfigError(f"{name} must lie in [0, 1), got {p}")
-    return p
+    """A dropout probability in ``[0, 1)`` as a float, or a ConfigError (a ValueError)
+    naming it (:data:`drillbook.validation.PROBABILITY`)."""
+    return float(PROBABILITY.check(p, name))
 
 
 class LockedDropout(nn.Module):

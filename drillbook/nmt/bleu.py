@@ -1,35 +1,7 @@
-"""Corpus BLEU (Papineni et al., 2002): the reported score from sacrebleu, and a fast
-in-house one for validation.
-
-**What is reported.** The test BLEU of a translation run (``drillbook eval``, the
-translation rows of ``drillbook reproduce``) is :func:`multi30k_bleu`: the model's tokens
-are detokenised with Moses' rules (:func:`~drillbook.nmt.text.moses_detokenize`) and
-scored by sacrebleu against the release's **raw** references (cased, untokenised,
-:func:`~drillbook.nmt.data.load_raw_sentences`) with sacrebleu's standard ``13a``
-tokeniser, case-insensitively, since the models only ever see lowercased text. The score
-comes with sacrebleu's signature, e.g.
-``nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0``, stored beside it in result
-files (``bleu_signature``) and printed by ``drillbook eval``.
-
-Why this and not BLEU on the release's tokens: scored on tokens, the number depends on
-the tokenisation (Post, 2018), and a reader with another system's raw output cannot
-compare with it; scored as above, it is the same number sacrebleu gives any system that
-outputs lowercase text. It is possible here because the raw files line up one to one with
-the tokenised ones (the same 1,000 test sentences in the same order, and
-:func:`~drillbook.nmt.text.moses_tokenize` of a raw line reproduces the tokenised line for
-all but one of the 3,000 test lines). What the detour costs is measured: the
-release's own tokenised test references, detokenised and scored this way, get 99.96
-(English), 99.93 (German) and 99.99 (French), not 100 (a handful of sentences where
-detokenisation does not give back the original spacing, e.g. ``McDonald's-Menü``).
-A hypothesis' ``<unk>`` is scored as written (13a splits it into ``< unk >``: three
-tokens that match nothing).
-
-**Validation.** :func:`corpus_bleu` scores the tokens as they are, with no dependency:
-4-gram precisions clipped by the reference counts, summed over the corpus, their geometric
-mean times the brevity penalty. It equals ``sacrebleu.corpus_bleu(hyps, [refs],
-tokenize="none")`` (the test suite checks it). The trainer uses it for the per-epoch
-validation BLEU that selects the best checkpoint (``val_bleu``); it is not the reported
-number.
+"""Corpus BLEU (Papineni et al., 2002): the reported score is sacreBLEU's on detokenised
+text against the raw references, with its signature (:func:`multi30k_bleu`); a fast
+in-house one on the tokens, equal to sacreBLEU's on tokenised text, serves validation
+(:func:`corpus_bleu`).
 """
 
 from __future__ import annotations
@@ -52,6 +24,13 @@ def _ngrams(tokens: Sequence[str], n: int) -> Counter:
 def corpus_bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
                 max_order: int = 4) -> float:
     """BLEU in [0, 100] of tokenised hypotheses against one reference each.
+
+    It scores the tokens as they are, with no dependency:
+    4-gram precisions clipped by the reference counts, summed over the corpus, their geometric
+    mean times the brevity penalty. It equals ``sacrebleu.corpus_bleu(hyps, [refs],
+    tokenize="none")`` (the test suite checks it). The trainer uses it for the per-epoch
+    validation BLEU that selects the best checkpoint (``val_bleu``); it is not the reported
+    number.
 
     Args:
         hypotheses, references: equal-length lists of token lists.
@@ -134,20 +113,43 @@ def sacrebleu_score(hypotheses: Sequence[str], references: Sequence[str], *,
 
 def multi30k_bleu(hypotheses: Sequence[Sequence[str]], *, split: str, lang: str,
                   root: str | os.PathLike | None = None, download: bool = False) -> BleuScore:
-    """The reported BLEU of a Multi30k translation (see the module notes).
+    """The reported BLEU of a Multi30k translation.
+
+    The test BLEU of a translation run (``drillbook eval``, the
+    translation rows of ``drillbook reproduce``) is :func:`multi30k_bleu`: the model's tokens
+    are detokenised with Moses' rules (:func:`~drillbook.nmt.text.moses_detokenize`) and
+    scored by sacrebleu against the release's **raw** references (cased, untokenised,
+    :func:`~drillbook.nmt.corpus.load_raw_sentences`) with sacrebleu's standard ``13a``
+    tokeniser, case-insensitively, since the models only ever see lowercased text. The score
+    comes with sacrebleu's signature, e.g.
+    ``nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0``, stored beside it in result
+    files (``bleu_signature``) and printed by ``drillbook eval``.
+
+    Why this and not BLEU on the release's tokens: scored on tokens, the number depends on
+    the tokenisation (Post, 2018), and a reader with another system's raw output cannot
+    compare with it; scored as above, it is the same number sacrebleu gives any system that
+    outputs lowercase text. It is possible here because the raw files line up one to one with
+    the tokenised ones (the same 1,000 test sentences in the same order, and
+    :func:`~drillbook.nmt.text.moses_tokenize` of a raw line reproduces the tokenised line for
+    all but one of the 3,000 test lines). What the detour costs is measured: the
+    release's own tokenised test references, detokenised and scored this way, get 99.96
+    (English), 99.93 (German) and 99.99 (French), not 100 (a handful of sentences where
+    detokenisation does not give back the original spacing, e.g. ``McDonald's-Menü``).
+    A hypothesis' ``<unk>`` is scored as written (13a splits it into ``< unk >``: three
+    tokens that match nothing).
 
     Detokenise each hypothesis (:func:`~drillbook.nmt.text.moses_detokenize`) and score
     the text with sacrebleu (``13a``, lowercase) against the raw references of ``split``
-    in ``lang`` (:func:`~drillbook.nmt.data.load_raw_sentences`).
+    in ``lang`` (:func:`~drillbook.nmt.corpus.load_raw_sentences`).
 
     Args:
         hypotheses: token lists, ``hypotheses[i]`` the translation of sentence ``i`` of
-            the split, in corpus order (as :func:`~drillbook.nmt.train.translate_pairs`
+            the split, in corpus order (as :func:`~drillbook.nmt.decode.translate_pairs`
             returns them). Fewer hypotheses than sentences are scored against the first
             references (an evaluation capped to the split's first sentences).
         split: ``"valid"``, ``"test"`` or an extra test set (``"test_2017_flickr"``, ...).
         lang: the target language.
-        root, download: where the raw files are (:func:`~drillbook.nmt.data.load_parallel`).
+        root, download: where the raw files are (:func:`~drillbook.nmt.corpus.load_parallel`).
 
     Raises:
         MissingPackageError: sacrebleu or sacremoses is not installed.
@@ -155,7 +157,7 @@ def multi30k_bleu(hypotheses: Sequence[Sequence[str]], *, split: str, lang: str,
             language (:class:`~drillbook.errors.DataError`).
         MissingFileError: the raw files are missing and ``download=False``.
     """
-    from .data import load_raw_sentences
+    from .corpus import load_raw_sentences
     from .text import moses_detokenize
 
     references = load_raw_sentences(split, lang, root, download=download)

@@ -16,9 +16,10 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from .data import NMTVocab, Pair
+from .corpus import Pair
+from .decode import translate_pairs
 from .model import Seq2Seq
-from .train import translate_pairs
+from .vocab import NMTVocab
 
 __all__ = ["example_translations", "format_examples", "short_pairs",
            "time_training_steps"]
@@ -88,7 +89,7 @@ def example_translations(systems: Mapping[str, tuple[Seq2Seq, NMTVocab, NMTVocab
 
     Args:
         systems: label -> ``(model, src_vocab, tgt_vocab)`` (each model with its own
-            vocabularies, e.g. from :func:`~drillbook.nmt.train.load_nmt_run`).
+            vocabularies, e.g. from :func:`~drillbook.train.load_run`).
         pairs: ``(source tokens, reference tokens)``.
         max_len: decoding limit in target tokens.
 

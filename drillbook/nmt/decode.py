@@ -18,9 +18,11 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
+from .batching import make_batches
 from .model import Seq2Seq
+from .vocab import NMTVocab
 
-__all__ = ["beam_search", "greedy_decode", "strip_at_eos"]
+__all__ = ["beam_search", "greedy_decode", "strip_at_eos", "translate_pairs"]
 
 
 def strip_at_eos(ids: list[int], eos: int) -> list[int]:
@@ -112,3 +114,21 @@ def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, *, bos: int, e
     best = final.reshape(batch, k).argmax(-1) + torch.arange(batch, device=device) * k
     out = seqs[best].tolist()
     return [strip_at_eos([t for t in row if t != model.pad_id], eos) for row in out]
+
+
+@torch.no_grad()
+def translate_pairs(model: Seq2Seq, pairs, src_vocab: NMTVocab, tgt_vocab: NMTVocab, *,
+                    beam: int = 1, max_len: int = 60, batch_size: int = 64,
+                    device: torch.device | str = "cpu") -> list[list[str]]:
+    """Translate the source side of ``pairs``, in order (a target side may be empty)."""
+    pairs = [(src, tgt or ["."]) for src, tgt in pairs]
+    out: list[list[str]] = [[] for _ in pairs]
+    decode = dict(bos=tgt_vocab.bos_id, eos=tgt_vocab.eos_id, max_len=max_len)
+    for batch in make_batches(pairs, src_vocab, tgt_vocab, batch_size=batch_size,
+                              shuffle=False):
+        src, lengths = batch.src.to(device), batch.src_lengths.to(device)
+        ids = (greedy_decode(model, src, lengths, **decode) if beam == 1
+               else beam_search(model, src, lengths, beam=beam, **decode))
+        for i, hyp in zip(batch.pair_ids.tolist(), ids, strict=True):
+            out[i] = tgt_vocab.decode(hyp)
+    return out

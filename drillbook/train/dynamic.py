@@ -1,71 +1,12 @@
 """Dynamic evaluation (Krause et al., 2018): the model keeps learning from the text it scores.
 
-The evaluation stream is cut into segments ``s_1, s_2, ...`` of ``bptt`` tokens, read in
-order with the recurrent state carried across them (as static evaluation reads it). Each
-segment is first *scored* with the current weights ``θ_{i-1}`` (its loss is what the
-reported perplexity averages), then the gradient of that segment's loss moves the weights
-before the next segment is scored: a word or phrase seen once becomes more probable the
-next time it occurs. Nothing is learnt from a segment before it has been scored, so the
-perplexity remains an honest measure of prediction.
-
-The update is Krause et al.'s RMS-normalised rule with a decay towards the trained weights
-``θ_g`` (their Sec. 5, where the three formulas below are numbered equations; the
-letters are theirs):
-
-* gradient statistics on the training text, before evaluation::
-
-      MS_g = 1/N_b  Σ_{k=1..N_b} (∇L_k)²        per parameter entry
-
-  over ``N_b`` training batches (dropout off, the state carried, the mean loss of each
-  batch: the authors' ``gradstat``, batch size 100, segments of 5 tokens);
-* the decay rate of every entry is scaled by its RMS gradient relative to the average
-  one, and capped at 1 so that a decay step never overshoots ``θ_g``::
-
-      RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))
-      r        = min(λ · RMS_norm, 1)
-
-* the update after segment ``s_i``::
-
-      θ_i = θ_{i-1} − η ∇L(s_i) / (sqrt(MS_g) + ε) + r ⊙ (θ_g − θ_{i-1})
-
-  with ``∇L(s_i)`` the gradient of the segment's mean negative log-likelihood at
-  ``θ_{i-1}``; both terms are computed from ``θ_{i-1}``.
-
-Agreement with the authors' code (``benkrause/dynamic-evaluation`` ``dynamiceval.py``,
-which the DRILL repository ships unchanged but for its model's output; the MoS
-repository ships its earlier version):
-
-* ``avg`` is the mean over parameter *tensors* of each tensor's mean RMS, every tensor
-  weighing the same whatever its size, as the code computes it (``gsum / count``);
-* the cap is applied as the code does, ``λ · min(RMS_norm, 1/λ)``;
-* the evaluation stream is one sequence (batch size 1), the segment loss is the mean
-  over its tokens, and the perplexity weights each segment by its number of targets;
-* hyperparameters: :data:`DEFAULT_LR`, :data:`DEFAULT_LAMBDA`, :data:`DEFAULT_EPS` and
-  the search grid :func:`search_grid` are the code's defaults (its ``--grid``), the grid
-  scaled by ``bptt / 5`` as the code scales it.
-
-Differences: the evaluation stream and the training statistics are read to their last
-target with the package's windows (:func:`drillbook.data.get_batch`, the code's windows),
-where the code's loops stop one row early when a segment ends exactly at the last-but-one
-row. The MoS
-repository's older script sums the squared gradients instead of averaging them and does
-not divide ``avg`` by the number of tensors (its ``--ms`` flag restores the mean); the
-README of the newer script gives the conversion (``--oldhyper``, here
-:func:`old_hyperparameters`), which the MoS authors' settings need (PTB: ``lr 0.002``,
-``lamb 0.075``, ``epsilon 0.001``; WikiText-2: ``lr 0.002``, ``lamb 0.02``,
-``epsilon 0.002``).
-
-Every head of :data:`drillbook.heads.HEADS` that can end a language model works: the
-update touches only ``model.parameters()`` (a tied embedding once), in place and under
-``no_grad``, which bumps each tensor's version, so the label caches of the DRILL and dual
-heads (:class:`~drillbook.heads.label_cache.LabelCache`) never serve ``g_out(E)`` of older
-weights.
-
-A long evaluation is resumable: :func:`dynamic_evaluate` writes a state file every
-``save_every`` segments (atomically, :func:`~drillbook.train.checkpoint.save_atomic`) with
-the position in the stream, the adapted and the trained weights, the gradient statistics,
-the accumulated loss and token count, the carried state and the random-number state; a
-resumed evaluation ends at the same number as an uninterrupted one.
+The evaluation stream is cut into segments of ``bptt`` tokens, read in order with the
+recurrent state carried across them. Each segment is first *scored* with the current
+weights, then the gradient of its loss moves the weights before the next one is scored:
+a word seen once becomes more probable the next time it occurs, and nothing is learnt
+from a segment before it has been scored. :func:`dynamic_evaluate` gives the update and how
+it matches the authors' code; :func:`evaluate_run` evaluates a run folder, searching the
+authors' grid first if asked.
 """
 
 from __future__ import annotations
@@ -93,6 +34,7 @@ from .checkpoint import (
     save_atomic,
     set_rng_state,
 )
+from .lm import evaluate, load_lm_run
 
 __all__ = ["DEFAULT_BPTT", "DEFAULT_EPS", "DEFAULT_GRAD_BATCH_SIZE", "DEFAULT_LAMBDA",
            "DEFAULT_LR", "DynamicResult", "DynamicUpdate", "GradientStats", "SearchResult",
@@ -364,6 +306,65 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
     the recurrent state is carried. The model's weights are put back to the trained ones
     ``θ_g`` when this returns (or raises), so the caller's model is unchanged.
 
+    The update is Krause et al.'s RMS-normalised rule with a decay towards the trained weights
+    ``θ_g`` (their Sec. 5, where the three formulas below are numbered equations; the
+    letters are theirs):
+
+    * gradient statistics on the training text, before evaluation::
+
+          MS_g = 1/N_b  Σ_{k=1..N_b} (∇L_k)²        per parameter entry
+
+      over ``N_b`` training batches (dropout off, the state carried, the mean loss of each
+      batch: the authors' ``gradstat``, batch size 100, segments of 5 tokens);
+    * the decay rate of every entry is scaled by its RMS gradient relative to the average
+      one, and capped at 1 so that a decay step never overshoots ``θ_g``::
+
+          RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))
+          r        = min(λ · RMS_norm, 1)
+
+    * the update after segment ``s_i``::
+
+          θ_i = θ_{i-1} − η ∇L(s_i) / (sqrt(MS_g) + ε) + r ⊙ (θ_g − θ_{i-1})
+
+      with ``∇L(s_i)`` the gradient of the segment's mean negative log-likelihood at
+      ``θ_{i-1}``; both terms are computed from ``θ_{i-1}``.
+
+    Agreement with the authors' code (``benkrause/dynamic-evaluation`` ``dynamiceval.py``,
+    which the DRILL repository ships unchanged but for its model's output; the MoS
+    repository ships its earlier version):
+
+    * ``avg`` is the mean over parameter *tensors* of each tensor's mean RMS, every tensor
+      weighing the same whatever its size, as the code computes it (``gsum / count``);
+    * the cap is applied as the code does, ``λ · min(RMS_norm, 1/λ)``;
+    * the evaluation stream is one sequence (batch size 1), the segment loss is the mean
+      over its tokens, and the perplexity weights each segment by its number of targets;
+    * hyperparameters: :data:`DEFAULT_LR`, :data:`DEFAULT_LAMBDA`, :data:`DEFAULT_EPS` and
+      the search grid :func:`search_grid` are the code's defaults (its ``--grid``), the grid
+      scaled by ``bptt / 5`` as the code scales it.
+
+    Differences: the evaluation stream and the training statistics are read to their last
+    target with the package's windows (:func:`drillbook.data.get_batch`, the code's windows),
+    where the code's loops stop one row early when a segment ends exactly at the last-but-one
+    row. The MoS
+    repository's older script sums the squared gradients instead of averaging them and does
+    not divide ``avg`` by the number of tensors (its ``--ms`` flag restores the mean); the
+    README of the newer script gives the conversion (``--oldhyper``, here
+    :func:`old_hyperparameters`), which the MoS authors' settings need (PTB: ``lr 0.002``,
+    ``lamb 0.075``, ``epsilon 0.001``; WikiText-2: ``lr 0.002``, ``lamb 0.02``,
+    ``epsilon 0.002``).
+
+    Every head of :data:`drillbook.heads.HEADS` that can end a language model works: the
+    update touches only ``model.parameters()`` (a tied embedding once), in place and under
+    ``no_grad``, which bumps each tensor's version, so the label caches of the DRILL and dual
+    heads (:class:`~drillbook.heads.label_cache.LabelCache`) never serve ``g_out(E)`` of older
+    weights.
+
+    A long evaluation is resumable: :func:`dynamic_evaluate` writes a state file every
+    ``save_every`` segments (atomically, :func:`~drillbook.train.checkpoint.save_atomic`) with
+    the position in the stream, the adapted and the trained weights, the gradient statistics,
+    the accumulated loss and token count, the carried state and the random-number state; a
+    resumed evaluation ends at the same number as an uninterrupted one.
+
     Args:
         model: the trained language model (any head that ends one).
         data: the stream, ``(T, B)``; the authors read one sequence, ``B = 1``
@@ -565,11 +566,10 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
             without ``lr`` and ``lamb``, or with ``do_search``.
         RunFolderError: a state file exists and ``resume`` is not set.
     """
-    from . import evaluate, load_run
-
     if do_search and (lr is not None or lamb is not None):
-        raise ConfigError("give either a learning rate and lambda, or the search, not both "
-                          "(the search picks them on the validation split)")
+        raise ConfigError("the search picks the learning rate and lambda on the validation "
+                          "split: give either the search or the two values (--dyn-search, "
+                          "or --dyn-lr and --dyn-lambda)")
     if old_hyper and (do_search or lr is None or lamb is None):
         raise ConfigError("the first script's hyperparameters convert a given learning rate "
                           "and lambda (and epsilon): give both, and no search")
@@ -577,7 +577,7 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
     if path is not None and path.exists() and not resume:
         raise RunFolderError(f"{path} holds a dynamic evaluation already; continue it with "
                              f"--resume, or delete it to start again")
-    config, model, corpus = load_run(run_dir, which=which, device=device, corpus=corpus)
+    config, model, corpus = load_lm_run(run_dir, which=which, device=device, corpus=corpus)
     dev = next(model.parameters()).device
     data = batchify(corpus.split(split), 1).to(dev)
     earlier = None

@@ -26,47 +26,24 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..configs.schema import Config
+from ..configs import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from ..errors import CheckpointError, ConfigError, DataError
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
 from ..runtime import resolve_device
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
-from .loop import StepLoss, TrainingLoop
-from .runs import BEST, CONFIG, checkpoint_path, read_log, read_run_config
+from .loop import RunStatus, StepLoss, TrainingLoop
+from .runs import BEST, CONFIG, LoadedRun, checkpoint_path, read_run_config
 
-__all__ = ["MAX_LOSS", "RunStatus", "Trainer", "TrainingDiverged", "evaluate", "finetune",
-           "finetune_trainer", "load_run", "perplexity", "read_log", "training_loss"]
-
-
-@dataclass
-class RunStatus:
-    """How :meth:`Trainer.fit` ended.
-
-    Attributes:
-        reason: ``"done"`` (all epochs), ``"epochs"`` (``max_epochs`` reached),
-            ``"budget"`` (``max_minutes`` reached), ``"steps"`` (``max_steps`` reached),
-            ``"converged"`` (fine-tuning stopped at its non-monotone trigger).
-        epoch: epochs completed.
-        best_val_loss: best validation loss so far (nats per token).
-    """
-
-    reason: str
-    epoch: int
-    best_val_loss: float
-
-    @property
-    def best_val_ppl(self) -> float:
-        """``exp(best_val_loss)`` (``inf`` where it overflows or no epoch finished)."""
-        return perplexity(self.best_val_loss)
+__all__ = ["Trainer", "evaluate", "evaluate_lm_run", "finetune", "finetune_trainer",
+           "load_lm_data", "load_lm_run", "split_stream", "training_loss"]
 
 
 def training_loss(model: LanguageModel, x: Tensor, y: Tensor, hidden, *, alpha: float,
@@ -133,7 +110,7 @@ class Trainer(TrainingLoop):
         config: the resolved config (written to ``run_dir/config.json``).
         run_dir: where ``config.json``, ``log.jsonl``, ``last.pt`` and ``best.pt`` live.
         device: where to train; default :func:`~drillbook.runtime.default_device`.
-        corpus: an already loaded corpus (default: ``load_corpus(config.data.corpus)``).
+        corpus: an already loaded corpus (default: :func:`load_lm_data`).
         resume: continue from ``run_dir/last.pt``. Without it an existing run folder
             with a checkpoint is an error (nothing is overwritten by accident).
         progress: ``None`` (default): a tqdm bar only on a terminal, and one line per
@@ -189,7 +166,7 @@ class Trainer(TrainingLoop):
         init_from = init_from if state is None else None
         config = self.config
         t = config.train
-        self.corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
+        self.corpus = corpus if corpus is not None else load_lm_data(config)
         vocab_size = len(self.corpus.vocab)
         self.model = build_model(config, vocab_size).to(self.device)
         world = self.world_size
@@ -403,28 +380,8 @@ class Trainer(TrainingLoop):
     def _summary(self, record: dict[str, Any]) -> str:
         return f"val ppl {record['val_ppl']:.2f}"
 
-    def fit(self, max_epochs: int | None = None, max_minutes: float | None = None,
-            max_steps: int | None = None) -> RunStatus:
-        """Train until the config's epochs, or a limit given here, whichever comes first.
-
-        Args:
-            max_epochs: stop after this many *completed* epochs in total.
-            max_minutes: wall-clock budget for this call; the run checkpoints and stops.
-            max_steps: stop after this many optimiser steps in total (tests use it).
-
-        The run folder stays locked until this returns (or raises).
-
-        Raises:
-            TrainingDiverged: a non-finite (or overflowing) loss, or non-finite weights
-                after a step; ``last.pt`` keeps the last finite state.
-            CheckpointError: a checkpoint could not be written (disk full).
-        """
-        self.folder.acquire()
-        try:
-            reason, _ = self._run(max_epochs, max_minutes, max_steps)
-        finally:
-            self.folder.release()
-        return RunStatus(reason, self.epoch - 1, self.best_val_loss)
+    def _best(self) -> dict[str, float]:
+        return {"best_val_loss": self.best_val_loss}
 
 
 def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str | None = None,
@@ -467,25 +424,53 @@ def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
                    corpus=corpus, stage="finetune", init_from=None if resume else run_dir / BEST)
 
 
-def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = None,
-             corpus: Corpus | None = None) -> tuple[Config, LanguageModel, Corpus]:
-    """Rebuild a trained model from its run folder.
+def load_lm_data(config: Config) -> Corpus:
+    """The corpus a language-model config trains on, its missing files downloaded first
+    (checksum-verified; :func:`~drillbook.data.load_corpus`): what the trainer, evaluation
+    and :func:`~drillbook.train.load_run` read when no corpus is given."""
+    return load_corpus(config.data.corpus, download=True)
+
+
+def split_stream(config: Config, corpus: Corpus, split: str) -> Tensor:
+    """A split of ``corpus`` batchified as the config evaluates it: ``valid`` (and
+    ``train``) in ``train.eval_batch_size`` columns, ``test`` in
+    ``train.test_batch_size``."""
+    t = config.train
+    batch = {"valid": t.eval_batch_size, "test": t.test_batch_size,
+             "train": t.eval_batch_size}[split]
+    return batchify(getattr(corpus, split), batch)
+
+
+def load_lm_run(run_dir: str | Path, config: Config | None = None, *, which: str = "best",
+                device: str | None = None, corpus: Corpus | None = None) -> LoadedRun:
+    """Rebuild a trained language model from its run folder: ``(config, model, corpus)``.
 
     Args:
+        config: the run's config (default: read from its ``config.json``).
         which: ``"best"`` (``best.pt``, averaged weights if NT-ASGD had switched) or
             ``"last"`` (``last.pt``).
+        corpus: the corpus (default :func:`load_lm_data`).
 
     Raises:
         RunFolderError: no or an invalid ``config.json``.
         CheckpointError: the checkpoint is missing, unreadable, or not a language model's.
     """
     run_dir = Path(run_dir)
-    config = read_run_config(run_dir, Config)
+    config = config if config is not None else read_run_config(run_dir, Config)
     path = checkpoint_path(run_dir, which)
     device = resolve_device(device)
     state = load_checkpoint(path, device, formats=(LM_WEIGHTS, LM_CHECKPOINT))
-    corpus = corpus if corpus is not None else load_corpus(config.data.corpus)
+    corpus = corpus if corpus is not None else load_lm_data(config)
     model = build_model(config, len(corpus.vocab)).to(device)
     model.load_state_dict(state["model"])
     model.eval()
-    return config, model, corpus
+    return LoadedRun(config, model, corpus)
+
+
+def evaluate_lm_run(run: LoadedRun, split: str, *, data: Corpus, max_items: int | None = None,
+                    beam: int = 1) -> dict[str, Any]:
+    """Perplexity of a loaded run on a split of ``data``: ``loss``, ``ppl`` and ``tokens``
+    (about ``max_items`` of them, if given; ``beam`` is for translation and ignored)."""
+    stream = split_stream(run.config, data, split).to(next(run.model.parameters()).device)
+    loss, n = evaluate(run.model, stream, run.config.train.bptt, max_items)
+    return {"loss": loss, "ppl": perplexity(loss), "tokens": n}

@@ -1,192 +1,66 @@
 """The one training loop that the language-model and the translation trainers share.
 
-:class:`TrainingLoop` owns everything that is not about the task: the device
-(:func:`~drillbook.runtime.default_device` unless one is given), the seed, the run folder
-(:mod:`drillbook.train.runs`: lock, checks before any write, a log that matches the
-checkpoint), the checkpoint cadence, the time and step limits, the divergence checks, the
-full random state, the precision (autocast and, for fp16, a gradient scaler), gradient
-accumulation, ``torch.compile``, the per-epoch log record and the one console line per
-epoch. A task subclass supplies only its batches, its loss and its end-of-epoch
-evaluation, through these hooks:
-
-* ``_build(state)``: the model (``self.model``), optimiser (``self.optimizer``) and data;
-  ``state`` is the resume checkpoint or None. The loop has seeded torch with
-  ``train.seed`` just before.
-* ``_task_state()`` / ``_restore_task(state)``: what the task adds to (reads from)
-  ``last.pt`` besides what the loop keeps.
-* ``_epoch_batches()``: the rest of the current epoch's batches, from the saved position
-  on; ``_epoch_progress()``: ``(batches in the epoch, batches done)`` for the bar;
-  ``_batch_done(batch)``: called after each optimiser step (a position to advance);
-  ``_new_epoch()``: move to the next epoch's batches.
-* ``_micro_batches(batch, parts)``: the batch cut into ``parts`` pieces for gradient
-  accumulation (``train.accum_steps``); ``_micro_loss(micro, part)``: a
-  :class:`StepLoss` for one piece.
-* ``_end_epoch(seconds)``: validate, save ``best.pt`` when it improved, return the log
-  record (the loop appends it, with ``precision`` and ``tokens_per_second``, and prints
-  the console line, with the events the task put in ``self._events``, such as
-  ``"saved best"``); ``_summary(record)``: the record's metric in words
-  (``"val ppl 123.45"``); ``self.finished = True`` ends training early.
-
-One **optimiser step** (``train.accum_steps = k``): the batch is cut into ``k`` pieces;
-each piece's loss is computed under autocast, checked (a non-finite loss, or one above
-:attr:`TrainingLoop.max_loss`, raises :class:`~drillbook.errors.TrainingDiverged`
-before anything is saved), scaled by the piece's share of the batch and back-propagated;
-then the gradients are unscaled (fp16), clipped to ``train.clip``, and the optimiser
-steps at ``lr x _lr_scale(batch)``; non-finite weights after the step raise
-``TrainingDiverged`` too. With ``k = 1`` and precision ``off`` this is exactly the
-fp32 step the trainers took before the loop existed (bit for bit: the logs of both
-tasks matched on the same seeds when the loop replaced them).
-
-**Checkpoint cadence** (one rule for both tasks): ``last.pt`` is written after every
-epoch, during an epoch once ``train.checkpoint_minutes`` have passed or
-``train.checkpoint_steps`` steps were taken since the last one, and when a time or step
-limit stops the run.
-
-**What ``last.pt`` holds** besides the task's own state: ``format``, ``model``,
-``optimizer``, ``epoch`` (in progress), ``step`` (optimiser steps so far), ``elapsed``
-(training seconds), ``epoch_acc`` (``[loss sum, tokens, batches]`` of the epoch so far),
-``rng_cpu``, ``rng_cuda`` (every CUDA device's generator; empty without CUDA), each task
-generator as ``rng_<name>``, ``scaler`` (the fp16 gradient scaler's state, or None), and
-``changes`` (resumable values changed on resume).
-
-**Precision** (``train.amp``): ``off`` (float32), ``bf16`` (bfloat16 autocast; on CPU
-too), ``fp16`` (float16 autocast with a :class:`torch.amp.GradScaler`, whose state is
-checkpointed), ``auto`` (bf16 where the device has it, else fp16 on CUDA, else off;
-:func:`resolve_precision`). The old boolean values of config files still load
-(``false`` = ``off``, ``true`` = ``bf16``).
-
-**Console**: a tqdm bar per epoch only when stderr is a terminal (``progress=None``) or
-when asked (``progress=True``), and one line per epoch on stderr (unless
-``progress=False``)::
-
-    epoch 3/500 | 1,204 updates | train loss 4.812 | val ppl 131.20 | lr 30 | 61s
-    | 9,850 tok/s | saved best, checkpoint
-
-(one line on the console; broken here to fit).
-
-Timing never synchronises CUDA per step: the epoch's seconds are read once, after one
-synchronisation at the end of the epoch's training batches.
-
-**Several processes** (``torchrun --nproc_per_node=N -m drillbook.cli train ...``; the
-command calls :func:`init_distributed`): when a ``torch.distributed`` process group is
-up, the model is wrapped in :class:`~torch.nn.parallel.DistributedDataParallel`, each
-process trains on its own share of every batch (the language model: its columns of
-the training stream; translation: its sentences of each batch), each piece's loss is
-weighted by its share of the batch's tokens across processes (so the averaged gradient
-is the one batch's gradient), and the reported losses are all-reduced. Rank 0 alone
-holds the run folder, decides when to checkpoint or stop (broadcast each step) and
-writes; the others read ``last.pt`` on resume and write nothing. ``last.pt`` then holds
-``world_size`` and, under ``ranks``, each process's own state (its random generators and
-what ``_rank_state`` adds, such as the language model's carried LSTM state), so a run
-resumes with the same number of processes (a different number is refused). Each
-process draws its own dropout masks (seeded ``train.seed + rank`` after the model is
-built, which is identical everywhere).
+:class:`TrainingLoop` owns everything that is not about the task (the device, the seed,
+the run folder, checkpoints, limits, divergence checks, precision, gradient accumulation,
+several processes, the log and the console); a task supplies its batches, its loss and
+its end-of-epoch evaluation through the hooks its docstring lists.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
-from ..configs.schema import SectionedConfig
+from ..configs import SectionedConfig
 from ..errors import CheckpointError, ConfigError, RunFolderError, TrainingDiverged
+from ..metrics import perplexity
+from ..precision import autocast, precision_label, resolve_precision
 from ..runtime import resolve_device
-from .checkpoint import load_checkpoint, rng_state, set_rng_state
-from .runs import BEST, LAST, apply_learning_rate, diverged, nonfinite_update, open_run_folder
+from .checkpoint import rng_state, set_rng_state
+from .distributed import DDP, rank_and_world_size
+from .runs import FollowerFolder, apply_learning_rate, diverged, nonfinite_update, open_run_folder
 
-__all__ = ["PRECISIONS", "StepLoss", "TrainingLoop", "autocast", "distributed",
-           "init_distributed", "precision_label", "rank_and_world_size", "resolve_precision"]
-
-#: the values of ``train.amp``
-PRECISIONS = ("off", "bf16", "fp16", "auto")
+__all__ = ["RunStatus", "StepLoss", "TrainingLoop"]
 
 
-def resolve_precision(amp: str, device: torch.device | str) -> str:
-    """What ``train.amp`` means on ``device``: ``"off"``, ``"bf16"`` or ``"fp16"``.
+@dataclass
+class RunStatus:
+    """How a trainer's ``fit()`` ended, for either task.
 
-    ``auto`` is ``bf16`` on a CUDA device with bfloat16 (compute capability 8.0 or
-    newer), ``fp16`` on an older CUDA device (a T4, a V100), and ``off`` elsewhere
-    (CPUs run bfloat16 autocast, but most without bfloat16 arithmetic, so slower than
-    float32; ask for ``bf16`` to get it anyway).
-
-    Raises:
-        ConfigError: ``amp`` is not one of :data:`PRECISIONS`, or ``fp16`` off CUDA and
-            CPU (torch has no float16 gradient scaler for that device).
+    Attributes:
+        reason: ``"done"`` (all epochs), ``"epochs"`` (``max_epochs`` reached),
+            ``"budget"`` (``max_minutes`` reached), ``"steps"`` (``max_steps`` reached),
+            ``"converged"`` (fine-tuning stopped at its non-monotone trigger).
+        epoch: epochs completed.
+        best_val_loss: the best validation loss so far (nats per token), what selects a
+            language model's ``best.pt`` (``inf`` for a translation run).
+        best_val_bleu: the best validation BLEU so far, what selects a translation run's
+            ``best.pt`` (None for a language model).
+        record: the log record of the last epoch this call completed (None if it
+            completed none).
     """
-    device = torch.device(device)
-    if amp not in PRECISIONS:
-        raise ConfigError(f"invalid train.amp={amp!r}: it must be one of "
-                          f"{', '.join(PRECISIONS)}")
-    if amp == "auto":
-        if device.type != "cuda":
-            return "off"
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if amp == "fp16" and device.type not in ("cuda", "cpu"):
-        raise ConfigError(f"train.amp=fp16 needs a gradient scaler, which torch has for "
-                          f"cuda and cpu, not {device.type}; use train.amp=bf16 or off")
-    return amp
 
+    reason: str
+    epoch: int
+    best_val_loss: float = math.inf
+    best_val_bleu: float | None = None
+    record: dict[str, Any] | None = None
 
-def precision_label(precision: str) -> str:
-    """How result files name a resolved precision: ``fp32``, ``bf16-autocast`` or
-    ``fp16-autocast``."""
-    return "fp32" if precision == "off" else f"{precision}-autocast"
-
-
-def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """The autocast context of a resolved precision (a no-op context for ``off``)."""
-    if precision == "off":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device.type, dtype=dtype)
-
-
-def init_distributed() -> bool:
-    """Join the process group ``torchrun`` describes (``WORLD_SIZE`` > 1 in the
-    environment), with NCCL on CUDA and gloo otherwise; each process on CUDA takes GPU
-    ``LOCAL_RANK``. Returns whether a group is up (False: a single process, nothing
-    done)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return False
-    if not dist.is_initialized():
-        cuda = torch.cuda.is_available()
-        if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if cuda else "gloo")
-    return True
-
-
-@contextlib.contextmanager
-def distributed() -> Iterator[int]:
-    """Run the enclosed training in ``torchrun``'s process group, if there is one
-    (:func:`init_distributed`), and leave the group afterwards. Yields this process's
-    rank (0 for a single process): only rank 0 should print results."""
-    started = not (dist.is_available() and dist.is_initialized()) and init_distributed()
-    try:
-        yield rank_and_world_size()[0]
-    finally:
-        if started:
-            dist.destroy_process_group()
-
-
-def rank_and_world_size() -> tuple[int, int]:
-    """``(rank, world size)`` of the current process group, ``(0, 1)`` without one."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
+    @property
+    def best_val_ppl(self) -> float:
+        """``exp(best_val_loss)`` (``inf`` where it overflows or no epoch finished)."""
+        return perplexity(self.best_val_loss)
 
 def _to(obj: Any, device: torch.device | str) -> Any:
     """``obj`` (tensors in lists, tuples and dicts) on ``device``."""
@@ -197,51 +71,6 @@ def _to(obj: Any, device: torch.device | str) -> Any:
     if isinstance(obj, dict):
         return {k: _to(v, device) for k, v in obj.items()}
     return obj
-
-
-class _Follower:
-    """The run folder as a process of rank > 0 sees it: it reads ``last.pt`` to resume
-    and writes nothing (rank 0 holds the lock and writes)."""
-
-    def __init__(self, path: Path, resume: bool) -> None:
-        self.path, self.resume, self.last = path, resume, path / LAST
-        self.saved_step: int | None = None
-
-    def start(self, fmt: str, map_location: Any, build, restore) -> None:
-        state = load_checkpoint(self.last, map_location, formats=(fmt,)) if self.resume \
-            else None
-        build(state)
-        if state is not None:
-            restore(state)
-
-    def change_history(self, previous: list, epoch: int, step: int) -> list:
-        return list(previous)
-
-    def save_last(self, state: dict) -> Path:
-        return self.last
-
-    def save_best(self, state: dict) -> Path:
-        return self.path / BEST
-
-    def append_log(self, record: dict) -> None:
-        pass
-
-    def acquire(self) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-
-class _DDP(DistributedDataParallel):
-    """DistributedDataParallel that lends the wrapped model's attributes (``head``,
-    ``encoder``, ``pad_id``), so the tasks' loss functions take it for the model."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.module, name)
 
 
 class StepLoss(NamedTuple):
@@ -264,12 +93,94 @@ class StepLoss(NamedTuple):
 
 
 class TrainingLoop:
-    """The shared machinery of a resumable training run (see the module docstring).
+    """The shared machinery of a resumable training run.
+
+    It owns the device (:func:`~drillbook.runtime.default_device` unless one is given),
+    the seed, the run folder (:mod:`drillbook.train.runs`: lock, checks before any write, a
+    log that matches the checkpoint), the checkpoint cadence, the time and step limits,
+    the divergence checks, the full random state, the precision
+    (:mod:`drillbook.precision`: autocast and, for fp16, a gradient scaler), gradient
+    accumulation, ``torch.compile``, the per-epoch log record and the one console line per
+    epoch. A task subclass supplies only its batches, its loss and its end-of-epoch
+    evaluation, through these hooks:
+
+    * ``_build(state)``: the model (``self.model``), optimiser (``self.optimizer``) and data;
+      ``state`` is the resume checkpoint or None. The loop has seeded torch with
+      ``train.seed`` just before.
+    * ``_task_state()`` / ``_restore_task(state)``: what the task adds to (reads from)
+      ``last.pt`` besides what the loop keeps.
+    * ``_epoch_batches()``: the rest of the current epoch's batches, from the saved position
+      on; ``_epoch_progress()``: ``(batches in the epoch, batches done)`` for the bar;
+      ``_batch_done(batch)``: called after each optimiser step (a position to advance);
+      ``_new_epoch()``: move to the next epoch's batches.
+    * ``_micro_batches(batch, parts)``: the batch cut into ``parts`` pieces for gradient
+      accumulation (``train.accum_steps``); ``_micro_loss(micro, part)``: a
+      :class:`StepLoss` for one piece.
+    * ``_end_epoch(seconds)``: validate, save ``best.pt`` when it improved, return the log
+      record (the loop appends it, with ``precision`` and ``tokens_per_second``, and prints
+      the console line, with the events the task put in ``self._events``, such as
+      ``"saved best"``); ``_summary(record)``: the record's metric in words
+      (``"val ppl 123.45"``); ``self.finished = True`` ends training early.
+
+    One **optimiser step** (``train.accum_steps = k``): the batch is cut into ``k`` pieces;
+    each piece's loss is computed under autocast, checked (a non-finite loss, or one above
+    :attr:`TrainingLoop.max_loss`, raises :class:`~drillbook.errors.TrainingDiverged`
+    before anything is saved), scaled by the piece's share of the batch and back-propagated;
+    then the gradients are unscaled (fp16), clipped to ``train.clip``, and the optimiser
+    steps at ``lr x _lr_scale(batch)``; non-finite weights after the step raise
+    ``TrainingDiverged`` too. With ``k = 1`` and precision ``off`` this is exactly the
+    fp32 step the trainers took before the loop existed (bit for bit: the logs of both
+    tasks matched on the same seeds when the loop replaced them).
+
+    **Checkpoint cadence** (one rule for both tasks): ``last.pt`` is written after every
+    epoch, during an epoch once ``train.checkpoint_minutes`` have passed or
+    ``train.checkpoint_steps`` steps were taken since the last one, and when a time or step
+    limit stops the run.
+
+    **What ``last.pt`` holds** besides the task's own state: ``format``, ``model``,
+    ``optimizer``, ``epoch`` (in progress), ``step`` (optimiser steps so far), ``elapsed``
+    (training seconds), ``epoch_acc`` (``[loss sum, tokens, batches]`` of the epoch so far),
+    ``rng_cpu``, ``rng_cuda`` (every CUDA device's generator; empty without CUDA), each task
+    generator as ``rng_<name>``, ``scaler`` (the fp16 gradient scaler's state, or None), and
+    ``changes`` (resumable values changed on resume).
+
+    **Precision** (``train.amp``): ``off`` (float32), ``bf16`` (bfloat16 autocast; on CPU
+    too), ``fp16`` (float16 autocast with a :class:`torch.amp.GradScaler`, whose state is
+    checkpointed), ``auto`` (bf16 where the device has it, else fp16 on CUDA, else off;
+    :func:`resolve_precision`). The old boolean values of config files still load
+    (``false`` = ``off``, ``true`` = ``bf16``).
+
+    **Console**: a tqdm bar per epoch only when stderr is a terminal (``progress=None``) or
+    when asked (``progress=True``), and one line per epoch on stderr (unless
+    ``progress=False``)::
+
+        epoch 3/500 | 1,204 updates | train loss 4.812 | val ppl 131.20 | lr 30 | 61s
+        | 9,850 tok/s | saved best, checkpoint
+
+    (one line on the console; broken here to fit).
+
+    Timing never synchronises CUDA per step: the epoch's seconds are read once, after one
+    synchronisation at the end of the epoch's training batches.
+
+    **Several processes** (``torchrun --nproc_per_node=N -m drillbook.cli train ...``; the
+    command calls :func:`~drillbook.train.distributed.init_distributed`): when a
+    ``torch.distributed`` process group is up, the model is wrapped in
+    :class:`~torch.nn.parallel.DistributedDataParallel`, each process trains on its own
+    share of every batch (the language model: its columns of the training stream;
+    translation: its sentences of each batch), each piece's loss is weighted by its share of
+    the batch's tokens across processes (so the averaged gradient is the one batch's
+    gradient), and the reported losses are all-reduced. Rank 0 alone holds the run folder,
+    decides when to checkpoint or stop (broadcast each step) and writes; the others read
+    ``last.pt`` on resume and write nothing. ``last.pt`` then holds ``world_size`` and,
+    under ``ranks``, each process's own state (its random generators and what
+    ``_rank_state`` adds, such as the language model's carried LSTM state), so a run resumes
+    with the same number of processes (a different number is refused). Each process draws
+    its own dropout masks (seeded ``train.seed + rank`` after the model is built, which is
+    identical everywhere).
 
     Args:
-        config: the validated config; its ``train`` section must have ``seed``, ``lr``,
-            ``clip``, ``epochs``, ``checkpoint_minutes``, ``checkpoint_steps``, ``amp``,
-            ``accum_steps`` and ``compile``.
+        config: the validated config; its ``train`` section extends
+            :class:`~drillbook.configs.base.LoopConfig`.
         run_dir: the run folder.
         device: where to train (default :func:`~drillbook.runtime.default_device`).
         resume: continue from ``run_dir/last.pt``.
@@ -333,12 +244,12 @@ class TrainingLoop:
             raise RunFolderError(f"another process of this run could not open "
                                  f"{self.run_dir}; see its message (rank 0's names the fix)")
         # after every process has its weights: DDP's construction is collective too
-        self.forward_model = _DDP(
+        self.forward_model = DDP(
             self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
 
     def _open_folder(self, config: SectionedConfig, resume: bool, build_args: tuple) -> None:
         self.folder = (open_run_folder(self.run_dir, config, resume) if self.rank == 0
-                       else _Follower(self.run_dir, resume))
+                       else FollowerFolder(self.run_dir, resume))
 
         def build(state: dict | None) -> None:
             t = self.config.train
@@ -655,6 +566,34 @@ class TrainingLoop:
         reason = ("converged" if self.finished else "done" if self.epoch > t.epochs
                   else "epochs")
         return reason, record
+
+    def _best(self) -> dict[str, float]:
+        """The task's best validation metric so far, as :class:`RunStatus` fields
+        (``{"best_val_loss": ...}`` or ``{"best_val_bleu": ...}``)."""
+        return {}
+
+    def fit(self, max_epochs: int | None = None, max_minutes: float | None = None,
+            max_steps: int | None = None) -> RunStatus:
+        """Train until the config's epochs, or a limit given here, whichever comes first.
+
+        Args:
+            max_epochs: stop after this many *completed* epochs in total.
+            max_minutes: wall-clock budget for this call; the run checkpoints and stops.
+            max_steps: stop after this many optimiser steps in total (tests use it).
+
+        The run folder stays locked until this returns (or raises).
+
+        Raises:
+            TrainingDiverged: a non-finite (or overflowing) loss, or non-finite weights
+                after a step; ``last.pt`` keeps the last finite state.
+            CheckpointError: a checkpoint could not be written (disk full).
+        """
+        self.folder.acquire()
+        try:
+            reason, record = self._run(max_epochs, max_minutes, max_steps)
+        finally:
+            self.folder.release()
+        return RunStatus(reason, self.epoch - 1, record=record, **self._best())
 
     def _say(self, record: dict[str, Any], seconds: float) -> None:
         """The epoch's console line on stderr (not with ``progress=False``)."""

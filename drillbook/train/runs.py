@@ -1,29 +1,8 @@
-"""The run-folder rules both trainers (language models, translation) follow.
-
+"""The run-folder rules both tasks' trainers follow: one trainer at a time, nothing
+overwritten by accident, nothing written before every check has passed, a log that
+matches the checkpoint, finite checkpoints only (:class:`RunFolder` states each rule).
 A run folder holds ``config.json``, ``log.jsonl`` (one record per completed epoch),
 ``last.pt`` (the resumable checkpoint), ``best.pt`` (the best weights) and ``.lock``.
-
-* **One trainer at a time.** A trainer holds an exclusive lock on ``.lock`` (``flock``;
-  the file holds the holder's pid) from its construction until its ``fit()`` returns
-  (a later ``fit()`` takes it again). A second trainer on the folder, in this process
-  or another, fails at once with :class:`~drillbook.errors.RunFolderError` naming the
-  holder. The operating system drops the lock when a process dies, so a killed run
-  never blocks the next one.
-* **Nothing is overwritten by accident.** A new run refuses a folder that holds a
-  ``last.pt``; a resumed run must use the same config up to
-  :attr:`SectionedConfig.RESUMABLE_CHANGES` (``train.epochs``, the checkpoint and log
-  cadence, ``train.lr`` and ``train.clip``): lowering the step size is how a diverged run
-  goes on from its last checkpoint.
-* **Nothing is written before every check has passed** (config valid, folder free,
-  checkpoint readable and of the right kind, model built). A resumed run rewrites
-  ``config.json`` only when a resumable value really changed.
-* **The log matches the checkpoint.** On resume, ``log.jsonl`` keeps the records of the
-  epochs completed before the checkpoint (a run killed between writing an epoch's record
-  and its checkpoint would otherwise log that epoch twice). Temporary files left by a
-  killed writer (``.last.pt.<pid>.tmp``) are removed when the folder is opened.
-* **Checkpoints hold finite weights only**: the trainers check the loss and the
-  parameters after every step and stop with :class:`~drillbook.errors.TrainingDiverged`
-  (:func:`diverged`) before anything non-finite is saved.
 """
 
 from __future__ import annotations
@@ -34,12 +13,12 @@ import warnings
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from ..configs.registry import config_from_dict
-from ..configs.schema import SectionedConfig
+from ..atomic import write_atomic
+from ..configs import SectionedConfig, config_from_dict
 from ..errors import (
     ConfigError,
     MissingFileError,
@@ -49,10 +28,10 @@ from ..errors import (
 )
 from .checkpoint import load_checkpoint, save_atomic
 
-__all__ = ["BEST", "CONFIG", "LAST", "LOCK", "LOG", "RunFolder", "RunLock",
-           "apply_learning_rate", "checkpoint_path", "diverged", "has_checkpoint",
-           "nonfinite_update",
-           "open_run_folder", "read_log", "read_run_config", "read_run_dict"]
+__all__ = ["BEST", "CONFIG", "LAST", "LOCK", "LOG", "FollowerFolder", "LoadedRun", "RunFolder",
+           "RunLock", "apply_learning_rate", "checkpoint_path", "diverged", "has_checkpoint",
+           "nonfinite_update", "open_run_folder", "read_log", "read_run_config",
+           "read_run_dict"]
 
 LAST, BEST, CONFIG, LOG, LOCK = "last.pt", "best.pt", "config.json", "log.jsonl", ".lock"
 
@@ -214,15 +193,12 @@ def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """:func:`drillbook.atomic.write_atomic`, its failure a one-line RunFolderError."""
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, text)
     except OSError as err:
         raise RunFolderError(f"could not write {path} ({err.strerror or err}); free space "
                              f"or make {path.parent} writable, then resume the run") from err
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -238,6 +214,31 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
 # ------------------------------------------------------------------ the folder
 class RunFolder:
     """A run folder opened by a trainer: validated, locked and checked.
+
+    A run folder holds ``config.json``, ``log.jsonl`` (one record per completed epoch),
+    ``last.pt`` (the resumable checkpoint), ``best.pt`` (the best weights) and ``.lock``.
+
+    * **One trainer at a time.** A trainer holds an exclusive lock on ``.lock`` (``flock``;
+      the file holds the holder's pid) from its construction until its ``fit()`` returns
+      (a later ``fit()`` takes it again). A second trainer on the folder, in this process
+      or another, fails at once with :class:`~drillbook.errors.RunFolderError` naming the
+      holder. The operating system drops the lock when a process dies, so a killed run
+      never blocks the next one.
+    * **Nothing is overwritten by accident.** A new run refuses a folder that holds a
+      ``last.pt``; a resumed run must use the same config up to
+      :attr:`SectionedConfig.RESUMABLE_CHANGES` (``train.epochs``, the checkpoint and log
+      cadence, ``train.lr`` and ``train.clip``): lowering the step size is how a diverged run
+      goes on from its last checkpoint.
+    * **Nothing is written before every check has passed** (config valid, folder free,
+      checkpoint readable and of the right kind, model built). A resumed run rewrites
+      ``config.json`` only when a resumable value really changed.
+    * **The log matches the checkpoint.** On resume, ``log.jsonl`` keeps the records of the
+      epochs completed before the checkpoint (a run killed between writing an epoch's record
+      and its checkpoint would otherwise log that epoch twice). Temporary files left by a
+      killed writer (``.last.pt.<pid>.tmp``) are removed when the folder is opened.
+    * **Checkpoints hold finite weights only**: the trainers check the loss and the
+      parameters after every step and stop with :class:`~drillbook.errors.TrainingDiverged`
+      (:func:`diverged`) before anything non-finite is saved.
 
     Use :func:`open_run_folder`; the trainer then calls :meth:`start` (checkpoint,
     build, restore, then the first write). All later writes go through
@@ -396,6 +397,41 @@ class RunFolder:
         self._lock.release()
 
 
+class FollowerFolder:
+    """The run folder as a process of rank > 0 of a distributed run sees it: it reads
+    ``last.pt`` to resume and writes nothing (rank 0 holds the lock and writes), through
+    the calls of :class:`RunFolder`."""
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path, self.resume, self.last = path, resume, path / LAST
+        self.saved_step: int | None = None
+
+    def start(self, fmt: str, map_location: Any, build, restore) -> None:
+        state = load_checkpoint(self.last, map_location, formats=(fmt,)) if self.resume \
+            else None
+        build(state)
+        if state is not None:
+            restore(state)
+
+    def change_history(self, previous: list, epoch: int, step: int) -> list:
+        return list(previous)
+
+    def save_last(self, state: dict) -> Path:
+        return self.last
+
+    def save_best(self, state: dict) -> Path:
+        return self.path / BEST
+
+    def append_log(self, record: dict) -> None:
+        pass
+
+    def acquire(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
 def open_run_folder(run_dir: str | Path, config: SectionedConfig,
                     resume: bool) -> RunFolder:
     """Validate ``config``, lock ``run_dir`` and check it for a new or resumed run.
@@ -411,6 +447,22 @@ def open_run_folder(run_dir: str | Path, config: SectionedConfig,
             ``config.json``.
     """
     return RunFolder(run_dir, config, resume)
+
+
+class LoadedRun(NamedTuple):
+    """A trained run read back from its folder (:func:`drillbook.train.load_run`).
+
+    Attributes:
+        config: the config it was trained with.
+        model: the model, its weights loaded, in eval mode.
+        data: what the model reads text with: the language model's
+            :class:`~drillbook.data.Corpus`, or a translation run's two vocabularies
+            (:class:`~drillbook.train.translation.TranslationVocabs`).
+    """
+
+    config: SectionedConfig
+    model: torch.nn.Module
+    data: Any
 
 
 # ------------------------------------------------------------------ helpers

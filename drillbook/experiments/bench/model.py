@@ -10,21 +10,18 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
-from ..configs import Config, ConfigError, HeadConfig, apply_overrides, get_config
-from ..heads import HEADS
-from ..models import build_model
-from ..train import training_loss
-from .bench import (
+from ...configs import Config, ConfigError, HeadConfig, apply_overrides, get_config
+from ...heads import HEADS
+from ...models import build_model
+from ...precision import autocast
+from ...provenance import environment
+from ...train.lm import training_loss
+from .heads import BENCH_HEADS, SIZES, check_names, fit_layers, head_bytes
+from .measure import (
     BENCH_FORMAT,
-    BENCH_HEADS,
-    SIZES,
     add_ratios,
-    autocast,
-    check_names,
-    environment,
-    fit_layers,
+    amp_of,
     free_memory,
-    head_bytes,
     is_out_of_memory,
     log,
     out_of_memory_note,
@@ -39,18 +36,18 @@ class ModelCost:
     """One head's cost behind an encoder.
 
     Attributes:
-        name, kind, options: the :data:`~.bench.BENCH_HEADS` entry measured.
+        name, kind, options: the :data:`~.heads.BENCH_HEADS` entry measured.
         encoder, overrides: the named config whose encoder (and AR/TAR weights) was used,
             and the ``key=value`` overrides applied to it.
-        size, vocab_size: the :data:`~.bench.SIZES` name and ``V``.
+        size, vocab_size: the :data:`~.heads.SIZES` name and ``V``.
         batch_size, bptt: the training batch, ``(bptt, batch_size)`` word ids.
         eval_batch_size: the evaluation batch, ``(bptt, eval_batch_size)``.
         train_step_s: seconds of a training step (forward, loss, regulariser, backward;
-            :func:`~.bench.time_call`).
+            :func:`~.measure.time_call`).
         eval_token_s: seconds per evaluated token.
         tokens_per_s: training throughput, ``batch_size * bptt / train_step_s``.
         saved_bytes: what autograd keeps for backward in a training step (parameters and
-            buffers excluded), :func:`~.bench.saved_bytes`.
+            buffers excluded), :func:`~.measure.saved_bytes`.
         peak_bytes: peak CUDA memory over the training steps (None on CPU).
         param_bytes, buffer_bytes: the head's own parameters and buffers.
         model_param_bytes: every parameter of the model.
@@ -114,8 +111,8 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
     the dual head's label encodings come from their cache, as in ``evaluate``.
 
     Args:
-        name: a :data:`~.bench.BENCH_HEADS` name.
-        size: a :data:`~.bench.SIZES` name.
+        name: a :data:`~.heads.BENCH_HEADS` name.
+        size: a :data:`~.heads.SIZES` name.
         encoder_config: the config that gives the encoder, batch sizes, BPTT length and
             AR/TAR weights (``"tutorial/ptb-tied"`` for a CPU-sized one).
         overrides: ``key=value`` changes to it (``model.nhid=16``).
@@ -124,7 +121,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
     """
     check_names([name], [size])
     device = torch.device(device)
-    autocast(device, precision)  # checks the precision before any work
+    amp_of(precision)  # checks the precision before any work
     config = bench_config(encoder_config, overrides)
     kind, options = BENCH_HEADS[name]
     config.head = HeadConfig(kind, fit_layers(options, config.model.nlayers + 1))
@@ -139,13 +136,13 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
     eval_ids = torch.randint(0, vocab_size, (bptt + 1, eval_batch), generator=gen).to(device)
 
     def loss_fn() -> Tensor:  # Trainer._train_step up to the optimiser
-        with autocast(device, precision):
+        with autocast(amp_of(precision), device):
             loss, _, _ = training_loss(model, train_ids[:-1], train_ids[1:],
                                        model.init_hidden(batch), alpha=t.alpha, beta=t.beta)
         return loss
 
     def eval_fn() -> None:  # evaluate(): eval mode, no grad, the head's loss
-        with autocast(device, precision):
+        with autocast(amp_of(precision), device):
             out = model(eval_ids[:-1], model.init_hidden(eval_batch))
             head.loss(out.features, eval_ids[1:])
 
@@ -166,8 +163,8 @@ def compare_models(names: Sequence[str], size: str, **settings) -> list[dict]:
     """Measure ``tied``, every other named head, and ``tied`` again, behind one encoder.
 
     Args:
-        names: :data:`~.bench.BENCH_HEADS` names (``tied`` is added when missing).
-        size: a :data:`~.bench.SIZES` name.
+        names: :data:`~.heads.BENCH_HEADS` names (``tied`` is added when missing).
+        size: a :data:`~.heads.SIZES` name.
         settings: keyword arguments of :func:`model_cost`.
 
     Returns:

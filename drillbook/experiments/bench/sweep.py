@@ -12,15 +12,16 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
-from ..heads import OutputHead, build_head
-from ..validation import POSITIVE_INT, POSITIVE_NUMBER
-from .bench import (
+from ...errors import ConfigError
+from ...heads import OutputHead, build_head
+from ...precision import autocast
+from ...provenance import environment
+from ...validation import POSITIVE_INT, POSITIVE_NUMBER
+from .heads import head_bytes
+from .measure import (
     BENCH_FORMAT,
-    autocast,
-    environment,
+    amp_of,
     free_memory,
-    head_bytes,
     is_out_of_memory,
     log,
     out_of_memory_note,
@@ -51,7 +52,7 @@ def greedy_decode(head: OutputHead, hidden: Tensor) -> Tensor:
 
 
 def _train_once(head: OutputHead, hidden: Tensor, target: Tensor, precision: str) -> None:
-    with autocast(hidden.device, precision):
+    with autocast(amp_of(precision), hidden.device):
         loss = head.loss(hidden, target)
     loss.backward()
 
@@ -59,11 +60,11 @@ def _train_once(head: OutputHead, hidden: Tensor, target: Tensor, precision: str
 def _measure(head: OutputHead, hidden: Tensor, target: Tensor, queries: Tensor,
              device: torch.device, *, repeats: int, warmup: int, precision: str) -> dict:
     def loss_fn() -> Tensor:
-        with autocast(device, precision):
+        with autocast(amp_of(precision), device):
             return head.loss(hidden, target)
 
     def decode() -> None:
-        with autocast(device, precision):
+        with autocast(amp_of(precision), device):
             greedy_decode(head, queries)
 
     cost = step_costs(head, loss_fn, decode, device, repeats=repeats, warmup=warmup)
@@ -115,7 +116,7 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                                           else decode_positions, "decode_positions")
     max_seconds = POSITIVE_NUMBER.or_none("no limit").check(max_seconds, "max_seconds")
     device = torch.device(device)
-    autocast(device, precision)  # checks the precision before any work
+    amp_of(precision)  # checks the precision before any work
     heads = {"softmax": ("softmax", {}), f"vmf-{dim}": ("vmf", {"dim": dim})}
     stopped: dict[str, str] = {}
     rows = []

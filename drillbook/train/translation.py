@@ -1,12 +1,8 @@
-"""Train, evaluate and run a translation model; the run folder mirrors the LM trainer's.
+"""Train and evaluate a translation model: the task's part of the one training loop.
 
-A run folder holds ``config.json``, ``log.jsonl`` (one line per epoch: losses, BLEU,
-seconds per step), ``last.pt`` (weights, optimiser, RNG, epoch and position: a stopped
-run resumes where it was) and ``best.pt`` (the weights with the best validation BLEU).
-Both checkpoints carry the vocabularies, so a run can translate on its own. The folder
-follows the rules of :mod:`drillbook.train.runs` (a lock, checks before any write,
-resumable ``train.lr``/``train.clip``, a log that matches the checkpoint, finite
-checkpoints only); the training itself is :class:`~drillbook.train.loop.TrainingLoop`'s.
+Its run folder is the language model's (:mod:`drillbook.train.runs`); ``log.jsonl`` adds
+BLEU and seconds per step, ``best.pt`` holds the weights with the best validation BLEU, and
+both checkpoints carry the vocabularies, so a run can translate on its own.
 """
 
 from __future__ import annotations
@@ -14,25 +10,36 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
+from ..configs import NMTConfig
 from ..errors import ConfigError
 from ..heads import HEADS, OutputHead
+from ..models import build_translation_model
+from ..nmt.batching import TranslationBatch, make_batches
+from ..nmt.bleu import corpus_bleu, multi30k_bleu
+from ..nmt.corpus import ParallelCorpus, load_parallel
+from ..nmt.decode import translate_pairs
+from ..nmt.model import Seq2Seq
+from ..nmt.vocab import NMTVocab
 from ..runtime import resolve_device
-from ..train.checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
-from ..train.loop import StepLoss, TrainingLoop
-from ..train.runs import checkpoint_path, read_run_config
-from .bleu import corpus_bleu
-from .config import NMTConfig
-from .data import NMTVocab, TranslationBatch, load_parallel, make_batches
-from .decode import beam_search, greedy_decode
-from .model import Seq2Seq
+from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
+from .loop import StepLoss, TrainingLoop
+from .runs import LoadedRun, checkpoint_path, read_run_config
 
-__all__ = ["NMTTrainer", "load_nmt_run", "sampled_softmax_loss", "translate_pairs",
-           "translation_loss"]
+__all__ = ["NMTTrainer", "TranslationVocabs", "check_negative_sampling",
+           "evaluate_translation_run", "load_translation_data", "load_translation_run",
+           "sampled_softmax_loss", "translation_loss"]
+
+
+class TranslationVocabs(NamedTuple):
+    """The two vocabularies of a translation run (a loaded run's ``data``)."""
+
+    src: NMTVocab
+    tgt: NMTVocab
 
 
 def check_negative_sampling(head: OutputHead | type[OutputHead]) -> None:
@@ -109,7 +116,7 @@ def translation_loss(model: Seq2Seq, batch: TranslationBatch, *,
 
 
 class NMTTrainer(TrainingLoop):
-    """Train a :class:`~drillbook.nmt.config.NMTConfig` into a run folder.
+    """Train a :class:`~drillbook.configs.translation.NMTConfig` into a run folder.
 
     The task's part of :class:`~drillbook.train.loop.TrainingLoop`: shuffled batches of
     sentence pairs (a new order each epoch, from ``train.seed + epoch``), the loss
@@ -122,7 +129,7 @@ class NMTTrainer(TrainingLoop):
         config: the resolved config.
         run_dir: the run folder.
         device: default :func:`~drillbook.runtime.default_device`.
-        corpus: an already loaded :class:`~drillbook.nmt.data.ParallelCorpus`.
+        corpus: an already loaded :class:`~drillbook.nmt.corpus.ParallelCorpus`.
         target_vectors: ``(words, vectors)`` pretrained target embeddings to use instead
             of loading ``config.data.target_embeddings`` (tests, notebooks).
         resume: continue from ``run_dir/last.pt``.
@@ -153,21 +160,15 @@ class NMTTrainer(TrainingLoop):
     def _build(self, state: dict | None, corpus, target_vectors) -> None:
         config = self.config
         d, t = config.data, config.train
-        self.corpus = corpus if corpus is not None else load_parallel(d.src, d.tgt,
-                                                                      download=True)
+        self.corpus = corpus if corpus is not None else load_translation_data(config)
         self.train_pairs = self.corpus.train[: d.max_train_pairs]
         self.src_vocab = NMTVocab.build([s for s, _ in self.train_pairs], min_freq=d.min_freq)
         self.tgt_vocab = NMTVocab.build([g for _, g in self.train_pairs], min_freq=d.min_freq)
-        options = dict(config.head.options)
-        head_cls = HEADS.get(config.head.kind)
-        if head_cls is not None and not head_cls.is_distribution:  # vMF: a frozen table
-            options["target_embeddings"] = self._target_table(target_vectors)
-        self.model = Seq2Seq(len(self.src_vocab), len(self.tgt_vocab),
-                             emb_size=config.model.emb_size, hidden=config.model.hidden,
-                             dec_layers=config.model.dec_layers, dropout=config.model.dropout,
-                             head=config.head.kind, head_options=options,
-                             input_from_targets=config.model.input_from_targets,
-                             pad_id=self.tgt_vocab.pad_id).to(self.device)
+        continuous = not HEADS[config.head.kind].is_distribution  # vMF: a frozen table
+        self.model = build_translation_model(
+            config, len(self.src_vocab), len(self.tgt_vocab), pad_id=self.tgt_vocab.pad_id,
+            target_embeddings=self._target_table(target_vectors) if continuous else None,
+        ).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr)
         self.sampler = torch.Generator().manual_seed(t.seed + 1)  # negative sampling
         self.position = 0
@@ -176,25 +177,19 @@ class NMTTrainer(TrainingLoop):
 
     # ------------------------------------------------------------- setup
     def _target_table(self, target_vectors) -> Tensor:
-        from .embeddings import load_glove_50d, target_embeddings, train_word2vec
+        """The frozen target vectors of a vMF head: the ones given, or those
+        ``data.target_embeddings`` names (the config has checked that it names some, and
+        GloVe only for English)."""
+        from ..nmt.embeddings import load_glove_50d, target_embeddings, train_word2vec
 
-        source = self.config.data.target_embeddings
         if target_vectors is not None:
             words, vectors = target_vectors
-        elif source == "glove-50d":
-            if self.config.data.tgt != "en":
-                raise ConfigError(f"GloVe-50d is English; the target language is "
-                                  f"{self.config.data.tgt!r}: use "
-                                  f"data.target_embeddings=word2vec")
-            words, vectors = load_glove_50d()
-        elif source == "word2vec":
+        elif self.config.data.target_embeddings == "word2vec":
             words, vectors = train_word2vec([g for _, g in self.train_pairs], dim=100,
                                             seed=self.config.train.seed, epochs=10,
                                             min_count=1)
         else:
-            raise ConfigError(f"a vmf head needs target word vectors: set "
-                              f"data.target_embeddings to 'glove-50d' or 'word2vec' (got "
-                              f"{source!r})")
+            words, vectors = load_glove_50d()
         table, self.coverage = target_embeddings(self.tgt_vocab, words, vectors)
         return table
 
@@ -272,23 +267,8 @@ class NMTTrainer(TrainingLoop):
             share = self._batch_tokens(micro) / self._rank_tokens
         return StepLoss(loss, loss, share)
 
-    def fit(self, max_epochs: int | None = None, max_minutes: float | None = None) -> dict:
-        """Train to ``train.epochs`` (or the limits given); returns the last log record
-        (``{"reason": "budget", "epoch": ...}`` when the time budget stopped it, ``{}``
-        when no epoch ended).
-
-        Raises:
-            TrainingDiverged: a non-finite loss, or non-finite weights after a step;
-                ``last.pt`` keeps the last finite state.
-        """
-        self.folder.acquire()
-        try:
-            reason, record = self._run(max_epochs, max_minutes, None)
-        finally:
-            self.folder.release()
-        if reason == "budget":
-            return {"reason": "budget", "epoch": self.epoch - 1}
-        return record or {}
+    def _best(self) -> dict[str, float]:
+        return {"best_val_bleu": self.best_bleu}
 
     def _end_epoch(self, seconds: float) -> dict:
         """Validation loss and greedy BLEU; ``best.pt`` when the BLEU improved."""
@@ -335,47 +315,48 @@ class NMTTrainer(TrainingLoop):
         return corpus_bleu(hyps, [tgt for _, tgt in pairs])
 
 
-@torch.no_grad()
-def translate_pairs(model: Seq2Seq, pairs, src_vocab: NMTVocab, tgt_vocab: NMTVocab, *,
-                    beam: int = 1, max_len: int = 60, batch_size: int = 64,
-                    device: torch.device | str = "cpu") -> list[list[str]]:
-    """Translate the source side of ``pairs``, in order (a target side may be empty)."""
-    pairs = [(src, tgt or ["."]) for src, tgt in pairs]
-    out: list[list[str]] = [[] for _ in pairs]
-    decode = dict(bos=tgt_vocab.bos_id, eos=tgt_vocab.eos_id, max_len=max_len)
-    for batch in make_batches(pairs, src_vocab, tgt_vocab, batch_size=batch_size,
-                              shuffle=False):
-        src, lengths = batch.src.to(device), batch.src_lengths.to(device)
-        ids = (greedy_decode(model, src, lengths, **decode) if beam == 1
-               else beam_search(model, src, lengths, beam=beam, **decode))
-        for i, hyp in zip(batch.pair_ids.tolist(), ids, strict=True):
-            out[i] = tgt_vocab.decode(hyp)
-    return out
+def load_translation_data(config: NMTConfig) -> ParallelCorpus:
+    """The sentence pairs a translation config trains on, its missing files downloaded
+    first (checksum-verified; :func:`~drillbook.nmt.corpus.load_parallel`)."""
+    return load_parallel(config.data.src, config.data.tgt, download=True)
 
 
-def load_nmt_run(run_dir: str | Path, *, which: str = "best", device: str | None = None
-                 ) -> tuple[NMTConfig, Seq2Seq, NMTVocab, NMTVocab]:
-    """Rebuild a trained translation model and its vocabularies from a run folder.
+def load_translation_run(run_dir: str | Path, config: NMTConfig | None = None, *,
+                         which: str = "best", device: str | None = None,
+                         corpus: ParallelCorpus | None = None) -> LoadedRun:
+    """Rebuild a trained translation model from its run folder: ``(config, model,
+    TranslationVocabs(src, tgt))`` (the vocabularies come from the checkpoint; ``corpus``
+    is not needed).
 
     Raises:
         RunFolderError: no or an invalid ``config.json``.
         CheckpointError: the checkpoint is missing, unreadable, or not a translation one.
     """
     run_dir = Path(run_dir)
-    config = read_run_config(run_dir, NMTConfig)
+    config = config if config is not None else read_run_config(run_dir, NMTConfig)
     device = resolve_device(device)
     path = checkpoint_path(run_dir, which)
     state = load_checkpoint(path, device, formats=(NMT_WEIGHTS, NMT_CHECKPOINT))
-    src_vocab = NMTVocab.from_state_dict(state["src_vocab"])
-    tgt_vocab = NMTVocab.from_state_dict(state["tgt_vocab"])
-    options = dict(config.head.options)
-    head_cls = HEADS.get(config.head.kind)
-    if head_cls is not None and not head_cls.is_distribution:  # its table: in the checkpoint
-        options["target_embeddings"] = state["model"]["head.target_embeddings"]
-    model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_size=config.model.emb_size,
-                    hidden=config.model.hidden, dec_layers=config.model.dec_layers,
-                    dropout=config.model.dropout, head=config.head.kind, head_options=options,
-                    input_from_targets=config.model.input_from_targets,
-                    pad_id=tgt_vocab.pad_id).to(device)
+    vocabs = TranslationVocabs(NMTVocab.from_state_dict(state["src_vocab"]),
+                               NMTVocab.from_state_dict(state["tgt_vocab"]))
+    model = build_translation_model(  # a vMF head's table is in the checkpoint
+        config, len(vocabs.src), len(vocabs.tgt), pad_id=vocabs.tgt.pad_id,
+        target_embeddings=state["model"].get("head.target_embeddings")).to(device)
     model.load_state_dict(state["model"])
-    return config, model.eval(), src_vocab, tgt_vocab
+    return LoadedRun(config, model.eval(), vocabs)
+
+
+def evaluate_translation_run(run: LoadedRun, split: str, *, data: ParallelCorpus,
+                             max_items: int | None = None, beam: int = 1) -> dict[str, Any]:
+    """The reported BLEU of a loaded run on a split of ``data`` (its first ``max_items``
+    sentences, if given), decoded greedily or with a ``beam``: ``bleu``,
+    ``bleu_signature`` (sacreBLEU's, :func:`~drillbook.nmt.bleu.multi30k_bleu`),
+    ``beam`` and ``sentences``."""
+    src_vocab, tgt_vocab = run.data
+    pairs = data.split(split)[:max_items]
+    hyps = translate_pairs(run.model, pairs, src_vocab, tgt_vocab, beam=beam,
+                           max_len=run.config.train.max_len,
+                           device=next(run.model.parameters()).device)
+    bleu = multi30k_bleu(hyps, split=split, lang=run.config.data.tgt, download=True)
+    return {"beam": beam, "bleu": bleu.score, "bleu_signature": bleu.signature,
+            "sentences": len(pairs)}

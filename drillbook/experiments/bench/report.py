@@ -13,9 +13,10 @@ import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .bench import BENCH_FORMAT, environment
-from .bench_model import run_model_bench
-from .bench_sweep import vocab_sweep
+from ...provenance import environment
+from .measure import BENCH_FORMAT
+from .model import run_model_bench
+from .sweep import vocab_sweep
 
 __all__ = ["TARGETS", "Target", "evaluate_targets", "format_report", "render_targets",
            "run_targets"]
@@ -126,8 +127,8 @@ def evaluate_targets(reports: Sequence[dict], targets: Sequence[Target] = TARGET
     """Check each target against the measured reports (later reports win).
 
     Args:
-        reports: ``model`` and ``sweep`` reports (:func:`~.bench_model.run_model_bench`,
-            :func:`~.bench_sweep.vocab_sweep`), or ``targets`` reports holding them.
+        reports: ``model`` and ``sweep`` reports (:func:`~.model.run_model_bench`,
+            :func:`~.sweep.vocab_sweep`), or ``targets`` reports holding them.
         targets: what to check (default: :data:`TARGETS`).
 
     Returns:

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import torch
 
-from ..analysis.frequency import DEFAULT_BANDS, band_of
-from .data import NMTVocab, make_batches
-from .model import Seq2Seq
+from ..nmt.batching import make_batches
+from ..nmt.model import Seq2Seq
+from ..nmt.vocab import NMTVocab
+from .frequency import DEFAULT_BANDS, band_of
 
 __all__ = ["accuracy_by_frequency"]
 

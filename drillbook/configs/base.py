@@ -1,25 +1,17 @@
-"""Typed experiment configs and ``key=value`` overrides.
+"""What every experiment config shares: the class behind both tasks' configs, the head
+section, the training-loop section, the range rules and ``key=value`` overrides.
 
-A config is four plain dataclasses (data, model, head, train) plus a name and the key of
-the paper's number it should reproduce (:mod:`drillbook.papers`); its class names its
-``task`` (:class:`Config`: ``"language-model"``; the translation configs of
-:mod:`drillbook.nmt.config`: ``"translation"``). Everything is JSON-serialisable; the
-trainer writes the resolved config into its run folder, and
-:mod:`drillbook.configs.files` reads and writes it as a config file.
-
-Overrides use dotted keys: ``model.nhid=1150``, ``train.lr=20``,
-``head.options.depth=2``. Values are parsed as JSON (``0.5``, ``true``, ``null``,
-``"relu"``) with bare words taken as strings. Unknown keys and values of the wrong type
-are errors that list what is valid.
-
-Every config is **validated** when it is built from overrides (:func:`apply_overrides`),
-read back (:meth:`SectionedConfig.from_dict`) or handed to a trainer
-(:meth:`SectionedConfig.validate`): a value that would train garbage (a negative
-``train.clip``, an unknown ``train.optimizer``, ``train.nonmono=0``, a ``vmf`` head for a
-language model, ...) is a :class:`ConfigError` naming the key, the value and what is
-valid, before anything runs. Types and ranges follow :mod:`drillbook.validation`: an
-integer may be a NumPy integer (stored as a Python ``int``) but never a ``bool``, and a
-number must be finite.
+A config is plain dataclass *sections* (``data``, ``model``, ``head``, ``train``) plus a
+``name``, a ``description`` and the key of the paper's number it should reproduce
+(:mod:`drillbook.papers`); its class names its ``task``
+(:class:`~drillbook.configs.language_model.Config`, ``"language-model"``;
+:class:`~drillbook.configs.translation.NMTConfig`, ``"translation"``). Every config is
+validated when it is built from overrides (:func:`apply_overrides`), read back
+(:meth:`SectionedConfig.from_dict`) or handed to a trainer
+(:meth:`SectionedConfig.validate`): a value that would train garbage is a
+:class:`~drillbook.errors.ConfigError` naming the key, the value and what is valid, before
+anything runs. Overrides use dotted keys (``train.lr=20``, ``head.options.depth=2``) whose
+values are parsed as JSON, bare words as strings.
 """
 
 from __future__ import annotations
@@ -35,45 +27,36 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
+from ..precision import AMP_CHOICES
 from ..validation import PROBABILITY as _PROBABILITY
 from ..validation import Rule, integer, is_integer, is_number, number, one_of
 
 __all__ = [
-    "Config",
-    "ConfigError",
-    "DataConfig",
+    "LOOP_RULES",
     "HeadConfig",
-    "ModelConfig",
+    "LoopConfig",
     "SectionedConfig",
-    "TrainConfig",
     "apply_overrides",
     "check_fields",
     "check_head_kind",
 ]
 
 
-@dataclass
-class DataConfig:
-    corpus: str = "ptb"  #: a name in drillbook.data.CORPORA
+# ------------------------------------------------------------------ range rules
+# Range rules (drillbook.validation.Rule), keyed "section.field"; the types come from the
+# dataclass annotations (_coerce).
+AT_LEAST_ONE = integer(minimum=1)
+CAP = AT_LEAST_ONE.or_none("no cap")
+POSITIVE = number(above=0)
+NON_NEGATIVE = number(minimum=0)
+CLIP = NON_NEGATIVE.saying("0 (no clipping) or a positive gradient-norm bound")
+PROBABILITY = _PROBABILITY.saying("a dropout probability in [0, 1)")
+EPOCHS = AT_LEAST_ONE.saying("an integer >= 1 (0 would train nothing)")
+CHECKPOINT_STEPS = AT_LEAST_ONE.or_none("time-based only")
+AMP = one_of(*AMP_CHOICES)
 
 
-@dataclass
-class ModelConfig:
-    encoder: str = "awd-lstm"  #: "awd-lstm" or "transformer"
-    emsize: int = 400
-    nhid: int = 1150
-    nlayers: int = 3
-    d_out: int | None = None  #: last-layer size; None = emsize (so a tied head fits)
-    dropout: float = 0.4  #: output (locked) dropout
-    dropouth: float = 0.25  #: between layers (locked)
-    dropouti: float = 0.4  #: on embeddings (locked)
-    dropoute: float = 0.1  #: whole-word embedding dropout
-    wdrop: float = 0.5  #: DropConnect on W_hh
-    nhead: int = 4  #: transformer only
-    d_ff: int = 1024  #: transformer only
-    max_len: int = 256  #: transformer only
-
-
+# ------------------------------------------------------------------ sections
 @dataclass
 class HeadConfig:
     kind: str = "tied"  #: a name in drillbook.heads.HEADS
@@ -81,35 +64,45 @@ class HeadConfig:
 
 
 @dataclass
-class TrainConfig:
-    seed: int = 141
-    batch_size: int = 20
-    eval_batch_size: int = 10
-    test_batch_size: int = 1
-    bptt: int = 70
-    variable_bptt: bool = True  #: AWD-LSTM's random window lengths
-    optimizer: str = "sgd"  #: "sgd" (switches to averaged SGD) or "adam"
-    lr: float = 30.0
-    clip: float = 0.25  #: gradient-norm bound; 0 switches clipping off
-    wdecay: float = 1.2e-6
-    nonmono: int = 5  #: NT-ASGD trigger window (epochs)
-    alpha: float = 2.0  #: activation regularisation
-    beta: float = 1.0  #: temporal activation regularisation
-    epochs: int = 500  #: at least 1 (0 would train nothing; evaluate with `drillbook eval`)
-    max_batches_per_epoch: int | None = None  #: cap for tutorial runs
-    max_eval_tokens: int | None = None  #: cap for tutorial runs
+class LoopConfig:
+    """The training section's fields that the one training loop
+    (:class:`drillbook.train.loop.TrainingLoop`) reads, whatever the task; each task's
+    training section extends it and gives the first five their defaults."""
+
+    seed: int
+    batch_size: int
+    lr: float
+    clip: float  #: gradient-norm bound; 0 switches clipping off
+    epochs: int  #: at least 1 (0 would train nothing; evaluate with `drillbook eval`)
+    max_batches_per_epoch: int | None = None  #: a cap (CPU tutorials)
+    log_interval: int = 200  #: optimiser steps between two progress-bar updates
     checkpoint_minutes: float = 10.0  #: periodic checkpoint interval
     checkpoint_steps: int | None = None  #: ... or every N steps
     #: precision: "off", "bf16", "fp16" (with a gradient scaler) or "auto"
-    #: (drillbook.train.loop.resolve_precision); old files' false/true read as off/bf16
+    #: (drillbook.precision.resolve_precision); old files' false/true read as off/bf16
     amp: str = "off"
-    #: gradient accumulation: each step's batch in this many column slices (divides
-    #: batch_size), the recurrent state carried per slice
+    #: gradient accumulation: each step's batch in this many pieces
     accum_steps: int = 1
     compile: bool = False  #: torch.compile the model (in place)
-    log_interval: int = 200
 
 
+#: the ranges of :class:`LoopConfig`'s fields, keyed by field (each task's rules prefix
+#: them with its training section, ``train.``)
+LOOP_RULES: Mapping[str, Rule] = {
+    "batch_size": AT_LEAST_ONE,
+    "lr": POSITIVE,
+    "clip": CLIP,
+    "epochs": EPOCHS,
+    "max_batches_per_epoch": CAP,
+    "log_interval": AT_LEAST_ONE,
+    "checkpoint_minutes": POSITIVE,
+    "checkpoint_steps": CHECKPOINT_STEPS,
+    "amp": AMP,
+    "accum_steps": AT_LEAST_ONE,
+}
+
+
+# ------------------------------------------------------------------ the config class
 class SectionedConfig:
     """Behaviour shared by experiment configs: a ``name``, a ``description``, a ``paper``
     record key and dataclass *sections* (``data``, ``model``, ``head``, ``train``, ...).
@@ -120,9 +113,14 @@ class SectionedConfig:
     (:func:`drillbook.configs.config_from_dict`).
     """
 
-    #: what the config trains: ``"language-model"`` (:class:`Config`) or
-    #: ``"translation"`` (:class:`drillbook.nmt.config.NMTConfig`)
+    #: what the config trains: ``"language-model"``
+    #: (:class:`~drillbook.configs.language_model.Config`) or ``"translation"``
+    #: (:class:`~drillbook.configs.translation.NMTConfig`)
     task: ClassVar[str] = ""
+
+    #: the value ranges of the class's fields, ``"section.field" -> Rule`` (types are
+    #: checked from the annotations); :meth:`validate` applies them
+    RULES: ClassVar[Mapping[str, Rule]] = {}
 
     #: train-section fields that a resumed run may change. They alter no step already
     #: taken, only the ones to come: the number of epochs, the checkpoint and log
@@ -210,6 +208,7 @@ class SectionedConfig:
                 if type(plain) is not type(getattr(section, f.name)) and not isinstance(
                         value, int):
                     setattr(section, f.name, plain)  # a NumPy number: JSON needs Python's
+        check_fields(self, self.RULES)
         return self
 
     def hash(self) -> str:
@@ -232,75 +231,7 @@ class SectionedConfig:
         return copy.deepcopy(self)
 
 
-@dataclass
-class Config(SectionedConfig):
-    """A language-model experiment: corpus, encoder, output head, training recipe."""
-
-    name: str
-    description: str = ""
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    head: HeadConfig = field(default_factory=HeadConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    #: key in drillbook.papers.RECORD of the authors' result for this setup (for
-    #: comparison; never used in training, ignored by hash() and resume_key())
-    paper: str | None = None
-
-    task: ClassVar[str] = "language-model"
-
-    def validate(self) -> Config:
-        """Types and ranges of every value (see ``LM_RULES``), and a head that gives
-        word probabilities (perplexity needs them: no ``vmf``)."""
-        super().validate()
-        check_fields(self, LM_RULES)
-        check_head_kind(self.head.kind, language_model=True)
-        t = self.train
-        if t.batch_size % t.accum_steps:
-            raise ConfigError(f"invalid train.accum_steps={t.accum_steps}: it must divide "
-                              f"train.batch_size={t.batch_size} (each slice is "
-                              f"batch_size / accum_steps columns)")
-        return self
-
-
 # ------------------------------------------------------------------ validation
-# Range rules (drillbook.validation.Rule), keyed "section.field"; the types come from the
-# dataclass annotations (_coerce). Shared by the translation configs.
-AT_LEAST_ONE = integer(minimum=1)
-CAP = AT_LEAST_ONE.or_none("no cap")
-POSITIVE = number(above=0)
-NON_NEGATIVE = number(minimum=0)
-CLIP = NON_NEGATIVE.saying("0 (no clipping) or a positive gradient-norm bound")
-PROBABILITY = _PROBABILITY.saying("a dropout probability in [0, 1)")
-EPOCHS = AT_LEAST_ONE.saying("an integer >= 1 (0 would train nothing)")
-CHECKPOINT_STEPS = AT_LEAST_ONE.or_none("time-based only")
-AMP = one_of("off", "bf16", "fp16", "auto")
-
-#: the language-model configs' value ranges (types are checked separately)
-LM_RULES: Mapping[str, Rule] = {
-    **{f"model.{k}": AT_LEAST_ONE for k in ("emsize", "nhid", "nlayers", "nhead", "d_ff",
-                                            "max_len")},
-    "model.d_out": AT_LEAST_ONE.or_none("= emsize"),
-    **{f"model.{k}": PROBABILITY for k in ("dropout", "dropouth", "dropouti", "dropoute",
-                                           "wdrop")},
-    **{f"train.{k}": AT_LEAST_ONE for k in ("batch_size", "eval_batch_size",
-                                            "test_batch_size", "bptt", "log_interval")},
-    "train.optimizer": one_of("sgd", "adam"),
-    "train.lr": POSITIVE,
-    "train.clip": CLIP,
-    "train.wdecay": NON_NEGATIVE,
-    "train.nonmono": AT_LEAST_ONE.saying("an integer >= 1 (epochs in NT-ASGD's window)"),
-    "train.alpha": NON_NEGATIVE,
-    "train.beta": NON_NEGATIVE,
-    "train.epochs": EPOCHS,
-    "train.max_batches_per_epoch": CAP,
-    "train.max_eval_tokens": CAP,
-    "train.checkpoint_minutes": POSITIVE,
-    "train.checkpoint_steps": CHECKPOINT_STEPS,
-    "train.amp": AMP,
-    "train.accum_steps": AT_LEAST_ONE,
-}
-
-
 def check_fields(config: SectionedConfig, rules: Mapping[str, Rule]) -> None:
     """Apply ``rules`` (``"section.field" -> Rule``) to ``config``.
 
@@ -316,19 +247,16 @@ def check_fields(config: SectionedConfig, rules: Mapping[str, Rule]) -> None:
 
 def check_head_kind(kind: str, *, language_model: bool) -> None:
     """``head.kind`` must name a head in :data:`drillbook.heads.HEADS`; a language model
-    also needs one that declares a distribution over the words (``is_distribution``;
-    not the vMF head, which predicts word vectors)."""
-    from ..heads import HEADS  # heavy (torch): imported only when validating
+    also needs one that declares a distribution over the words
+    (:func:`drillbook.heads.registry.language_model_refusal`)."""
+    from ..heads.registry import HEADS, language_model_refusal  # torch: only to validate
 
     if kind not in HEADS:
         raise ConfigError(f"unknown head kind {kind!r} (head.kind): it must be one of "
                           f"{', '.join(sorted(HEADS))}")
-    if language_model and not HEADS[kind].is_distribution:
-        usable = sorted(k for k, c in HEADS.items() if c.is_distribution)
-        raise ConfigError(f"invalid head.kind={kind!r}: the {kind!r} head predicts word "
-                          f"vectors, not a distribution over words, so it cannot end a "
-                          f"language model (no perplexity; it is for translation configs, "
-                          f"multi30k/...); use one of {', '.join(usable)}")
+    refusal = language_model_refusal(HEADS[kind]) if language_model else None
+    if refusal is not None:
+        raise ConfigError(f"invalid head.kind={kind!r}: {refusal}")
 
 
 def _check_keys(cls, d: dict, where: str) -> None:

@@ -18,11 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ..configs import Config, ConfigError, TrainConfig
-from ..models import LanguageModel, build_model
-from ..train import training_loss
-from .bench import BENCH_FORMAT, SIZES, autocast, check_clock, environment, log, time_call
-from .bench_model import bench_config
+from ...configs import Config, ConfigError, TrainConfig
+from ...models import LanguageModel, build_model
+from ...precision import autocast
+from ...provenance import environment
+from ...train.lm import training_loss
+from .heads import SIZES
+from .measure import BENCH_FORMAT, amp_of, check_clock, log, time_call
+from .model import bench_config
 
 __all__ = ["TrainStep", "compare_train_steps", "load_step", "make_train_step",
            "run_step_bench", "time_train_step", "trainer_step"]
@@ -80,7 +83,7 @@ def make_train_step(config: str | Config, *, size: str | int = "ptb",
 
     Args:
         config: a language-model config or its name (``drillbook configs``).
-        size: a :data:`~.bench.SIZES` name or a vocabulary size ``V``.
+        size: a :data:`~.heads.SIZES` name or a vocabulary size ``V``.
         overrides: ``key=value`` changes to the config (``model.nhid=16``).
         batch_size, bptt: the batch, ``(bptt, batch_size)`` word ids; default the
             config's ``train`` values.
@@ -94,7 +97,7 @@ def make_train_step(config: str | Config, *, size: str | int = "ptb",
         ``device``).
     """
     device = torch.device(device)
-    autocast(device, precision)  # checks the precision before any work
+    amp_of(precision)  # checks the precision before any work
     if isinstance(config, str):
         config = bench_config(config, overrides)
     elif overrides:
@@ -110,7 +113,7 @@ def make_train_step(config: str | Config, *, size: str | int = "ptb",
     x, y = ids[:-1], ids[1:]
 
     def call() -> object:
-        return step(model, optimizer, x, y, t, lambda: autocast(device, precision))
+        return step(model, optimizer, x, y, t, lambda: autocast(amp_of(precision), device))
 
     info = {"config": config.name, "overrides": list(overrides), "head": config.head.kind,
             "vocab_size": vocab_size, "batch_size": batch, "bptt": length,
@@ -121,7 +124,7 @@ def make_train_step(config: str | Config, *, size: str | int = "ptb",
 def time_train_step(config: str | Config, *, repeats: int = 5, warmup: int = 2,
                     clock: str = "wall", **settings) -> dict:
     """Mean seconds of one training step of a config's model (:func:`make_train_step`,
-    timed by :func:`~.bench.time_call`).
+    timed by :func:`~.measure.time_call`).
 
     Args:
         config: a config or its name; settings: keyword arguments of
@@ -146,7 +149,7 @@ def compare_train_steps(configs: Sequence[str | Config],
     """Time every config under every step function, interleaved, in one process.
 
     Every contender (config x step) is built and warmed up first; then ``rounds`` times
-    each contender in turn is timed over ``repeats`` steps (:func:`~.bench.time_call`), so
+    each contender in turn is timed over ``repeats`` steps (:func:`~.measure.time_call`), so
     a machine that slows down or speeds up touches all alike. The first contender is the
     baseline.
 
@@ -155,7 +158,7 @@ def compare_train_steps(configs: Sequence[str | Config],
         steps: name -> :data:`TrainStep`; default ``{"trainer": trainer_step}``.
         rounds: timed blocks per contender.
         clock: ``"wall"``, or ``"cpu"``: the process's CPU time, which other work on a
-            shared CPU disturbs less (:func:`~.bench.time_call`).
+            shared CPU disturbs less (:func:`~.measure.time_call`).
         settings: further keyword arguments of :func:`make_train_step` (``size``,
             ``overrides``, ``batch_size``, ``bptt``, ``precision``, ``seed``).
 
@@ -195,7 +198,7 @@ def compare_train_steps(configs: Sequence[str | Config],
 
 def load_step(spec: str) -> TrainStep:
     """The step function named ``module:function`` (e.g.
-    ``drillbook.experiments.bench_step:trainer_step``).
+    ``drillbook.experiments.bench.step:trainer_step``).
 
     Raises:
         ConfigError: a malformed name, a module that cannot be imported, or no such
@@ -204,7 +207,7 @@ def load_step(spec: str) -> TrainStep:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigError(f"step {spec!r} must look like module:function, e.g. "
-                          f"drillbook.experiments.bench_step:trainer_step")
+                          f"drillbook.experiments.bench.step:trainer_step")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:

@@ -1,0 +1,90 @@
+"""Models from configs: the one place that knows every encoder and how each task's model
+is put together (:func:`build_model` for a language model, :func:`build_translation_model`
+for translation)."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from ..configs import Config, NMTConfig
+from ..errors import ConfigError
+from ..heads import HEADS, build_head
+from ..nmt.model import Seq2Seq
+from ..validation import check_choice
+from .awd_lstm import AWDLSTM
+from .base import Encoder, LanguageModel, lm_head_problem
+from .transformer import TransformerLM
+
+__all__ = ["ENCODERS", "build_encoder", "build_model", "build_translation_model"]
+
+#: the encoders a language-model config may name (``model.encoder``)
+ENCODERS = ("awd-lstm", "transformer")
+
+
+def build_encoder(config: Config, vocab_size: int) -> Encoder:
+    """The encoder ``config.model`` describes (:data:`ENCODERS`), over ``vocab_size`` words.
+
+    Raises:
+        ConfigError: an unknown encoder, or a Transformer asked for another output size.
+    """
+    m = config.model
+    check_choice(m.encoder, ENCODERS, "model.encoder")
+    if m.encoder == "transformer":
+        if m.d_out not in (None, m.emsize):
+            raise ConfigError("the transformer's output size is its width: leave "
+                              "model.d_out unset or equal to model.emsize")
+        return TransformerLM(vocab_size, m.emsize, m.nhead, m.nlayers, m.d_ff,
+                             dropout=m.dropout, max_len=m.max_len)
+    return AWDLSTM(vocab_size, m.emsize, m.nhid, m.nlayers, m.d_out, dropout=m.dropout,
+                   dropouth=m.dropouth, dropouti=m.dropouti, dropoute=m.dropoute,
+                   wdrop=m.wdrop)
+
+
+def build_model(config: Config, vocab_size: int) -> LanguageModel:
+    """Encoder + head as the config says; the head shares the encoder's embedding.
+
+    Raises:
+        ConfigError: a head that cannot end a language model (a vMF head, which has no
+            distribution over words; a head that reads layers the encoder does not
+            expose), or head options that do not fit (the message names the config).
+    """
+    encoder = build_encoder(config, vocab_size)
+    options = dict(config.head.options)
+    head_cls = HEADS.get(config.head.kind)  # an unknown kind: build_head names the choices
+    if head_cls is not None:
+        problem = lm_head_problem(head_cls, encoder)
+        if problem is not None:
+            raise ConfigError(f"config {config.name!r}: {problem}")
+        if head_cls.reads_layers:  # DOC: the sizes of every layer it may read
+            options.setdefault("layer_sizes", encoder.layer_sizes)
+    try:
+        head = build_head(config.head.kind, vocab_size=vocab_size, d_hidden=encoder.d_out,
+                          embedding=encoder.embedding, **options)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"config {config.name!r}: {err}") from err
+    return LanguageModel(encoder, head)
+
+
+def build_translation_model(config: NMTConfig, src_vocab_size: int, tgt_vocab_size: int, *,
+                            pad_id: int, target_embeddings: Tensor | None = None) -> Seq2Seq:
+    """The attentional model a translation config describes
+    (:class:`~drillbook.nmt.model.Seq2Seq`), its head as ``config.head`` says.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: the sizes of the two vocabularies.
+        pad_id: the target vocabulary's padding id.
+        target_embeddings: the ``(V, m)`` frozen target vectors of a head that predicts
+            vectors (vMF); ignored by a head that is a distribution over words.
+
+    Raises:
+        ConfigError: a head the model cannot use, or options that do not fit.
+    """
+    m = config.model
+    options = dict(config.head.options)
+    head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
+    if head_cls is not None and not head_cls.is_distribution:
+        options["target_embeddings"] = target_embeddings
+    return Seq2Seq(src_vocab_size, tgt_vocab_size, emb_size=m.emb_size, hidden=m.hidden,
+                   dec_layers=m.dec_layers, dropout=m.dropout, head=config.head.kind,
+                   head_options=options, input_from_targets=m.input_from_targets,
+                   pad_id=pad_id)
