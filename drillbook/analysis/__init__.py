@@ -10,15 +10,17 @@ from .frequency import (
     FrequencyBand,
     band_of,
     compare_by_frequency,
+    loss_by_band,
+    loss_by_word,
     token_nll,
     unigram_nll,
 )
 from .mixture import MixtureDiagnostics, mixture_diagnostics
 from .neighbours import nearest_neighbours
-from .rank import DRILL_TOL, Spectrum, log_prob_chunks, matrix_rank, singular_values
+from .rank import DRILL_TOL, Spectrum, log_prob_chunks, matrix_rank, rank_of, singular_values
 from .synthetic import FitResult, SyntheticLanguage, fit_head
 from .tail import ProbabilityBand, errors_by_probability
-from .word_accuracy import accuracy_by_frequency
+from .word_accuracy import F1_BANDS, accuracy_by_frequency, rare_word_f1
 
 __all__ = [
     "AVERAGES",
@@ -26,6 +28,7 @@ __all__ = [
     "DEFAULT_BANDS",
     "DRILL_BANDS",
     "DRILL_TOL",
+    "F1_BANDS",
     "FitResult",
     "FrequencyBand",
     "HeadFlops",
@@ -41,9 +44,13 @@ __all__ = [
     "fit_head",
     "head_flops",
     "log_prob_chunks",
+    "loss_by_band",
+    "loss_by_word",
     "matrix_rank",
     "mixture_diagnostics",
     "nearest_neighbours",
+    "rank_of",
+    "rare_word_f1",
     "singular_values",
     "token_nll",
     "unigram_nll",

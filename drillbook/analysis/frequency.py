@@ -15,7 +15,8 @@ from ..errors import ConfigError
 from ..validation import check_choice
 
 __all__ = ["AVERAGES", "DECADE_BANDS", "DEFAULT_BANDS", "DRILL_BANDS", "FrequencyBand",
-           "band_of", "compare_by_frequency", "token_nll", "unigram_nll"]
+           "band_label", "band_of", "compare_by_frequency", "loss_by_band", "loss_by_word",
+           "token_nll", "unigram_nll"]
 
 #: DRILL Fig. 3's training-count bins ``[lo, hi)`` (the authors' analysis script)
 DRILL_BANDS: tuple[tuple[int, int | None], ...] = (
@@ -195,4 +196,38 @@ def compare_by_frequency(nll_a: Tensor, nll_b: Tensor, target: Tensor, train_cou
             rel = (total_b - total_a) / total_a
         rows.append(FrequencyBand(lo, hi, int(words.sum()), n, total_a / n, total_b / n,
                                   100.0 * rel, average))
+    return rows
+
+
+def band_label(lo: int, hi: int | None) -> str:
+    """A band ``[lo, hi)`` as a label: ``"50-99"``, ``"4"`` (one count), ``"5000+"``."""
+    if hi is None:
+        return f"{lo}+"
+    return str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}"
+
+
+def loss_by_word(nll: Tensor, target: Tensor, vocab_size: int) -> tuple[Tensor, Tensor]:
+    """``(summed NLL, tokens)`` of every word id, ``(V,)`` each, from per-token losses
+    (:func:`token_nll`): what DRILL Fig. 3's per-word cross-entropies are made of."""
+    sums = torch.zeros(vocab_size, dtype=torch.float64).index_add_(
+        0, target.cpu(), nll.double().cpu())
+    tokens = torch.zeros(vocab_size, dtype=torch.long).index_add_(
+        0, target.cpu(), torch.ones_like(target.cpu()))
+    return sums, tokens
+
+
+def loss_by_band(sums: Tensor, tokens: Tensor, train_counts: Tensor,
+                 bands: Sequence[tuple[int, int | None]] = DRILL_BANDS) -> list[dict]:
+    """One model's loss per training-frequency band of the target word, from
+    :func:`loss_by_word`: per band its ``band`` label, bounds ``low``/``high``, the
+    ``types`` that occur in the evaluation data, their ``tokens`` and ``mean_nll`` (nats per
+    token; None for an empty band). Words outside every band (count 0) are left out."""
+    band = band_of(train_counts.cpu(), bands)
+    rows = []
+    for i, (lo, hi) in enumerate(bands):
+        words = (band == i) & (tokens > 0)
+        n = int(tokens[words].sum())
+        rows.append({"band": band_label(lo, hi), "low": lo, "high": hi,
+                     "types": int(words.sum()), "tokens": n,
+                     "mean_nll": float(sums[words].sum() / n) if n else None})
     return rows

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["DRILL_TOL", "Spectrum", "log_prob_chunks", "matrix_rank", "singular_values"]
+__all__ = ["DRILL_TOL", "RANK_SVD_MAX", "Spectrum", "log_prob_chunks", "matrix_rank", "rank_of",
+           "singular_values"]
 
 #: The absolute tolerance of the DRILL authors' code (their paper states none): count
 #: singular values > 1.
@@ -231,3 +232,29 @@ def log_prob_chunks(model, data: Tensor, bptt: int,
     for out, _ in eval_windows(model, data, bptt, max_tokens):
         logp = model.head.log_prob(out.features).double()
         yield logp.reshape(-1, logp.shape[-1])
+
+
+#: the largest ``positions x V`` log-probability matrix :func:`rank_of` gives to a float64
+#: SVD (where numpy's relative tolerance means something); larger ones stream a Gram matrix
+RANK_SVD_MAX = 40_000_000
+
+
+def rank_of(model, data: Tensor, bptt: int, positions: int | None) -> dict[str, int]:
+    """The rank of a language model's log-probability matrix on (about) ``positions``
+    positions of a batchified stream (None: all of it): ``rank_tol_1`` (DRILL's absolute
+    ``tol = 1``), ``rank_positions``, and, where the matrix has at most
+    :data:`RANK_SVD_MAX` entries, ``rank_numpy_tol`` from a float64 SVD (float32 rounding
+    noise alone has full rank under numpy's relative tolerance, so the model is evaluated
+    in float64 for it)."""
+    import copy
+
+    device = next(model.parameters()).device
+    if positions is not None and positions * model.head.vocab_size <= RANK_SVD_MAX:
+        chunks = log_prob_chunks(copy.deepcopy(model).double(), data, bptt, positions)
+        spectrum = singular_values(torch.cat(list(chunks)).double(), method="svd",
+                                   device=device)
+        return {"rank_tol_1": spectrum.rank(DRILL_TOL), "rank_numpy_tol": spectrum.rank(),
+                "rank_positions": spectrum.n_rows}
+    spectrum = singular_values(log_prob_chunks(model, data, bptt, positions), method="gram",
+                               device=device)
+    return {"rank_tol_1": spectrum.rank(DRILL_TOL), "rank_positions": spectrum.n_rows}

@@ -154,7 +154,8 @@ def l2_loss(pred: Tensor, target: Tensor, *, reduction: str = "none") -> Tensor:
     :class:`~drillbook.heads.VMFHead`) average over positions. (The authors' code sums it
     over the tokens of a batch and divides by the number of sentences, a different
     constant scale.) Unlike the unsquared distance it is smooth at ``ê = e(w)``. Models
-    trained with it decode by Euclidean distance (:data:`~drillbook.losses.neighbours.DECODE_METRICS`).
+    trained with it decode by Euclidean distance
+    (:data:`~drillbook.losses.neighbours.DECODE_METRICS`).
     """
     _check_pair(pred, target, "l2_loss")
     return _reduce((pred - target).square().sum(-1), reduction)

@@ -3,8 +3,9 @@ evaluation token, memory, each compared with a tied head measured in the same pr
 the same inputs (so the ratios hold on a noisy machine even when the absolute numbers do
 not).
 
-Memory, three ways: ``saved_bytes`` (every device; :func:`~drillbook.experiments.bench.measure.saved_bytes`),
-``peak_bytes`` (CUDA only, parameters included), and ``score_bytes``, the size of the
+Memory, three ways: ``saved_bytes`` (every device;
+:func:`~drillbook.experiments.bench.measure.saved_bytes`), ``peak_bytes`` (CUDA only,
+parameters included), and ``score_bytes``, the size of the
 largest score tensor the head materialises (``J x n x V`` values for a ``J``-component
 mixture), an estimate. :mod:`drillbook.experiments.bench.model` puts the AWD-LSTM encoder
 in front of a head, :mod:`drillbook.experiments.bench.sweep` grows the vocabulary for vMF
@@ -46,7 +47,8 @@ class HeadCost:
     Attributes:
         kind, options: what was measured.
         vocab_size, d, tokens: the problem size (``tokens`` positions per step).
-        train_step_s: seconds of forward + backward of the loss (:func:`~drillbook.experiments.bench.measure.time_call`).
+        train_step_s: seconds of forward + backward of the loss
+            (:func:`~drillbook.experiments.bench.measure.time_call`).
         eval_token_s: seconds per position of the evaluation loss (no grad).
         peak_bytes: peak CUDA memory of a training step (None on CPU).
         score_bytes: size of the largest score tensor (an estimate of the memory the
