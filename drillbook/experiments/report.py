@@ -29,8 +29,8 @@ def render_report(folder: str | Path) -> str:
     row's :class:`~drillbook.experiments.tables.Row` (a ``paper`` field of an old result
     file is ignored). Rows whose paper number is after fine-tuning get fine-tuning columns:
     our fine-tuned run next to that number, our main run next to the paper's before
-    fine-tuning (a dash where the paper gives none). Speed ratios divide each row's seconds per epoch by its
-    :func:`baseline_row` in the same table; rank columns appear for tables that measured a
+    fine-tuning (a dash where the paper gives none). Speed ratios divide each row's seconds
+    per epoch by its :func:`baseline_row` in the same table; rank columns appear for tables that measured a
     rank. A table with a row run under two or more seeds gets a table across seeds
     (:mod:`drillbook.experiments.seeds`), and the benchmark reports in ``folder/bench``
     give a section on the cost targets
