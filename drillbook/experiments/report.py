@@ -30,10 +30,10 @@ def render_report(folder: str | Path) -> str:
     file is ignored). Rows whose paper number is after fine-tuning get fine-tuning columns:
     our fine-tuned run next to that number, our main run next to the paper's before
     fine-tuning (a dash where the paper gives none). Speed ratios divide each row's seconds
-    per epoch by its :func:`baseline_row` in the same table; rank columns appear for tables that measured a
-    rank. A table with a row run under two or more seeds gets a table across seeds
-    (:mod:`drillbook.experiments.seeds`), and the benchmark reports in ``folder/bench``
-    give a section on the cost targets
+    per epoch by its :func:`baseline_row` in the same table; rank columns appear for tables
+    that measured a rank. A table with a row run under two or more seeds gets a table
+    across seeds (:mod:`drillbook.experiments.seeds`), and the benchmark reports in
+    ``folder/bench`` give a section on the cost targets
     (:func:`~drillbook.experiments.bench.report.render_targets`).
     Deterministic: the same files give the same bytes (tests check it).
     """
