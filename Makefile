@@ -22,7 +22,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # experiment size: small (CPU), t4 (a GPU under 20 GiB or without bfloat16), full, auto
 export DRILLBOOK_PROFILE ?= auto
 
-.PHONY: help venv book book-check test lint unit notebooks package sync clean
+.PHONY: help venv book book-check test lint unit notebooks package sync clean evidence
 
 help:
 	@echo "make book    build the website into _build/html (executes every notebook)"
@@ -32,6 +32,9 @@ help:
 	@echo "make sync    regenerate notebooks/*.ipynb from the .py:percent sources"
 	@echo "             (NB=notebooks/02_tied_joint_drill.py for just one)"
 	@echo "make clean   remove _build (keeps .venv)"
+	@echo "make evidence PLAN=gpu-ptb MINUTES=9 OUT=evidence"
+	@echo "             a GPU window: CUDA tests, cost targets, the plan's rows side by side,"
+	@echo "             all within MINUTES; needs only a python with torch (PYTHON=...)"
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -95,3 +98,11 @@ sync: $(STAMP)
 
 clean:
 	rm -rf _build $(NOEXEC_CONFIG)
+
+# A GPU window, whatever is installed there: no venv, the checkout's drillbook on the path.
+PLAN    ?= gpu-ptb
+MINUTES ?= 9
+OUT     ?= evidence
+evidence:
+	PYTHONPATH=$(CURDIR) $(PYTHON) tools/evidence.py --plan $(PLAN) --minutes $(MINUTES) \
+	    --out $(OUT)

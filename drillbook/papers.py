@@ -281,6 +281,20 @@ _ENTRIES: tuple[PaperNumber, ...] = (
                   note=f"numpy matrix_rank(tol=1) on PTB; {rank:,} for validation and test",
                   unchecked=_NOT_A_PAPER)
       for row, rank in [("Softmax", 402), ("DRILL", 402), ("MoS", 9981)]],
+    # the speed logs of the DRILL repository, run on NVIDIA GTX 1080 Ti GPUs (its README),
+    # each the mean of the "end of epoch | time: ...s" lines of one file, the mean its
+    # analysis/speed/calc.sh takes (training and validation of each epoch)
+    *[PaperNumber(f"drill-repo:speed:{row}", _DRILL_REPO, None, f"analysis/speed/{path}",
+                  label, {"seconds_per_epoch": seconds}, None,
+                  note=f"mean over {epochs} logged epochs on a GTX 1080 Ti",
+                  unchecked=_NOT_A_PAPER)
+      for row, path, label, seconds, epochs in [
+          ("ptb-awd-lstm", "penn/penn-base.txt", "AWD-LSTM on PTB", 46.75, 600),
+          ("ptb-drill", "penn/penn-ours.txt", "AWD-LSTM-DRILL on PTB", 53.14, 600),
+          ("ptb-mos", "penn/penn-mos.txt", "AWD-LSTM-MoS on PTB", 139.01, 600),
+          ("wt2-awd-lstm", "wiki2/wiki2-base.txt", "AWD-LSTM on WikiText-2", 89.02, 600),
+          ("wt2-drill", "wiki2/wiki2-ours.txt", "AWD-LSTM-DRILL on WikiText-2", 106.09, 600),
+          ("wt2-mos", "wiki2/wiki2-mos.txt", "AWD-LSTM-MoS on WikiText-2", 861.94, 683)]],
     # ------------------------------------------------- DOC Table 3 (PTB, J = 20 ablation)
     # the row label is the printed cells i3 i2 i1 i0 lambda_beta
     _doc_t3("i3-15", "15 0 0 0 0", 56.54, 54.44,

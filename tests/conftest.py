@@ -6,6 +6,14 @@ import pytest
 import torch
 
 
+def pytest_collection_modifyitems(items):
+    """Mark every test that is skipped without CUDA as ``cuda``, so that a GPU machine runs
+    just those (``pytest -m cuda``, what ``make evidence`` does first)."""
+    for item in items:
+        if any("CUDA" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
+            item.add_marker(pytest.mark.cuda)
+
+
 @pytest.fixture
 def gen() -> torch.Generator:
     return torch.Generator().manual_seed(1234)

@@ -371,7 +371,10 @@ def test_the_targets_render_as_markdown_and_join_the_results_report(tmp_path):
     # the results report gains the section once results/bench holds a report
     assert "## Cost targets" not in render_report(tmp_path)
     write_report(ptb, tmp_path / "bench" / "gpu.json")
-    assert render_report(tmp_path).endswith(text.rstrip("\n"))
+    # ... one section per kind of device, under its own heading
+    on_cuda = bench_report.render_targets([ptb], heading="## Cost targets on cuda")
+    assert on_cuda.splitlines()[1:] == lines[1:]
+    assert render_report(tmp_path).endswith(on_cuda.rstrip("\n"))
 
 
 def test_run_targets_measures_what_the_targets_need(monkeypatch):
@@ -552,5 +555,12 @@ def test_committed_bench_reports_are_valid_and_name_their_machine():
     for report in reports:
         assert format_report(report)  # raises on a wrong format or mode
         env = report["environment"]
-        assert env["device_name"] and env["torch"] and "commit" in env and report["rows"]
-    assert len(evaluate_targets(reports)) == 7
+        assert env["device_name"] and env["torch"] and "commit" in env
+        # a targets report holds the reports it measured; the others hold rows
+        assert all(r["rows"] for r in report["reports"]) if report["mode"] == "targets" \
+            else report["rows"]
+    by_device = {}
+    for report in reports:
+        by_device.setdefault(report["settings"]["device"], []).append(report)
+    assert sorted(by_device) == ["cpu", "cuda"]  # the CPU's and the H200's
+    assert all(len(evaluate_targets(r)) == 7 for r in by_device.values())

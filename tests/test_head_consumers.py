@@ -11,6 +11,7 @@ one-line ConfigError naming the fix. Sizes are tiny: the whole file runs in seco
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 import torch
 from torch import nn
 
-from drillbook.analysis import DRILL_TOL, log_prob_chunks, matrix_rank
+from drillbook.analysis import DRILL_TOL, log_prob_chunks, matrix_rank, rank_of
 from drillbook.configs import (
     Config,
     DataConfig,
@@ -37,9 +38,12 @@ from drillbook.experiments.bench.sweep import greedy_decode as head_greedy
 from drillbook.heads import HEADS, Features, build_head
 from drillbook.models import Encoder, EncoderOutput, LanguageModel, build_model
 from drillbook.nmt import load_parallel_from_files
-from drillbook.nmt.decode import beam_search, greedy_decode
+from drillbook.nmt.decode import beam_search, greedy_decode, translate_pairs
 from drillbook.nmt.model import Seq2Seq
 from drillbook.train import NMTTrainer, Trainer, evaluate
+from drillbook.train.lm import lm_analyses, split_stream
+from drillbook.train.runs import LoadedRun
+from drillbook.train.translation import TranslationVocabs, translation_analyses
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -336,6 +340,77 @@ def test_translation_trainer_with_negative_sampling(kind, tmp_path):
     record = t.fit().record
     assert record["epoch"] == 1 and math.isfinite(record["train_loss"])
     assert len(sampled) == 2 and all(n < len(t.tgt_vocab) for n in sampled)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_language_model_analyses_of_a_result_file(kind, tmp_path):
+    """What ``reproduce`` writes into a language model's result file for the chapters:
+    per-band and per-word losses that add up to the evaluated loss, the mixture's usage
+    for a mixture head, and the rank against numpy's."""
+    if not HEADS[kind].is_distribution:
+        return  # refused by the language model (the test above)
+    config, corpus = lm_config(kind), lm_corpus()
+    trainer = Trainer(config, tmp_path / "run", device="cpu", corpus=corpus, progress=False)
+    trainer.fit(max_steps=2)
+    model = trainer.model.eval()
+    out = lm_analyses(LoadedRun(config, model, corpus), "valid", data=corpus)
+    stream = split_stream(config, corpus, "valid")
+    loss, count = evaluate(model, stream, bptt=config.train.bptt)
+    nll = sum(s for s, _ in out["word_nll"].values())
+    assert sum(n for _, n in out["word_nll"].values()) == count
+    assert nll / count == pytest.approx(loss, rel=1e-4)
+    banded = [b for b in out["frequency_bands"] if b["tokens"]]
+    in_bands = sum(b["tokens"] for b in banded)
+    assert 0 < in_bands <= count  # words never seen in training are in no band
+    assert sum(b["mean_nll"] * b["tokens"] for b in banded) <= nll + 1e-3
+    assert ("mixture" in out) is HEADS[kind].is_mixture
+    if HEADS[kind].is_mixture:
+        assert sum(out["mixture"]["usage"]) == pytest.approx(1.0, abs=1e-4)
+        assert 0 <= out["mixture"]["entropy"] <= out["mixture"]["max_entropy"] + 1e-9
+
+    logp = torch.cat(list(log_prob_chunks(copy.deepcopy(model).double(), stream,
+                                          config.train.bptt))).numpy()
+    sv = np.linalg.svd(logp, compute_uv=False)
+    ranks = rank_of(model, stream, config.train.bptt, positions=count)
+    assert ranks["rank_positions"] == count
+    assert ranks["rank_numpy_tol"] == np.linalg.matrix_rank(logp)
+    assert ranks["rank_tol_1"] == int((sv > DRILL_TOL).sum())
+    gram = rank_of(model, stream, config.train.bptt, positions=None)  # the Gram route
+    assert gram == {"rank_tol_1": ranks["rank_tol_1"], "rank_positions": count}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_translation_analyses_of_a_result_file(kind, tmp_path):
+    """Rare-word F1 of greedy translations, decoding speed and examples, for every head a
+    translation model takes."""
+    if HEADS[kind].reads_layers:
+        return  # refused by the translation model (test_translation_model_trains_and_decodes)
+    corpus = load_parallel_from_files(
+        {s: (DATA / "tiny_parallel" / f"{s}.de", DATA / "tiny_parallel" / f"{s}.en")
+         for s in ("train", "valid", "test")}, "de", "en")
+    config = get_nmt_config("multi30k/de-en-softmax")
+    config.data.min_freq = 1
+    config.model.emb_size = config.model.hidden = D
+    config.head = HeadConfig(kind, tiny(kind))
+    config.train.batch_size, config.train.max_len = 4, 5
+    vectors = None
+    if not HEADS[kind].is_distribution:
+        words = sorted({w for _, tgt in corpus.train for w in tgt})
+        vectors = (words, torch.randn(len(words), 4).numpy())
+        config.data.target_embeddings = "glove-50d"  # handed over as target_vectors
+    t = NMTTrainer(config, tmp_path / "run", device="cpu", corpus=corpus,
+                   target_vectors=vectors, progress=False)
+    run = LoadedRun(config, t.model.eval(), TranslationVocabs(t.src_vocab, t.tgt_vocab))
+    out = translation_analyses(run, "valid", data=corpus, max_items=3, examples=2)
+    pairs = corpus.split("valid")[:3]
+    assert sum(b["reference_tokens"] for b in out["rare_word_f1"]) == sum(
+        len(g) for _, g in pairs)
+    hyps = translate_pairs(run.model, pairs, t.src_vocab, t.tgt_vocab, max_len=5)
+    assert sum(b["hypothesis_tokens"] for b in out["rare_word_f1"]) == sum(map(len, hyps))
+    assert [e["hypothesis"] for e in out["examples"]] == [
+        " ".join(hyps[i]) for i, (s, g) in enumerate(pairs) if len(s) <= 12 and len(g) <= 12
+    ][:2]
+    assert out["sentences_per_second"] > 0
 
 
 # ------------------------------------------------------------------ cost benchmark

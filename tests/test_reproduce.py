@@ -266,7 +266,7 @@ def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch)
     first = json.loads(reproduce("tiny-ft", budget_minutes=1e-6, **kwargs)[0].read_text())
     assert first["status"] == "budget" and "finetuned" not in first  # main run not done
     doc = json.loads(reproduce("tiny-ft", **kwargs)[0].read_text())
-    assert validate_result(doc) == [] and doc["format"] == "drillbook-result/2"
+    assert validate_result(doc) == [] and doc["format"] == "drillbook-result/3"
     assert doc["status"] == "done" and "paper" not in doc
     block = doc["finetuned"]
     assert block["status"] in ("done", "converged") and block["lr"] == 5.0

@@ -5,16 +5,40 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from ..atomic import write_atomic
 from ..errors import MissingFileError, MissingPackageError, ResultFileError
-from .common import add_overrides, list_in_help, positive_float, positive_int
+from .common import CommandError, add_overrides, list_in_help, positive_float, positive_int
 
 __all__ = ["add_commands"]
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _dry_run(args)
+    if args.parallel or args.deadline_minutes or args.devices:
+        paths = _reproduce_side_by_side(args)
+    else:
+        paths = _reproduce_in_process(args)
+    if paths is None:  # a process of several under torchrun: rank 0 reports
+        return 0
+    for path in paths:
+        doc = json.loads(Path(path).read_text())
+        metrics = ", ".join(f"{k} {v:.2f}" for k, v in doc["metrics"].items()
+                            if isinstance(v, float))
+        what = doc.get("error") or metrics or "no finished epoch yet"
+        print(f"{doc['row']}: {doc['status']} after {doc['epochs_done']} epoch(s); "
+              f"{what} -> {path}")
+    if args.pack:
+        from ..experiments.results import pack_results
+
+        print(f"wrote {pack_results(args.out, args.pack, tables=[args.table])}")
+    return 0
+
+
+def _reproduce_in_process(args: argparse.Namespace) -> list[Path] | None:
     from ..experiments import reproduce
     from ..train.distributed import distributed
 
@@ -22,15 +46,41 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         paths = reproduce(args.table, rows=args.rows, budget_minutes=args.budget_minutes,
                           out=args.out, runs=args.runs, device=args.device,
                           overrides=args.set, max_eval_tokens=args.max_eval_tokens,
-                          progress=False if args.quiet else None, seed=args.seed)
-    if rank:  # rank 0 wrote the result files and reports them
-        return 0
-    for path in paths:
-        doc = json.loads(Path(path).read_text())
-        metrics = ", ".join(f"{k} {v:.2f}" for k, v in doc["metrics"].items()
-                            if isinstance(v, float))
-        print(f"{doc['row']}: {doc['status']} after {doc['epochs_done']} epoch(s); "
-              f"{metrics or 'no finished epoch yet'} -> {path}")
+                          progress=False if args.quiet else None, seed=args.seed,
+                          keep_going=args.keep_going, label=args.label)
+    return None if rank else paths
+
+
+def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
+    from ..experiments.parallel import run_parallel
+    from ..runtime import resolve_device
+    from ..train.distributed import rank_and_world_size
+
+    if rank_and_world_size()[1] > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise CommandError("--parallel, --devices and --deadline-minutes start their own "
+                           "processes; run them without torchrun")
+    if args.device and args.devices:
+        raise CommandError("give --device or --devices, not both")
+    devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
+    return run_parallel(args.table, rows=args.rows, seeds=args.seed,
+                        parallel=args.parallel or len(devices), devices=devices,
+                        deadline_minutes=args.deadline_minutes,
+                        budget_minutes=args.budget_minutes,
+                        reserve_minutes=args.reserve_minutes, out=args.out, runs=args.runs,
+                        overrides=args.set or [], max_eval_tokens=args.max_eval_tokens,
+                        quiet=args.quiet)
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    from ..experiments.plans import PLANS, Plan, format_predictions, predict
+
+    plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
+    parallel = args.parallel or plan.parallel
+    minutes = args.deadline_minutes or plan.deadline_minutes
+    predictions = predict(plan, device_class=args.dry_run, deadline_minutes=minutes,
+                          parallel=parallel)
+    print(format_predictions(plan, predictions, device_class=args.dry_run,
+                             deadline_minutes=minutes, parallel=parallel))
     return 0
 
 
@@ -38,6 +88,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from ..experiments import load_results, render_report
 
     folder = Path(args.results)
+    if folder.is_file() and folder.name.endswith((".tar.gz", ".tgz")):  # a --pack archive
+        import tempfile
+
+        from ..experiments.results import unpack_results
+
+        folder = unpack_results(folder, tempfile.mkdtemp(prefix="drillbook-results-"))
     if not folder.is_dir():
         raise MissingFileError(f"--results {folder}: no such folder; write result files "
                                f"with `drillbook reproduce TABLE --out {folder}`, or pass "
@@ -53,7 +109,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     else:
         print(text)
     if args.figures:
-        for path in _curve_figures(args.results, Path(args.figures)):
+        for path in _curve_figures(folder, Path(args.figures)):
             print(f"wrote {path}")
     return 0
 
@@ -101,11 +157,39 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", default="runs", help="run folders (default runs; not committed)")
     add_overrides(p, "overrides for every row")
     p.add_argument("--max-eval-tokens", type=positive_int, help="cap the test evaluation")
-    p.add_argument("--seed", type=int,
-                   help="train with this seed; a seed other than the config's writes "
-                        "OUT/<table>/seed-<N>/<row>.json (the spread across seeds)")
+    p.add_argument("--seed", type=int, nargs="+",
+                   help="train with this seed (or each of these seeds); a seed other than "
+                        "the config's writes OUT/<table>/seed-<N>/<row>.json (the spread "
+                        "across seeds)")
     p.add_argument("--device")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--keep-going", action="store_true",
+                   help="a row that fails or runs out of memory gets a result file that says "
+                        "so, and the next row runs")
+    g = p.add_argument_group(
+        "side by side, within a deadline",
+        "Rows run as worker processes, up to --parallel at once, spread over --devices; "
+        "each stops training in time for its evaluation and result file, and the call "
+        "ends within --deadline-minutes whatever happens (a row that fails, runs out of "
+        "memory or is stopped at the deadline gets a result file that says so).")
+    g.add_argument("--parallel", type=positive_int, metavar="N",
+                   help="rows at once (default: one per device)")
+    g.add_argument("--devices", nargs="+", metavar="DEVICE",
+                   help="devices the rows are spread over in turn, e.g. cuda:0 cuda:1")
+    g.add_argument("--deadline-minutes", type=positive_float, metavar="M",
+                   help="the whole call ends within M minutes")
+    g.add_argument("--reserve-minutes", type=positive_float, metavar="M",
+                   help="what each row keeps for its evaluation and result file (default: "
+                        "a fifth of its share, 10 s to 3 min)")
+    g.add_argument("--pack", metavar="FILE.tar.gz",
+                   help="also write every result file of the table into one archive (at "
+                        "most 16 MiB; unpack it and `drillbook report --results DIR`)")
+    list_in_help(g.add_argument(
+        "--dry-run", nargs="?", const="h200", metavar="CLASS",
+        help="train nothing: print each row's predicted seconds per epoch, epochs reached "
+             "by the deadline and peak memory on a device class (%(names)s; default h200), "
+             "and the model's assumptions"), "drillbook.experiments.plans", "DEVICE_CLASSES")
+    p.add_argument("--label", help=argparse.SUPPRESS)  # a worker's console lines
     p.set_defaults(func=_cmd_reproduce,
                    interrupted="; run the same command again to continue each row from its "
                                "last checkpoint")

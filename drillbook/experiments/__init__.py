@@ -35,7 +35,17 @@ from .compare import format_rows, full_command, plot_curves, ratios_to, table_ro
 from .format import fmt
 from .report import render_report
 from .reproduce import reproduce
-from .results import RESULT_FORMAT, book_results, load_results, validate_result, write_result
+from .results import (
+    RESULT_FORMAT,
+    book_results,
+    gpu_results,
+    load_results,
+    pack_results,
+    unpack_results,
+    validate_result,
+    write_result,
+)
+from .speed import speed_rows
 from .tables import TABLES, Row, baseline_row, find_row, paper_params, records_for
 
 __all__ = [
@@ -62,11 +72,13 @@ __all__ = [
     "format_report",
     "format_rows",
     "full_command",
+    "gpu_results",
     "greedy_decode",
     "head_cost",
     "load_results",
     "make_train_step",
     "model_cost",
+    "pack_results",
     "paper_params",
     "plot_curves",
     "ratios_to",
@@ -78,9 +90,11 @@ __all__ = [
     "run_step_bench",
     "run_targets",
     "saved_bytes",
+    "speed_rows",
     "table_rows",
     "time_call",
     "time_train_step",
+    "unpack_results",
     "validate_result",
     "vocab_sweep",
     "write_report",

@@ -22,7 +22,7 @@ from typing import Any
 from ..validation import check_choice
 from .format import fmt
 from .results import load_results
-from .tables import TABLES
+from .tables import GPU_EPOCHS, TABLES
 
 __all__ = ["always_falls", "cpu_tables", "format_rows", "full_command",
            "last_change", "plot_curves", "ratios_to", "table_rows"]
@@ -111,10 +111,13 @@ def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
 
 def cpu_tables() -> tuple[str, ...]:
     """The tables sized for a CPU: every row trains a ``tutorial/`` config (minutes per
-    row). Every other table is sized for a GPU: the papers' AWD-LSTM configs (hours to
-    days per row) and the translation tables on the full Multi30k."""
+    row) for its config's epochs. Every other table is sized for a GPU: the papers'
+    AWD-LSTM configs (hours to days per row), the translation tables on the full Multi30k,
+    and the GPU windows' plans (:data:`~drillbook.experiments.tables.GPU_EPOCHS`), which
+    train small configs for many more epochs."""
     return tuple(t for t, rows in TABLES.items()
-                 if rows and all(r.config.startswith("tutorial/") for r in rows))
+                 if rows and t not in GPU_EPOCHS
+                 and all(r.config.startswith("tutorial/") for r in rows))
 
 
 def _points(curve: Sequence[dict[str, Any]], metric: str) -> list[float]:

@@ -13,26 +13,91 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..analysis import rank_of
 from ..configs import finetune_lr
 from ..errors import ConfigError
-from ..precision import precision_label
+from ..precision import precision_label, resolve_precision
 from ..provenance import device_name, git_state
+from ..runtime import resolve_device
 from ..train.distributed import rank_and_world_size
 from ..train.lm import finetune_trainer, split_stream
 from ..train.loop import RunStatus, TrainingLoop
 from ..train.runs import BEST, LOG, has_checkpoint, read_log
 from ..train.tasks import Task, task_of
 from ..validation import check_choice
+from .bench.measure import free_memory, is_out_of_memory
 from .results import RESULT_FORMAT, write_result
 from .seeds import SEED_FOLDER
 from .tables import RANK_TABLES, TABLES, Row
 
-__all__ = ["reproduce"]
+__all__ = ["Job", "failure_doc", "reproduce", "table_jobs"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a table: a row, trained with its config's seed or another one.
+
+    Attributes:
+        table, row: what is run.
+        seed: the seed it trains with.
+        folder: ``<table>``, or ``<table>/seed-<seed>`` for a seed other than the
+            config's (its result file then sits beside the row's own).
+        config: the resolved config (the row's overrides, the caller's, the seed).
+    """
+
+    table: str
+    row: Row
+    seed: int
+    folder: str
+    config: Any
+
+    @property
+    def name(self) -> str:
+        """``drill-4``, or ``drill-4 seed 142`` for another seed."""
+        return self.row.name + ("" if self.folder == self.table else f" seed {self.seed}")
+
+    def run_dir(self, runs: str | Path) -> Path:
+        return Path(runs) / self.folder / self.row.name
+
+    def result_path(self, out: str | Path) -> Path:
+        return Path(out) / self.folder / f"{self.row.name}.json"
+
+
+def table_jobs(table: str, rows: Sequence[str] | None = None,
+               seeds: int | Sequence[int] | None = None,
+               overrides: Sequence[str] = ()) -> list[Job]:
+    """The runs of ``table``: its rows (or those named), each with every seed of ``seeds``
+    (None: the config's own), in table order, row by row.
+
+    Raises:
+        ConfigError: an unknown table or row (the message lists the valid ones).
+    """
+    check_choice(table, sorted(TABLES), "table")
+    chosen = TABLES[table]
+    if rows:
+        names = {r.name for r in chosen}
+        unknown = sorted(set(rows) - names)
+        if unknown:
+            raise ConfigError(f"unknown row(s) {unknown} in {table!r}; rows: {sorted(names)}")
+        chosen = [r for r in chosen if r.name in rows]
+    wanted = [seeds] if isinstance(seeds, int) or seeds is None else list(seeds)
+    jobs = []
+    for row in chosen:
+        config = row.resolve(overrides)
+        for seed in wanted:
+            if seed is None or seed == config.train.seed:
+                jobs.append(Job(table, row, config.train.seed, table, config))
+            else:
+                jobs.append(Job(table, row, seed, f"{table}/{SEED_FOLDER}{seed}",
+                                row.resolve([*overrides, f"train.seed={seed}"])))
+    return jobs
 
 
 def reproduce(table: str, *, rows: list[str] | None = None,
@@ -40,7 +105,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
               runs: str | Path = "runs", device: str | None = None,
               overrides: list[str] | None = None, max_eval_tokens: int | None = None,
               corpus=None, progress: bool | None = None,
-              seed: int | None = None) -> list[Path]:
+              seed: int | Sequence[int] | None = None, keep_going: bool = False,
+              label: str | None = None) -> list[Path]:
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
     A row with a fine-tuned paper number (:attr:`~.tables.Row.finetunes`) is fine-tuned
@@ -52,7 +118,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     Args:
         table: a key of :data:`~.tables.TABLES`.
         rows: row names to run (default: all).
-        budget_minutes: wall-clock minutes per row *per call* (None: train to the end).
+        budget_minutes: wall-clock minutes of training per row *per call* (None: train to
+            the end); the evaluation follows.
         out: the results folder (``<out>/<table>/<row>.json``).
         runs: where run folders (checkpoints, logs; never committed) live.
         overrides: ``key=value`` applied to every row after its own.
@@ -61,66 +128,112 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         corpus: the corpus every row trains on (tests pass a tiny one); default: each
             row's task loads its own (:attr:`~drillbook.train.tasks.Task.load_data`), once
             for the rows that read the same data.
-        seed: train every row with this seed instead of its config's. A seed other than
-            the config's writes ``<out>/<table>/seed-<seed>/<row>.json`` (run folders
+        seed: train every row with this seed (or with each of these seeds) instead of its
+            config's. A seed other than the config's writes
+            ``<out>/<table>/seed-<seed>/<row>.json`` (run folders
             ``<runs>/<table>/seed-<seed>/<row>``), beside the row's own file, so repeated
             runs of one table give the spread across seeds
             (:func:`~drillbook.experiments.seeds.seed_spread`).
+        keep_going: a row that fails (or runs out of memory) gets a result file saying so
+            (``status`` ``failed`` or ``out-of-memory``, ``error``) and the next row runs;
+            without it the error is raised.
+        label: what the console lines start with (default ``row i/n NAME``).
     """
-    check_choice(table, sorted(TABLES), "table")
+    jobs = table_jobs(table, rows, seed, list(overrides or []))
     source = git_state()  # the code this call runs, read before training starts
-    chosen = TABLES[table]
-    if rows:
-        names = {r.name for r in chosen}
-        unknown = sorted(set(rows) - names)
-        if unknown:
-            raise ConfigError(f"unknown row(s) {unknown} in {table!r}; rows: {sorted(names)}")
-        chosen = [r for r in chosen if r.name in rows]
     rank_cap = (RANK_TABLES.get(table) or max_eval_tokens) if table in RANK_TABLES else _NO_RANK
     loaded: dict[str, Any] = {}  # each data section's corpus, loaded by the first row
     written = []
-    for index, row in enumerate(chosen, 1):
-        label = f"row {index}/{len(chosen)} {row.name}"  # the trainers' console lines
-        config = row.resolve(overrides or [])
-        folder = table
-        if seed is not None and seed != config.train.seed:
-            config = row.resolve([*(overrides or []), f"train.seed={seed}"])
-            folder = f"{table}/{SEED_FOLDER}{seed}"
-        run_dir = Path(runs) / folder / row.name
+    for index, job in enumerate(jobs, 1):
+        name = label or f"row {index}/{len(jobs)} {job.name}"  # the console lines
+        run_dir, path = job.run_dir(runs), job.result_path(out)
         # the row's first line (then its epochs, one line each), from rank 0 alone
         if progress is not False and rank_and_world_size()[0] == 0:
             again = " (resuming)" if has_checkpoint(run_dir) else ""
-            print(f"{label}: {config.name} in {run_dir}{again}", file=sys.stderr, flush=True)
-        task = task_of(config)
-        data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
+            print(f"{name}: {job.config.name} in {run_dir}{again}", file=sys.stderr,
+                  flush=True)
         started = time.monotonic()
-        trainer = task.trainer(config, run_dir, device=device,
-                               corpus=corpus if corpus is not None else loaded.get(data_key),
-                               resume=has_checkpoint(run_dir), progress=progress)
-        trainer.label = label
-        data = loaded.setdefault(data_key, trainer.corpus)
-        status = trainer.fit(max_minutes=budget_minutes)
-        metrics, curve, extra = _stage_metrics(task, trainer, status, data, max_eval_tokens,
-                                               rank_cap)
-        doc = _result_doc(table, row, config, trainer, source, status=_status(status.reason),
-                          epochs_done=status.epoch, budget_minutes=budget_minutes,
-                          metrics=metrics, curve=curve)
-        doc.update(extra)
-        path = Path(out) / folder / f"{row.name}.json"
-        if row.finetunes and status.reason == "done":
-            left = (None if budget_minutes is None
-                    else budget_minutes - (time.monotonic() - started) / 60)
-            block = (_finetune_stage(task, row, run_dir, data, device, progress, left,
-                                     max_eval_tokens, f"{label} finetune")
-                     if left is None or left > 0
-                     else _earlier_finetuned(path))  # no time left: keep what was recorded
-            if block is not None:
-                doc["finetuned"] = block
-                if row.paper_dynamic and block["status"] != "budget":
-                    doc["dynamic"] = _dynamic_stage(run_dir / "finetune", data, device,
-                                                    max_eval_tokens)
+        try:
+            doc = _run_job(job, run_dir, path, source, name=name, device=device,
+                           corpus=corpus, loaded=loaded, progress=progress,
+                           budget_minutes=budget_minutes, max_eval_tokens=max_eval_tokens,
+                           rank_cap=rank_cap)
+        except Exception as err:  # a bug or bad input: raised unless the call keeps going
+            if not keep_going:
+                raise
+            status = "out-of-memory" if is_out_of_memory(err) else "failed"
+            doc = failure_doc(job, source, status=status, error=_one_line(err),
+                              device=device, seconds=time.monotonic() - started,
+                              run_dir=run_dir, budget_minutes=budget_minutes)
+            free_memory(torch.device(device or "cpu"))
+            if progress is not False:
+                print(f"{name}: {status}: {doc['error']}", file=sys.stderr, flush=True)
         written.append(_write(path, doc))
     return written
+
+
+def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, device,
+             corpus, loaded: dict, progress, budget_minutes, max_eval_tokens,
+             rank_cap) -> dict:
+    """Train, evaluate and analyse one job; its result document."""
+    config, row = job.config, job.row
+    task = task_of(config)
+    data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
+    started = time.monotonic()
+    trainer = task.trainer(config, run_dir, device=device,
+                           corpus=corpus if corpus is not None else loaded.get(data_key),
+                           resume=has_checkpoint(run_dir), progress=progress)
+    trainer.label = name
+    if trainer.device.type == "cuda":  # this row's peak, not an earlier row's
+        torch.cuda.reset_peak_memory_stats(trainer.device)
+    data = loaded.setdefault(data_key, trainer.corpus)
+    status = trainer.fit(max_minutes=budget_minutes)
+    metrics, curve, extra = _stage_metrics(task, trainer, status, data, max_eval_tokens,
+                                           rank_cap, analyses=True)
+    doc = _result_doc(job.table, row, config, trainer, source, status=_status(status.reason),
+                      epochs_done=status.epoch, budget_minutes=budget_minutes,
+                      metrics=metrics, curve=curve)
+    doc.update(extra)
+    if row.finetunes and status.reason == "done":
+        left = (None if budget_minutes is None
+                else budget_minutes - (time.monotonic() - started) / 60)
+        block = (_finetune_stage(task, row, run_dir, data, device, progress, left,
+                                 max_eval_tokens, f"{name} finetune")
+                 if left is None or left > 0
+                 else _earlier_finetuned(path))  # no time left: keep what was recorded
+        if block is not None:
+            doc["finetuned"] = block
+            if row.paper_dynamic and block["status"] != "budget":
+                doc["dynamic"] = _dynamic_stage(run_dir / "finetune", data, device,
+                                                max_eval_tokens)
+    return doc
+
+
+def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str | None,
+                seconds: float, run_dir: Path, budget_minutes: float | None) -> dict:
+    """The result document of a job that could not end normally (``status`` ``failed``,
+    ``out-of-memory`` or ``deadline``, why in ``error``): what it was, and the epochs its
+    run folder's log recorded before it stopped."""
+    config = job.config
+    dev = resolve_device(device)
+    log = read_log(run_dir) if (run_dir / LOG).exists() else []
+    return {
+        "format": RESULT_FORMAT, "table": job.table, "row": job.row.name,
+        "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),
+        "seed": config.train.seed, "git_commit": source["commit"],
+        "git_dirty": source["dirty"], "device": device_name(dev), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "status": status, "error": error,
+        "epochs_done": len(log), "steps_done": log[-1]["step"] if log else 0,
+        "wall_seconds": round(seconds, 1), "budget_minutes": budget_minutes,
+        "precision": precision_label(resolve_precision(config.train.amp, dev)),
+        "metrics": {}, "curve": _curve(log),
+    }
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's message on one line, with its class (at most 300 characters)."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {text}"[:300]
 
 
 def _status(reason: str) -> str:
@@ -131,18 +244,27 @@ def _status(reason: str) -> str:
 #: ``_stage_metrics(rank_cap=_NO_RANK)``: measure no rank
 _NO_RANK = -1
 #: what a result file's curve keeps of each log record (those a record has)
-_CURVE_KEYS = ("epoch", "train_ppl", "val_ppl", "val_loss", "val_bleu", "elapsed_seconds")
+_CURVE_KEYS = ("epoch", "step", "train_loss", "train_ppl", "val_loss", "val_ppl", "val_bleu",
+               "epoch_seconds", "elapsed_seconds", "tokens_per_second", "lr")
+
+
+def _curve(log: list[dict]) -> list[dict]:
+    """A result file's learning curve: :data:`_CURVE_KEYS` of each log record."""
+    return [{k: r[k] for k in _CURVE_KEYS if k in r and r[k] is not None} for r in log]
 
 
 def _stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
-                   max_eval_tokens: int | None, rank_cap: int | None = _NO_RANK
+                   max_eval_tokens: int | None, rank_cap: int | None = _NO_RANK,
+                   analyses: bool = False
                    ) -> tuple[dict[str, float], list[dict], dict[str, Any]]:
     """What one training stage (a run folder) measured: seconds per epoch (and per step)
     and the learning curve from its log; the best validation metric and the test metric of
     its ``best.pt`` with the size of its output layer; and the rank of a language model's
     test log-probabilities on ``rank_cap`` positions (None: all the test evaluation reads;
-    :data:`_NO_RANK`: no rank). Returns ``(metrics, curve, extra)``, ``extra`` the
-    result's top-level fields (a translation's ``bleu_signature``)."""
+    :data:`_NO_RANK`: no rank), with the device's peak memory on CUDA. Returns ``(metrics,
+    curve, extra)``, ``extra`` the result's top-level fields (a translation's
+    ``bleu_signature``, and with ``analyses`` the task's ``analyses`` block of the test
+    split, :attr:`~drillbook.train.tasks.Task.analyses`)."""
     run_dir, config, key = trainer.run_dir, trainer.config, task.metric_key
     log = read_log(run_dir) if (run_dir / LOG).exists() else []
     metrics: dict[str, float] = {}
@@ -163,9 +285,12 @@ def _stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
             extra["bleu_signature"] = result["bleu_signature"]
         if rank_cap != _NO_RANK:  # the rank tables are language-model tables
             test = split_stream(config, data, "test").to(trainer.device)
-            metrics.update(_rank(run.model, test, config.train.bptt, rank_cap))
-    curve = [{k: r[k] for k in _CURVE_KEYS if k in r} for r in log]
-    return metrics, curve, extra
+            metrics.update(rank_of(run.model, test, config.train.bptt, rank_cap))
+        if analyses:
+            extra["analyses"] = task.analyses(run, "test", data=data, max_items=max_eval_tokens)
+    if trainer.device.type == "cuda":
+        metrics["peak_gpu_memory_bytes"] = torch.cuda.max_memory_allocated(trainer.device)
+    return metrics, _curve(log), extra
 
 
 def _finetune_stage(task: Task, row: Row, run_dir: Path, corpus, device, progress,
@@ -234,24 +359,3 @@ def _write(path: Path, doc: dict) -> Path:
     if rank_and_world_size()[0] != 0:
         return Path(path)
     return write_result(path, doc)
-
-
-def _rank(model, data, bptt: int, max_tokens: int | None) -> dict[str, int]:
-    """Rank of the test log-probability matrix: DRILL's ``tol = 1`` and, where the matrix is
-    small enough for a plain SVD (a capped table), numpy's relative tolerance too."""
-    from ..analysis import DRILL_TOL, log_prob_chunks, singular_values
-
-    device = next(model.parameters()).device
-    if max_tokens is not None and max_tokens * model.head.vocab_size <= 40_000_000:
-        # small enough to compute in float64, where numpy's tolerance means something
-        # (float32 rounding noise alone has full rank under it)
-        import copy
-
-        chunks = log_prob_chunks(copy.deepcopy(model).double(), data, bptt, max_tokens)
-        spectrum = singular_values(torch.cat(list(chunks)).double(), method="svd",
-                                   device=device)
-        return {"rank_tol_1": spectrum.rank(DRILL_TOL), "rank_numpy_tol": spectrum.rank(),
-                "rank_positions": spectrum.n_rows}
-    spectrum = singular_values(log_prob_chunks(model, data, bptt, max_tokens), method="gram",
-                               device=device)
-    return {"rank_tol_1": spectrum.rank(DRILL_TOL), "rank_positions": spectrum.n_rows}

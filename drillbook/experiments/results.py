@@ -8,19 +8,22 @@ own result files ship inside the package (:func:`book_results`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_json
+from ..atomic import write_atomic, write_json
 from ..errors import MissingFileError, ResultFileError
 
-__all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
-           "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results", "load_results",
-           "read_result", "validate_result", "write_result"]
+__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
+           "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
+           "gpu_results", "load_results", "pack_results", "read_result", "unpack_results",
+           "validate_result", "write_result"]
 
-RESULT_FORMAT = "drillbook-result/2"
-#: formats :func:`load_results` reads (the first one also carried the paper's numbers)
-READABLE_FORMATS = ("drillbook-result/1", RESULT_FORMAT)
+RESULT_FORMAT = "drillbook-result/3"
+#: formats :func:`load_results` reads (the first one also carried the paper's numbers; the
+#: third added the ``analyses`` block, ``error`` and the statuses of a row that failed)
+READABLE_FORMATS = ("drillbook-result/1", "drillbook-result/2", RESULT_FORMAT)
 
 #: field -> allowed Python types (None allowed where listed)
 REQUIRED: dict[str, tuple[type, ...]] = {
@@ -47,6 +50,20 @@ REQUIRED: dict[str, tuple[type, ...]] = {
 #: fields a document may lack, checked when present: field -> allowed Python types
 OPTIONAL: dict[str, tuple[type, ...]] = {
     "bleu_signature": (str,),  # sacrebleu's signature of a translation row's test_bleu
+    "precision": (str,),  # fp32, bf16-autocast or fp16-autocast
+    "world_size": (int,),  # processes that trained together
+    "error": (str,),  # why a row failed (status failed, out-of-memory or deadline)
+    "analyses": (dict,),  # what the chapters draw beyond the metrics (ANALYSES)
+}
+
+#: the keys an ``analyses`` block may hold, and their types
+ANALYSES: dict[str, tuple[type, ...]] = {
+    "frequency_bands": (list,),  # a language model's loss per training-frequency band
+    "word_nll": (dict,),  # word id -> [summed test NLL, tokens]
+    "mixture": (dict,),  # a mixture head's component usage
+    "rare_word_f1": (list,),  # a translation's word F1 by training frequency
+    "sentences_per_second": (int, float, type(None)),  # decoding speed
+    "examples": (list,),  # decoded test sentences
 }
 
 #: fields of the optional ``finetuned`` block
@@ -73,7 +90,9 @@ DYNAMIC_REQUIRED: dict[str, tuple[type, ...]] = {
 #: the metrics a ``dynamic`` block must have (the report reads them)
 DYNAMIC_METRICS = ("val_ppl", "test_ppl", "test_tokens", "static_test_ppl")
 
-STATUSES = ("done", "budget", "epochs")
+#: a finished or stopped row's statuses, then those of a row that could not end normally:
+#: an error, the device's memory, or the deadline of ``reproduce --deadline-minutes``
+STATUSES = ("done", "budget", "epochs", "failed", "out-of-memory", "deadline")
 FINETUNED_STATUSES = ("converged", *STATUSES)
 
 
@@ -124,6 +143,11 @@ def validate_result(doc: Any) -> list[str]:
             problems.append(f"field 'finetuned' must be a dict, got {block!r}")
     if "dynamic" in doc:
         problems += _check_dynamic(doc["dynamic"])
+    if isinstance(doc.get("analyses"), dict):
+        block = doc["analyses"]
+        problems += [f"unknown analysis 'analyses.{k}'" for k in block if k not in ANALYSES]
+        problems += _check_types(block, {k: ANALYSES[k] for k in block if k in ANALYSES},
+                                 "analyses.")
     return problems
 
 
@@ -201,6 +225,89 @@ def book_results() -> Path:
     if not (folder / "REPORT.md").is_file():
         raise MissingFileError(f"{folder}: the package's result files are missing; "
                                f"reinstall drillbook (pip install --force-reinstall drillbook)")
+    return folder
+
+
+def gpu_results(precision: str = "fp32", window: str | None = None) -> Path:
+    """A results folder of a GPU window the package ships, ``drillbook/results/gpu/<window>-
+    <precision>`` (``window`` like ``2026-11-26-h200``; default: the newest one), read like
+    any results folder (:func:`load_results`, ``drillbook report --results``). A window's
+    rows of one precision are kept apart from the other's: the same table and row, trained
+    in float32 and in bfloat16, are two results.
+
+    Raises:
+        MissingFileError: no such window.
+    """
+    root = book_results() / "gpu"
+    found = sorted(p for p in root.glob(f"*-{precision}") if p.is_dir()
+                   and (window is None or p.name == f"{window}-{precision}"))
+    if not found:
+        raise MissingFileError(f"no GPU results of precision {precision!r}"
+                               + (f" from window {window!r}" if window else "")
+                               + f" under {root}; the windows there: "
+                               f"{sorted(p.name for p in root.glob('*') if p.is_dir())}")
+    return found[-1]
+
+
+#: the largest archive :func:`pack_results` writes (the evidence of a GPU window must
+#: travel as one small file)
+PACK_LIMIT_BYTES = 16 * 2**20
+
+
+def pack_results(folder: str | Path, archive: str | Path,
+                 tables: Sequence[str] | None = None) -> Path:
+    """Every result file under ``folder`` (of ``tables`` only, if given; their seed
+    folders included) and its benchmark reports, in one ``.tar.gz`` whose paths are those
+    under ``folder``: unpacked into a folder, it reads as a results folder
+    (``drillbook report --results``). Written atomically; the same files give the same
+    bytes.
+
+    Raises:
+        ResultFileError: the archive would exceed :data:`PACK_LIMIT_BYTES` (nothing is
+            written), or there is nothing to pack.
+    """
+    import gzip
+    import io
+    import tarfile
+
+    folder = Path(folder)
+    names = sorted({p.relative_to(folder).as_posix() for pattern in ("*/*.json", "*/*/*.json")
+                    for p in folder.glob(pattern)
+                    if tables is None or p.relative_to(folder).parts[0] in (*tables, "bench")})
+    if not names:
+        raise ResultFileError(f"no result files under {folder} to pack; run `drillbook "
+                              f"reproduce TABLE --out {folder}` first")
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in names:
+            data = (folder / name).read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    if buffer.tell() > PACK_LIMIT_BYTES:
+        raise ResultFileError(f"the result files under {folder} pack to "
+                              f"{buffer.tell() / 2**20:.1f} MiB, over the "
+                              f"{PACK_LIMIT_BYTES // 2**20} MiB an archive may hold; pack "
+                              f"fewer tables (--pack with fewer rows)")
+    return write_atomic(archive, buffer.getvalue())
+
+
+def unpack_results(archive: str | Path, folder: str | Path) -> Path:
+    """Unpack a :func:`pack_results` archive into ``folder``, a results folder; only plain
+    files under it are written (an entry that points elsewhere is refused)."""
+    import tarfile
+
+    folder = Path(folder)
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            target = (folder / member.name).resolve()
+            if not member.isfile() or folder.resolve() not in target.parents:
+                raise ResultFileError(f"{archive}: {member.name!r} is not a result file of the "
+                                      f"archive's folder; pack results with `drillbook "
+                                      f"reproduce ... --pack`")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tar.extractfile(member).read())
     return folder
 
 

@@ -12,8 +12,8 @@ from ..configs import apply_overrides, get_config
 from ..papers import paper_number, paper_values
 from ..train.tasks import Task, task_of
 
-__all__ = ["CPU_SCALE_EPOCHS", "RANK_TABLES", "STAGES", "TABLES", "Row", "baseline_row",
-           "find_row", "paper_params", "records_for"]
+__all__ = ["CPU_SCALE_EPOCHS", "GPU_EPOCHS", "RANK_TABLES", "STAGES", "TABLES", "Row",
+           "baseline_row", "find_row", "paper_params", "records_for"]
 
 
 #: the stages a row's paper numbers belong to: the main run, fine-tuning, and dynamic
@@ -160,6 +160,43 @@ def _cpu_scale() -> list[Row]:
     return rows + [Row(h, f"tutorial/ptb-{h}", budget) for h in ("mos", "doc", "sigsoftmax")]
 
 
+#: epochs of every row of the GPU plans (:mod:`drillbook.experiments.plans`), sized with
+#: ``drillbook reproduce TABLE --dry-run`` for a window of about 9 minutes: the papers' PTB
+#: models side by side, the translation models on the whole of Multi30k, and the small
+#: models on whole passes over PTB
+GPU_EPOCHS = {"gpu-ptb": 7, "gpu-multi30k": 20, "gpu-small": 10}
+
+
+def _gpu_ptb() -> list[Row]:
+    """DRILL's and the mixtures' PTB models at the papers' size and settings, trained the
+    same number of epochs (the papers plot their curves by epoch), not fine-tuned."""
+    e = (f"train.epochs={GPU_EPOCHS['gpu-ptb']}",)
+    return [Row("tied", "ptb/awd-lstm", e, paper=("drill:table1:awd-lstm-wo-finetune",)),
+            Row("drill-4", "ptb/awd-lstm-drill", e,
+                paper=("drill:table1:awd-lstm-drill-wo-finetune",)),
+            Row("mos-15", "ptb/awd-lstm-mos", e),
+            Row("doc", "ptb/awd-lstm-doc", e)]
+
+
+def _gpu_multi30k() -> list[Row]:
+    """The translation heads of the joint-embedding and vMF chapters on the whole of
+    Multi30k (de-en): softmax, tied softmax, bilinear, dual, DRILL, and NLLvMF with its
+    regularisers, with tied decoder inputs for the best of them."""
+    e = (f"train.epochs={GPU_EPOCHS['gpu-multi30k']}",)
+    return [Row(name, f"multi30k/de-en-{config}", e) for name, config in (
+        ("softmax", "softmax"), ("softmax-tied", "softmax-tied"), ("bilinear", "bilinear"),
+        ("dual", "dual"), ("drill", "drill"), ("vmf-nllvmf", "vmf"), ("vmf-reg1", "vmf-reg1"),
+        ("vmf-reg2", "vmf-reg2"), ("vmf-reg2-tied", "vmf-reg2-tied"))]
+
+
+def _gpu_small() -> list[Row]:
+    """Every ``cpu-scale`` row at its small size, on whole passes over PTB and the whole
+    validation text (the plan runs each with three seeds)."""
+    whole = (f"train.epochs={GPU_EPOCHS['gpu-small']}", "train.max_batches_per_epoch=null",
+             "train.max_eval_tokens=null")
+    return [Row(r.name, r.config, (*r.overrides[1:], *whole)) for r in _cpu_scale()]
+
+
 #: table name -> rows. Each row names its own paper records (:mod:`drillbook.papers`).
 TABLES: dict[str, list[Row]] = {
     "drill-table4": _table4(),
@@ -187,11 +224,16 @@ TABLES: dict[str, list[Row]] = {
     # every head at CPU scale, one budget for all: Table 4's ordering, the mixtures' rank
     # and Table 3's speed ratios, small enough for a laptop (see CPU_SCALE_EPOCHS)
     "cpu-scale": _cpu_scale(),
+    # the plans of a GPU window (drillbook.experiments.plans)
+    "gpu-ptb": _gpu_ptb(),
+    "gpu-multi30k": _gpu_multi30k(),
+    "gpu-small": _gpu_small(),
 }
 
 #: tables whose rows also measure the rank of the test log-probability matrix, and how many
 #: test positions the matrix has (None: as many as the test evaluation reads)
-RANK_TABLES: dict[str, int | None] = {"rank": None, "cpu-scale": 2000}
+RANK_TABLES: dict[str, int | None] = {"rank": None, "cpu-scale": 2000, "gpu-ptb": 4000,
+                                      "gpu-small": 2000}
 
 
 def records_for(config) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..configs import LANGUAGE_MODEL, TRANSLATION, SectionedConfig, config_classes
 from ..validation import check_choice
-from .lm import Trainer, evaluate_lm_run, load_lm_data, load_lm_run
+from .lm import Trainer, evaluate_lm_run, lm_analyses, load_lm_data, load_lm_run
 from .loop import RunStatus, TrainingLoop
 from .runs import LoadedRun, read_run_config
 from .translation import (
@@ -24,6 +24,7 @@ from .translation import (
     evaluate_translation_run,
     load_translation_data,
     load_translation_run,
+    translation_analyses,
 )
 
 __all__ = ["TASKS", "Task", "load_run", "task_of"]
@@ -52,6 +53,9 @@ class Task:
             loaded run on a split (``ppl`` with ``loss`` and ``tokens``, or ``bleu`` with
             ``bleu_signature``, ``beam`` and ``sentences``).
         describe: ``result -> str``: an :attr:`evaluate` result in words.
+        analyses: ``(run, split, *, data, max_items) -> dict``: what a result file carries
+            for the chapters beyond the metric (the ``analyses`` block of
+            :mod:`drillbook.experiments.results`).
     """
 
     name: str
@@ -65,6 +69,7 @@ class Task:
     load_run: Callable[..., LoadedRun]
     evaluate: Callable[..., dict[str, Any]]
     describe: Callable[[dict[str, Any]], str]
+    analyses: Callable[..., dict[str, Any]]
 
     def best(self, status: RunStatus) -> str:
         """The best validation metric of ``status`` in words (``"best valid ppl
@@ -79,14 +84,16 @@ TASKS: dict[str, Task] = {
         metric="perplexity", metric_key="ppl", short="ppl",
         best_value=lambda s: s.best_val_ppl, load_data=load_lm_data, load_run=load_lm_run,
         evaluate=evaluate_lm_run,
-        describe=lambda r: f"perplexity {r['ppl']:.2f} over {r['tokens']:,} tokens"),
+        describe=lambda r: f"perplexity {r['ppl']:.2f} over {r['tokens']:,} tokens",
+        analyses=lm_analyses),
     TRANSLATION: Task(
         name=TRANSLATION, config_class=config_classes()[TRANSLATION], trainer=NMTTrainer,
         metric="BLEU", metric_key="bleu", short="BLEU",
         best_value=lambda s: s.best_val_bleu, load_data=load_translation_data,
         load_run=load_translation_run, evaluate=evaluate_translation_run,
         describe=lambda r: (f"BLEU {r['bleu']:.2f} over {r['sentences']:,} sentences with "
-                            f"beam {r['beam']}")),
+                            f"beam {r['beam']}"),
+        analyses=translation_analyses),
 }
 
 

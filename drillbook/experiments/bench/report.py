@@ -259,11 +259,12 @@ def _targets_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def render_targets(reports: Sequence[dict], targets: Sequence[Target] = TARGETS) -> str:
+def render_targets(reports: Sequence[dict], targets: Sequence[Target] = TARGETS,
+                   heading: str = "## Cost targets") -> str:
     """Markdown: each target checked against ``reports`` (:func:`evaluate_targets`), with
-    what was measured and on which device, or why it was not."""
+    what was measured and on which device, or why it was not, under ``heading``."""
     rows = evaluate_targets(reports, targets)
-    lines = ["## Cost targets", "",
+    lines = [heading, "",
              "The cost targets the project set itself, as ratios measured in one process "
              "(`drillbook bench targets` measures what they need), checked against the "
              "committed benchmark reports in `bench/`. A target nobody has measured says "

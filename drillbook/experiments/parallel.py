@@ -1,0 +1,255 @@
+"""Several rows of a table side by side, within one deadline.
+
+One language model of the papers' size keeps only a small part of a large GPU busy (a batch
+of 20 sequences is bound by kernel latency, not arithmetic), so several rows trained at once
+each run at nearly their solo speed. :func:`run_parallel` trains the jobs of a table
+(:func:`~drillbook.experiments.reproduce.table_jobs`) in up to ``parallel`` worker
+processes, each a ``drillbook reproduce`` of one job on its device, and keeps the whole call
+within ``deadline_minutes``:
+
+* every job gets a training budget that leaves time for its evaluation, analyses and result
+  file: the time left, shared among the waves of jobs still to run, less a reserve;
+* a worker whose job fails or runs out of memory writes a result file that says so, and the
+  others go on; a worker that dies without one gets it from this process;
+* at the deadline the workers still running are stopped (their checkpoints are whole: a
+  later call resumes them) and their result files say ``deadline``;
+* the workers' console lines reach this process's stderr as they come, prefixed with the
+  row, and a summary table ends the call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..provenance import git_state
+from ..validation import POSITIVE_INT, POSITIVE_NUMBER
+from .format import fmt
+from .reproduce import Job, failure_doc, table_jobs
+from .results import write_result
+
+__all__ = ["Worker", "run_parallel", "summary_table", "training_budget"]
+
+#: seconds the workers get, at the deadline, to stop on SIGTERM before they are killed
+GRACE_SECONDS = 5.0
+#: seconds kept at the end of the deadline for stopping the workers and writing files
+END_MARGIN_SECONDS = 10.0
+
+
+def training_budget(seconds_left: float, jobs_left: int, parallel: int,
+                    reserve_seconds: float) -> float:
+    """Seconds of training for the next job to start: the time left, shared equally among
+    the waves of ``parallel`` jobs still to run (this one included), less the
+    ``reserve_seconds`` its evaluation, analyses and result file need (0 or less: no time
+    to start it)."""
+    waves = math.ceil(jobs_left / parallel)
+    return seconds_left / waves - reserve_seconds
+
+
+@dataclass
+class Worker:
+    """One job running in its own process.
+
+    Attributes:
+        job: what it runs.
+        device: where (``cpu``, ``cuda``, ``cuda:1``).
+        process: the ``drillbook reproduce`` process.
+        started: when it started (``time.monotonic()``).
+        index: its place in the table's jobs (from 1).
+        before: the modification time (ns) of its result file when it started (None: none).
+        lines: its last console lines (kept for the message of a worker that dies).
+        stopped_by_deadline: the deadline stopped it.
+    """
+
+    job: Job
+    device: str
+    process: subprocess.Popen
+    started: float
+    index: int
+    before: int | None = None
+    lines: list[str] = field(default_factory=list)
+    stopped_by_deadline: bool = False
+
+
+def _command(job: Job, *, device: str, budget_minutes: float, out: Path, runs: Path,
+             overrides: Sequence[str], max_eval_tokens: int | None, label: str) -> list[str]:
+    command = [sys.executable, "-m", "drillbook.cli", "reproduce", job.table,
+               "--rows", job.row.name, "--seed", str(job.seed), "--device", device,
+               "--out", str(out), "--runs", str(runs), "--keep-going", "--label", label]
+    if math.isfinite(budget_minutes):
+        command += ["--budget-minutes", f"{budget_minutes:.6f}"]
+    if overrides:
+        command += ["--set", *overrides]
+    if max_eval_tokens is not None:
+        command += ["--max-eval-tokens", str(max_eval_tokens)]
+    return command
+
+
+def _relay(worker: Worker, lock: threading.Lock, quiet: bool) -> None:
+    """Copy the worker's console lines to stderr as they come."""
+    for line in worker.process.stderr:
+        line = line.rstrip("\n")
+        worker.lines = [*worker.lines[-19:], line]
+        if not quiet:
+            with lock:
+                print(line, file=sys.stderr, flush=True)
+
+
+def run_parallel(table: str, *, rows: Sequence[str] | None = None,
+                 seeds: Sequence[int] | None = None, parallel: int = 1,
+                 devices: Sequence[str] = ("cpu",), deadline_minutes: float | None = None,
+                 budget_minutes: float | None = None, reserve_minutes: float | None = None,
+                 out: str | Path = "results", runs: str | Path = "runs",
+                 overrides: Sequence[str] = (),
+                 max_eval_tokens: int | None = None, quiet: bool = False,
+                 threads: int | None = None) -> list[Path]:
+    """Train the jobs of ``table`` in up to ``parallel`` worker processes, each on one of
+    ``devices`` in turn, and end within ``deadline_minutes`` (see the module notes).
+
+    Args:
+        table, rows, seeds, overrides, max_eval_tokens, out, runs: as for
+            :func:`~drillbook.experiments.reproduce.reproduce`.
+        parallel: jobs at once.
+        devices: the devices the jobs are spread over, in turn (``cuda:0 cuda:1``); one
+            device takes several jobs when ``parallel`` exceeds their number.
+        deadline_minutes: the whole call ends within this (None: no deadline; each job
+            trains ``budget_minutes``, or to the end).
+        budget_minutes: without a deadline, each job's training budget (None: to the end).
+        reserve_minutes: what each job keeps for its evaluation, analyses and result file
+            (default: a fifth of its share of the time, at least 10 seconds and at most 3
+            minutes).
+        quiet: no console lines from the workers (the summary is still printed).
+        threads: CPU threads of each worker (default: the machine's cores shared among the
+            workers, at least 1).
+
+    Returns:
+        the result file of every job, in table order (written by its worker, or here for a
+        job that died, ran out of time or could not start).
+    """
+    parallel = POSITIVE_INT.check(parallel, "--parallel")
+    start = time.monotonic()
+    deadline = (math.inf if deadline_minutes is None else start + 60 * POSITIVE_NUMBER.check(
+        deadline_minutes, "--deadline-minutes") - END_MARGIN_SECONDS)
+    jobs = table_jobs(table, rows, seeds, list(overrides))
+    source = git_state()
+    out, runs = Path(out), Path(runs)
+    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    queue = list(enumerate(jobs, 1))
+    running: list[Worker] = []
+    docs: dict[int, dict] = {}  # job index -> the result this process writes
+    lock = threading.Lock()
+    launched = 0
+    while queue or running:
+        now = time.monotonic()
+        while queue and len(running) < parallel and now < deadline:
+            index, job = queue.pop(0)
+            left = deadline - now
+            share = left / math.ceil((len(queue) + 1) / parallel)
+            reserve = (60 * reserve_minutes if reserve_minutes is not None
+                       else min(max(share / 5, 10.0), 180.0))
+            budget = training_budget(left, len(queue) + 1, parallel, reserve)
+            device = devices[launched % len(devices)]
+            if math.isinf(deadline):  # no deadline: the budget asked for, or none
+                budget = math.inf if budget_minutes is None else 60 * budget_minutes
+            if budget <= 0:  # not even its reserve is left: it would end past the deadline
+                docs[index] = failure_doc(job, source, status="deadline", device=device,
+                                        error=f"not started: {left:.0f} s were left, and "
+                                              f"it needs {reserve:.0f} s for its evaluation",
+                                        seconds=0.0, run_dir=job.run_dir(runs),
+                                        budget_minutes=0.0)
+                continue
+            label = f"row {index}/{len(jobs)} {job.name} [{device}]"
+            command = _command(job, device=device, budget_minutes=budget / 60, out=out,
+                               runs=runs, overrides=overrides,
+                               max_eval_tokens=max_eval_tokens, label=label)
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True, env=env, start_new_session=True)
+            path = job.result_path(out)
+            worker = Worker(job, device, process, now, index,
+                            path.stat().st_mtime_ns if path.exists() else None)
+            threading.Thread(target=_relay, args=(worker, lock, quiet), daemon=True).start()
+            running.append(worker)
+            launched += 1
+        if not queue and not running:
+            break
+        if time.monotonic() >= deadline:
+            _stop(running)
+        for worker in [w for w in running if w.process.poll() is not None]:
+            running.remove(worker)
+            _settle(worker, source, out, runs, docs)
+        if queue and time.monotonic() >= deadline:  # what never started
+            for index, job in queue:
+                docs[index] = failure_doc(job, source, status="deadline", device=devices[0],
+                                        error="not started: the deadline came first",
+                                        seconds=0.0, run_dir=job.run_dir(runs),
+                                        budget_minutes=0.0)
+            queue.clear()
+        time.sleep(0.2)
+    for index, doc in docs.items():
+        write_result(jobs[index - 1].result_path(out), doc)
+    written = [job.result_path(out) for job in jobs]
+    print(summary_table(jobs, out, time.monotonic() - start), file=sys.stderr, flush=True)
+    return written
+
+
+def _stop(running: list[Worker]) -> None:
+    """Stop the workers still running at the deadline: SIGTERM, then SIGKILL after
+    :data:`GRACE_SECONDS`."""
+    for worker in running:
+        if worker.process.poll() is None:
+            worker.stopped_by_deadline = True
+            os.killpg(worker.process.pid, signal.SIGTERM)
+    end = time.monotonic() + GRACE_SECONDS
+    while time.monotonic() < end and any(w.process.poll() is None for w in running):
+        time.sleep(0.1)
+    for worker in running:
+        if worker.process.poll() is None:
+            os.killpg(worker.process.pid, signal.SIGKILL)
+            worker.process.wait()
+
+
+def _settle(worker: Worker, source: dict, out: Path, runs: Path, docs: dict) -> None:
+    """After a worker has ended: its result file if it wrote one this call, else one
+    written here (``deadline`` when the deadline stopped it, ``failed`` otherwise)."""
+    job, path = worker.job, worker.job.result_path(out)
+    if path.exists() and path.stat().st_mtime_ns != worker.before:
+        return  # the worker wrote its result (at the deadline too, if it was that quick)
+    seconds = time.monotonic() - worker.started
+    if worker.stopped_by_deadline:
+        status, error = "deadline", "stopped at the deadline before its result was written"
+    else:
+        tail = " / ".join(line for line in worker.lines[-3:] if line.strip())
+        status = "failed"
+        error = (f"the worker exited with status {worker.process.returncode} and wrote no "
+                 f"result" + (f"; its last lines: {tail}" if tail else ""))[:300]
+    docs[worker.index] = failure_doc(job, source, status=status, error=error,
+                                     device=worker.device, seconds=seconds,
+                                     run_dir=job.run_dir(runs), budget_minutes=None)
+
+
+def summary_table(jobs: Sequence[Job], out: str | Path, seconds: float) -> str:
+    """The call's last lines: one per job, its status, epochs, metrics and time, read
+    from the result files."""
+    lines = [f"{len(jobs)} job(s) in {seconds / 60:.1f} min:",
+             f"{'row':<28} {'status':<14} {'epochs':>6} {'valid':>9} {'test':>9} {'s':>7}"]
+    for job in jobs:
+        path = job.result_path(out)
+        doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        m = doc.get("metrics", {})
+        key = "bleu" if "val_bleu" in m else "ppl"
+        lines.append(f"{job.name:<28} {doc.get('status', 'missing'):<14} "
+                     f"{fmt(doc.get('epochs_done')):>6} {fmt(m.get(f'val_{key}')):>9} "
+                     f"{fmt(m.get(f'test_{key}')):>9} {fmt(doc.get('wall_seconds'), 0):>7}")
+    return "\n".join(lines)

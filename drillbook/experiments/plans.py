@@ -1,0 +1,467 @@
+"""Plans for a GPU window, and what they are predicted to reach before it is spent.
+
+A lent GPU comes rarely and for minutes, so what a window will hold has to be worked out on
+a CPU beforehand. A :class:`Plan` is a table of rows trained side by side
+(:mod:`drillbook.experiments.parallel`) within a deadline; :func:`predict` says, row by
+row, the seconds per epoch, the epochs reached by the deadline and the peak memory on a
+device class, from a stated model (:data:`ASSUMPTIONS`):
+
+* **time** of a training step, ``t = a + b F``: ``F`` its matrix-product FLOPs
+  (:func:`step_flops`, forward and backward), ``a`` a fixed cost per step (kernel
+  launches, the Python loop), both fitted by least squares to the steps the package
+  measured on an H200 (:func:`measured_steps`, the committed ``speed`` rows);
+* **sharing**: rows on one GPU slow each other down by ``max(1, sum of b F / t)``, the
+  share of their steps spent in arithmetic (a row bound by latency leaves the GPU idle
+  most of the time);
+* **validation** each epoch: a window of evaluation costs a third of a training step of
+  the same size (forward only);
+* **memory**: weights, gradients and optimiser state (4 bytes each), plus what autograd
+  keeps for the backward pass, measured on the CPU at two small batches and extrapolated
+  linearly in the positions of a step (:func:`activation_bytes`), plus a CUDA context.
+
+The first real window tests these assumptions; its result files hold what each row
+actually reached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..analysis import awd_lstm_flops, head_flops
+from ..configs import LANGUAGE_MODEL, config_from_dict
+from ..data import corpus_spec
+from ..errors import ConfigError
+from ..heads import HEADS
+from ..validation import check_choice
+from .bench.measure import saved_bytes
+from .parallel import END_MARGIN_SECONDS, training_budget
+from .reproduce import Job, table_jobs
+
+__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "PLANS", "DeviceClass", "Plan", "Prediction",
+           "activation_bytes", "fit_step_model", "format_predictions", "measured_steps",
+           "predict", "step_flops"]
+
+#: the model's assumptions, in words (printed with every prediction)
+ASSUMPTIONS = (
+    "training step t = a + b F, F its forward+backward matrix-product FLOPs, a and b fitted "
+    "to the H200 speed rows the package measured (fp32)",
+    "rows sharing one GPU slow each other down by max(1, sum of the arithmetic shares "
+    "b F / t of the rows running together, rows / CPU cores): each worker keeps one core "
+    "busy",
+    "every wave of rows gets an equal share of the deadline, a fifth of it (10 s to 3 min) "
+    "kept for evaluation and the result file",
+    "an evaluation window costs a third of a training step of the same positions; a "
+    "translation's validation also decodes greedily, max_len steps of a third of the "
+    "fixed cost a per batch",
+    "memory = 4 bytes x (weights + gradients + optimiser state) + autograd's saved tensors "
+    "(measured on the CPU at two small batches, linear in the positions) + 0.5 GiB of CUDA "
+    "context",
+    "a translation step's positions are the mean sentence lengths of the training pairs",
+)
+
+#: the CUDA context and allocator's own memory, assumed (bytes)
+CUDA_CONTEXT_BYTES = int(0.5 * 2**30)
+
+
+@dataclass(frozen=True)
+class DeviceClass:
+    """A kind of GPU a plan is sized for.
+
+    Attributes:
+        name: ``h200``, ``h100``.
+        memory_gib: its memory.
+        step_scale: its training step's time as a multiple of the measured H200's.
+        note: where ``step_scale`` comes from.
+        cpu_cores: the CPU cores beside it (each worker keeps one busy).
+    """
+
+    name: str
+    memory_gib: float
+    step_scale: float
+    note: str
+    cpu_cores: int = 16
+
+
+#: the device classes :func:`predict` knows
+DEVICE_CLASSES: dict[str, DeviceClass] = {
+    "h200": DeviceClass("h200", 141.0, 1.0, "measured (the speed rows)"),
+    "h100": DeviceClass("h100", 80.0, 1.0, "assumed as fast as the H200: the same compute, "
+                                           "and these steps are bound by latency, not by "
+                                           "memory bandwidth"),
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one GPU window runs: a table, its seeds, how many rows at once, the deadline.
+
+    Attributes:
+        name: the plan's name (``make evidence PLAN=...``).
+        table: a key of :data:`~drillbook.experiments.tables.TABLES`.
+        seeds: the seeds of every row (empty: each row's own).
+        parallel: rows at once on the GPU.
+        deadline_minutes: the minutes of training and evaluation it is sized for.
+        description: what it shows, in a sentence.
+    """
+
+    name: str
+    table: str
+    seeds: tuple[int, ...] = ()
+    parallel: int = 4
+    deadline_minutes: float = 6.5
+    description: str = ""
+
+
+#: the plans of a GPU window, sized by :func:`predict` for about 9 minutes of an H100/H200
+#: of which the CUDA tests and the cost benchmark take the first two and a half
+PLANS: dict[str, Plan] = {
+    "gpu-ptb": Plan("gpu-ptb", "gpu-ptb", parallel=4, description=(
+        "tied AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size and settings on PTB, "
+        "the same epochs each: curves, rank, frequency bands, mixture usage")),
+    "gpu-multi30k": Plan("gpu-multi30k", "gpu-multi30k", parallel=9, description=(
+        "softmax, tied softmax, bilinear, dual, DRILL and the vMF losses on the whole of "
+        "Multi30k de-en: BLEU, rare-word F1, decoding speed")),
+    "gpu-small": Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=15,
+                      description=("every cpu-scale row at its small size on whole passes "
+                                   "over PTB, three seeds each: the ordering with error "
+                                   "bars")),
+}
+
+
+# ------------------------------------------------------------------ FLOPs
+def _lm_flops(config, vocab_size: int, positions: float) -> float:
+    """Forward matrix-product FLOPs of a language model over ``positions`` positions."""
+    m = config.model
+    if m.encoder != "awd-lstm":
+        raise ConfigError(f"no FLOP model for a {m.encoder!r} encoder; the plans train the "
+                          f"AWD-LSTM")
+    d_out = m.d_out or m.emsize
+    n = max(1, round(positions))
+    encoder = awd_lstm_flops(emsize=m.emsize, nhid=m.nhid, nlayers=m.nlayers, tokens=n,
+                             d_out=d_out)
+    options = dict(config.head.options)
+    if HEADS[config.head.kind].reads_layers:
+        options["layer_sizes"] = [m.emsize, *[m.nhid] * (m.nlayers - 1), d_out]
+    head = head_flops(config.head.kind, vocab_size=vocab_size, d=m.emsize, d_hidden=d_out,
+                      tokens=n, **options)
+    return float(encoder + head.train_forward)
+
+
+def _seq2seq_flops(config, src_vocab: int, tgt_vocab: int, src_len: float, tgt_len: float,
+                   sentences: int) -> float:
+    """Forward matrix-product FLOPs of the attentional model
+    (:class:`~drillbook.nmt.model.Seq2Seq`) on ``sentences`` pairs of the given mean
+    lengths: the bidirectional encoder, the decoder, Luong attention and the head."""
+    m = config.model
+    e, h, s, t = m.emb_size, m.hidden, src_len * sentences, tgt_len * sentences
+    half = h // 2
+    encoder = 2 * 2 * 4 * half * (e + half) * s
+    decoder = 2 * 4 * h * (e + h) * t + (m.dec_layers - 1) * 2 * 4 * h * (2 * h) * t
+    attention = 2 * s * h * h + 2 * 2 * t * src_len * h + 2 * t * 2 * h * h
+    options = dict(config.head.options)
+    options.pop("loss", None)
+    head = head_flops(config.head.kind, vocab_size=tgt_vocab, d=e if HEADS[
+        config.head.kind].shares_embedding else h, d_hidden=h, tokens=max(1, round(t)),
+        **{k: v for k, v in options.items() if k != "target_embeddings"})
+    return float(encoder + decoder + attention + head.train_forward)
+
+
+def step_flops(config, vocab_size: int, positions: float, **translation) -> float:
+    """Matrix-product FLOPs of one training step, forward and backward (three times the
+    forward pass), of a language model over ``positions`` positions, or (``translation``:
+    ``src_vocab``, ``src_len``, ``tgt_len``) of a translation batch of ``positions``
+    sentences."""
+    if config.task == LANGUAGE_MODEL:
+        return 3 * _lm_flops(config, vocab_size, positions)
+    return 3 * _seq2seq_flops(config, translation["src_vocab"], vocab_size,
+                              translation["src_len"], translation["tgt_len"], int(positions))
+
+
+# ------------------------------------------------------------------ the measured steps
+def measured_steps(folder: str | Path) -> list[dict[str, Any]]:
+    """The training steps the package measured on a GPU: one dict per ``fp32`` result file
+    of the ``speed`` table under ``folder`` (``<folder>/speed/*.json``), and per log of a
+    row without one (``<folder>/logs/<row>.log.jsonl``): ``row``, ``seconds_per_step``
+    (an epoch's training seconds over its updates), ``positions`` (tokens per update) and
+    ``flops`` (:func:`step_flops`)."""
+    folder = Path(folder)
+    rows: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("logs/*.log.jsonl")):
+        record = json.loads(path.read_text().splitlines()[0])
+        rows[path.name.removesuffix(".log.jsonl")] = {
+            "seconds": record["epoch_seconds"], "steps": record["batches"],
+            "tokens": record["tokens"]}
+    configs = {}
+    for path in sorted(folder.glob("speed/*.json")):
+        doc = json.loads(path.read_text())
+        configs[doc["row"]] = config_from_dict(doc["config"])
+        if doc["row"] not in rows:
+            rows[doc["row"]] = {"seconds": doc["metrics"]["seconds_per_epoch"],
+                                "steps": doc["steps_done"] // max(doc["epochs_done"], 1),
+                                "tokens": None}
+    out = []
+    for row, r in rows.items():
+        if row not in configs:
+            from .tables import find_row
+
+            spec = find_row("speed", row)
+            if spec is None:
+                continue
+            configs[row] = spec.resolve()
+        config = configs[row]
+        vocab = corpus_spec(config.data.corpus).vocab_size
+        positions = (r["tokens"] / r["steps"] if r["tokens"]
+                     else config.train.batch_size * _mean_bptt(config.train.bptt))
+        out.append({"row": row, "seconds_per_step": r["seconds"] / r["steps"],
+                    "positions": positions, "flops": step_flops(config, vocab, positions)})
+    return out
+
+
+def fit_step_model(steps: Sequence[dict[str, Any]]) -> tuple[float, float]:
+    """``(a, b)`` of ``t = a + b F`` by least squares over :func:`measured_steps` (both
+    kept non-negative: a negative fixed cost or rate is read as zero and the other
+    refitted)."""
+    if len(steps) < 2:
+        raise ConfigError("the step-time model needs at least two measured steps; commit the "
+                          "speed rows of a GPU window")
+    x = torch.tensor([s["flops"] for s in steps], dtype=torch.float64)
+    y = torch.tensor([s["seconds_per_step"] for s in steps], dtype=torch.float64)
+    design = torch.stack([torch.ones_like(x), x], dim=1)
+    a, b = torch.linalg.lstsq(design, y[:, None]).solution.flatten().tolist()
+    if a < 0:
+        a, b = 0.0, float((x * y).sum() / (x * x).sum())
+    if b < 0:
+        a, b = float(y.mean()), 0.0
+    return a, b
+
+
+def _mean_bptt(bptt: int) -> float:
+    """The mean window length of AWD-LSTM's variable BPTT (``bptt`` w.p. 0.95, else half)."""
+    return 0.95 * bptt + 0.05 * bptt / 2
+
+
+# ------------------------------------------------------------------ memory
+def _lm_batch(model, positions: int, vocab: int, gen: torch.Generator):
+    t = 8
+    b = max(1, positions // t)
+    x = torch.randint(0, vocab, (t + 1, b), generator=gen)
+    return x[:-1], x[1:]
+
+
+def activation_bytes(config, vocab_size: int, positions: float, **translation) -> float:
+    """What autograd keeps for the backward pass of one training step of ``positions``
+    positions (a language model) or sentences (translation, with ``src_vocab``,
+    ``src_len``, ``tgt_len``): measured on the CPU at two small sizes with
+    :func:`~drillbook.experiments.bench.measure.saved_bytes`, extrapolated linearly."""
+    from ..models import build_model, build_translation_model
+    from ..train.lm import training_loss
+
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    if config.task == LANGUAGE_MODEL:
+        model = build_model(config, vocab_size).train()
+        chunk = config.head.options.get("chunk_size") or 8
+        sizes = (2 * chunk, 4 * chunk)
+
+        def one(n: int) -> float:
+            x, y = _lm_batch(model, n, vocab_size, gen)
+            hidden = model.init_hidden(x.shape[1])
+            return saved_bytes(lambda: training_loss(model, x, y, hidden,
+                                                     alpha=config.train.alpha,
+                                                     beta=config.train.beta)[0],
+                               exclude=[*model.parameters(), *model.buffers()])
+    else:
+        table = None
+        if not HEADS[config.head.kind].is_distribution:
+            table = torch.nn.functional.normalize(torch.randn(vocab_size, 50, generator=gen),
+                                                  dim=-1)
+        model = build_translation_model(config, translation["src_vocab"], vocab_size,
+                                        pad_id=0, target_embeddings=table).train()
+        sizes = (2, 4)
+        s_len = max(1, round(translation["src_len"]))
+        t_len = max(1, round(translation["tgt_len"]))
+
+        def one(n: int) -> float:
+            src = torch.randint(4, translation["src_vocab"], (s_len, n), generator=gen)
+            tgt = torch.randint(4, vocab_size, (t_len + 1, n), generator=gen)
+            lengths = torch.full((n,), s_len)
+            return saved_bytes(lambda: model.loss(src, lengths, tgt[:-1], tgt[1:]),
+                               exclude=[*model.parameters(), *model.buffers()])
+
+    (n1, n2), (y1, y2) = sizes, [one(n) for n in sizes]
+    slope = max(y2 - y1, 0.0) / (n2 - n1)
+    return max(y1 + slope * (positions - n1), 0.0)
+
+
+def _optimizer_states(config) -> int:
+    """Tensors the optimiser keeps per parameter: Adam two, averaged SGD one (its average),
+    SGD none."""
+    if config.task != LANGUAGE_MODEL or config.train.optimizer == "adam":
+        return 2
+    return 1
+
+
+# ------------------------------------------------------------------ predictions
+@dataclass(frozen=True)
+class Prediction:
+    """What a row is predicted to reach (:func:`predict`).
+
+    Attributes:
+        job: the row (and seed).
+        steps_per_epoch: optimiser steps of one epoch.
+        step_seconds: a training step alone on the GPU.
+        share: the arithmetic share ``b F / t`` of its step.
+        slowdown: the factor the rows running beside it cost it.
+        epoch_seconds: an epoch with its validation, beside those rows.
+        budget_seconds: the training time it gets before the deadline.
+        epochs: the epochs it reaches (at most its config's).
+        peak_gib: its peak memory.
+    """
+
+    job: Job
+    steps_per_epoch: int
+    step_seconds: float
+    share: float
+    slowdown: float
+    epoch_seconds: float
+    budget_seconds: float
+    epochs: int
+    peak_gib: float
+
+
+def _sizes(config) -> dict[str, Any]:
+    """Vocabulary, positions per step, steps and evaluation windows per epoch."""
+    t = config.train
+    if config.task == LANGUAGE_MODEL:
+        spec = corpus_spec(config.data.corpus)
+        positions = t.batch_size * _mean_bptt(t.bptt)
+        steps = spec.tokens["train"] / positions
+        windows = spec.tokens["valid"] / (t.eval_batch_size * t.bptt)
+        cap = t.max_batches_per_epoch
+        return {"vocab": spec.vocab_size, "positions": positions, "extra": {},
+                "steps": min(math.ceil(steps), cap or math.inf), "windows": windows,
+                "eval_positions": t.eval_batch_size * t.bptt}
+    from ..nmt import NMTVocab
+    from ..train.translation import load_translation_data
+
+    corpus = load_translation_data(config)
+    pairs = corpus.train[: config.data.max_train_pairs]
+    src_vocab = NMTVocab.build((s for s, _ in pairs), min_freq=config.data.min_freq)
+    tgt_vocab = NMTVocab.build((g for _, g in pairs), min_freq=config.data.min_freq)
+    extra = {"src_vocab": len(src_vocab),
+             "src_len": sum(len(s) for s, _ in pairs) / len(pairs),
+             "tgt_len": 1 + sum(len(g) for _, g in pairs) / len(pairs)}
+    steps = math.ceil(len(pairs) / t.batch_size)
+    batches = math.ceil(len(corpus.valid[: t.max_eval_pairs]) / t.batch_size)
+    return {"vocab": len(tgt_vocab), "positions": t.batch_size, "extra": extra,
+            "steps": min(steps, t.max_batches_per_epoch or math.inf),
+            "windows": batches, "eval_positions": t.batch_size,
+            "decode_steps": batches * t.max_len}
+
+
+def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
+            deadline_minutes: float | None = None, parallel: int | None = None
+            ) -> list[Prediction]:
+    """Row by row, what ``plan`` reaches on ``device_class`` (see the module notes).
+
+    Args:
+        plan: the plan.
+        device_class: a key of :data:`DEVICE_CLASSES`.
+        steps_folder: the measured GPU steps (default: the window the package ships,
+            :func:`~drillbook.experiments.results.gpu_results`).
+        deadline_minutes, parallel: instead of the plan's.
+    """
+    from .results import gpu_results
+
+    device = DEVICE_CLASSES[check_choice(device_class, sorted(DEVICE_CLASSES), "device class")]
+    folder = Path(steps_folder) if steps_folder is not None else gpu_results("fp32")
+    a, b = fit_step_model(measured_steps(folder))
+    parallel = parallel or plan.parallel
+    deadline = 60 * (deadline_minutes or plan.deadline_minutes) - END_MARGIN_SECONDS
+    jobs = table_jobs(plan.table, seeds=plan.seeds or None)
+    rows = []
+    for job in jobs:
+        config = job.config
+        sizes = _sizes(config)
+        flops = step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"])
+        step = (a + b * flops) * device.step_scale
+        eval_flops = step_flops(config, sizes["vocab"], sizes["eval_positions"],
+                                **sizes["extra"])
+        eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
+        # greedy decoding of the validation set: one small forward per target position
+        eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
+        params = sum(p.numel() for p in _model(config, sizes).parameters())
+        state = 4 * params * (2 + _optimizer_states(config))
+        saved = activation_bytes(config, sizes["vocab"], sizes["positions"], **sizes["extra"])
+        rows.append({"job": job, "steps": int(sizes["steps"]), "step": step,
+                     "share": min(b * flops / step, 1.0), "eval": eval_seconds,
+                     "peak": (state + saved + CUDA_CONTEXT_BYTES) / 2**30})
+    out = []
+    waves = math.ceil(len(rows) / parallel)
+    reserve = min(max(deadline / waves / 5, 10.0), 180.0)
+    budget = max(training_budget(deadline, len(rows), parallel, reserve), 0.0)
+    for i, r in enumerate(rows):
+        wave = rows[(i // parallel) * parallel:(i // parallel + 1) * parallel]
+        slowdown = max(1.0, sum(w["share"] for w in wave), len(wave) / device.cpu_cores)
+        epoch = r["steps"] * r["step"] * slowdown + r["eval"] * slowdown
+        epochs = min(r["job"].config.train.epochs, int(budget // epoch))
+        out.append(Prediction(r["job"], r["steps"], r["step"], r["share"], slowdown, epoch,
+                              budget, epochs, r["peak"]))
+    return out
+
+
+def _model(config, sizes: dict[str, Any]) -> torch.nn.Module:
+    """The config's model, to count its parameters: a language model on the meta device
+    (nothing allocated), a translation model (a few million parameters) on the CPU."""
+    from ..models import build_model, build_translation_model
+
+    if config.task == LANGUAGE_MODEL:
+        with torch.device("meta"):
+            return build_model(config, sizes["vocab"])
+    table = (None if HEADS[config.head.kind].is_distribution
+             else torch.nn.functional.normalize(torch.randn(sizes["vocab"], 50), dim=-1))
+    return build_translation_model(config, sizes["extra"]["src_vocab"], sizes["vocab"],
+                                   pad_id=0, target_embeddings=table)
+
+
+def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_class: str,
+                       deadline_minutes: float, parallel: int,
+                       steps_folder: str | Path | None = None) -> str:
+    """The dry run's printout: the plan, one line per row, the memory of the rows that run
+    together against the device's, the step model's fit to the measured steps, and the
+    assumptions."""
+    from .results import gpu_results
+
+    device = DEVICE_CLASSES[device_class]
+    folder = Path(steps_folder) if steps_folder is not None else gpu_results("fp32")
+    measured = measured_steps(folder)
+    a, b = fit_step_model(measured)
+    lines = [f"plan {plan.name}: table {plan.table}, {len(predictions)} row(s), {parallel} at "
+             f"once, {deadline_minutes:g} min on {device.name} ({device.memory_gib:g} GiB; "
+             f"step time {device.note})",
+             f"{'row':<28} {'steps/ep':>8} {'ms/step':>8} {'share':>6} {'x slow':>6} "
+             f"{'s/epoch':>8} {'budget s':>8} {'epochs':>6} {'peak GiB':>8}"]
+    for p in predictions:
+        lines.append(f"{p.job.name:<28} {p.steps_per_epoch:>8} {1000 * p.step_seconds:>8.1f} "
+                     f"{p.share:>6.2f} {p.slowdown:>6.2f} {p.epoch_seconds:>8.1f} "
+                     f"{p.budget_seconds:>8.0f} {p.epochs:>6} {p.peak_gib:>8.2f}")
+    waves = [predictions[i:i + parallel] for i in range(0, len(predictions), parallel)]
+    worst = max(sum(p.peak_gib for p in w) for w in waves)
+    fits = "fits" if worst <= device.memory_gib else "does NOT fit"
+    lines.append(f"memory of the rows running together: at most {worst:.1f} GiB of "
+                 f"{device.memory_gib:g} ({fits})")
+    errors = ", ".join(
+        f"{m['row']} {100 * (a + b * m['flops']) / m['seconds_per_step'] - 100:+.0f}%"
+        for m in measured)
+    lines.append(f"step model: a = {1000 * a:.1f} ms, b = {b * 1e12:.4f} ms per GFLOP "
+                 f"({1e-12 / b if b else math.inf:.0f} TFLOP/s), fitted to {folder.name}; "
+                 f"its error on those rows: {errors}")
+    lines += ["assumptions:", *[f"  - {x}" for x in ASSUMPTIONS]]
+    return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""What a GPU window brings back and how the book reads it: the authors' console logs,
+DRILL's Table 3 from the committed H200 window, the report's window sections, the analyses
+a result file may carry, and the archive a window's results travel in."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import statistics
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from drillbook.analysis import loss_by_band, loss_by_word, rare_word_f1
+from drillbook.analysis.frequency import DRILL_BANDS, band_label
+from drillbook.errors import ResultFileError
+from drillbook.experiments import render_report, validate_result
+from drillbook.experiments.authors_code import (
+    PACKAGE_ROWS,
+    authors_code_timings,
+    read_authors_log,
+)
+from drillbook.experiments.results import gpu_results, load_results, unpack_results
+from drillbook.experiments.speed import first_epochs, speed_rows
+from drillbook.experiments.tables import TABLES, baseline_row
+from drillbook.papers import RECORD
+
+FP32, BF16 = gpu_results("fp32"), gpu_results("bf16")
+
+LOG = """\
+Model total parameters: 24221600
+| epoch   1 |   100/  663 batches | lr 30.00000 | ms/batch 30.00 | loss  7.49 | ppl  1789.13
+| epoch   1 |   200/  663 batches | lr 30.00000 | ms/batch 20.00 | loss  6.80 | ppl   897.85
+| epoch   1 |   300/  663 batches | lr 30.00000 | ms/batch 22.00 | loss  6.50 | ppl   665.14
+| epoch   1 |   400/  663 batches | lr 30.00000 | ms/batch 21.00 | loss  6.30 | ppl   544.57
+-----------------------------------------------------------------------------------------
+| end of epoch   1 | time: 11.63s | valid loss  5.80 | valid ppl   329.35
+"""
+
+
+# ------------------------------------------------------------------ the authors' logs
+def test_an_authors_log_is_read_as_it_prints(tmp_path):
+    path = tmp_path / "awd-ptb.log"
+    path.write_text(LOG)
+    run = read_authors_log(path)
+    assert run == {"run": "awd-ptb", "ms_per_batch": [30.0, 20.0, 22.0, 21.0],
+                   "loss": [7.49, 6.80, 6.50, 6.30],
+                   "steady_ms_per_batch": 21.0, "batches_per_epoch": 663,
+                   "batches_logged": 400, "parameters": 24221600, "epoch_seconds": 11.63,
+                   "valid_ppl": 329.35}
+    # a run killed before its epoch ended has no epoch time
+    path.write_text(LOG.split("---")[0])
+    assert read_authors_log(path)["epoch_seconds"] is None
+
+
+def test_a_file_that_is_not_an_authors_log_is_refused(tmp_path):
+    path = tmp_path / "x.log"
+    path.write_text("Traceback (most recent call last):\n")
+    with pytest.raises(ResultFileError, match="has no 'ms/batch' line"):
+        read_authors_log(path)
+
+
+def test_the_committed_authors_logs_are_one_epoch_of_each_run():
+    runs = {r["run"]: r for r in authors_code_timings(FP32 / "authors-code")}
+    assert set(runs) == set(PACKAGE_ROWS)
+    for r in runs.values():
+        assert r["steady_ms_per_batch"] == statistics.median(r["ms_per_batch"][1:])
+        assert r["batches_logged"] <= r["batches_per_epoch"]
+    # MoS's slow epoch was cut short (600 of 1106 batches): no epoch time, its ms/batch only
+    ended = {n for n, r in runs.items() if r["epoch_seconds"] is not None}
+    assert ended == {"awd-ptb", "drill-ptb", "drill-wt2"}
+
+
+# ------------------------------------------------------------------ DRILL Table 3 on a GPU
+def test_speed_rows_divide_by_their_corpus_baseline_and_quote_the_record():
+    rows = {r["row"]: r for r in speed_rows(FP32, BF16)}
+    epochs = first_epochs(FP32)
+    assert set(rows) == set(epochs) <= {r.name for r in TABLES["speed"]}
+    for name, r in rows.items():
+        base = epochs[baseline_row(name)]
+        assert r["ratio"] == epochs[name]["seconds"] / base["seconds"]
+        assert r["ms_per_update"] == 1000 * epochs[name]["seconds"] / epochs[name]["updates"]
+        assert r["repo_seconds_per_epoch"] == RECORD[f"drill-repo:speed:{name}"][
+            "seconds_per_epoch"]
+        paper = RECORD[f"drill:sec4.1.1:{name}-speed"].values
+        if "ratio_to_tied" in paper:
+            assert r["paper_ratio"] == paper["ratio_to_tied"]
+    # bfloat16 was measured for two rows only; the others have no such number
+    assert {n for n, r in rows.items() if r["bf16_seconds_per_epoch"]} == {
+        d["row"] for d in load_results(BF16)}
+    theirs = {PACKAGE_ROWS[r["run"]]: r["steady_ms_per_batch"]
+              for r in authors_code_timings(FP32 / "authors-code")}
+    for name, ms in theirs.items():
+        assert rows[name]["ratio_to_authors"] == rows[name]["ms_per_update"] / ms
+
+
+def test_a_log_line_is_preferred_to_the_result_file(tmp_path):
+    """The result file's seconds per epoch is a mean over its epochs; the log's first line
+    is the first epoch alone, what the authors' logs time."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "ptb-mos.log.jsonl").write_text(
+        json.dumps({"epoch_seconds": 2.0, "batches": 10}) + "\n"
+        + json.dumps({"epoch_seconds": 9.0, "batches": 10}) + "\n")
+    assert first_epochs(tmp_path) == {"ptb-mos": {"seconds": 2.0, "updates": 10}}
+    assert first_epochs(None) == {}
+
+
+# ------------------------------------------------------------------ the report
+def test_the_report_gives_each_window_its_sections(tmp_path):
+    window = tmp_path / "gpu" / FP32.name
+    for path in FP32.rglob("*"):
+        if path.is_file():
+            target = window / path.relative_to(FP32)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    text = render_report(tmp_path)
+    assert f"## GPU window {FP32.name}" in text
+    assert "### speed" in text and "### The authors' code on the same GPU" in text
+    lines = [line for line in text.splitlines() if line.startswith("| awd-ptb |")]
+    assert len(lines) == 1 and "| ptb-awd-lstm |" in lines[0]
+    assert render_report(tmp_path) == text  # the same files give the same bytes
+
+
+# ------------------------------------------------------------------ analyses
+def test_band_labels():
+    assert [band_label(*b) for b in ((4, 5), (50, 100), (5000, None))] == ["4", "50-99",
+                                                                          "5000+"]
+
+
+def test_loss_by_band_adds_up_what_a_loop_over_tokens_adds_up(gen):
+    vocab = 40
+    target = torch.randint(0, vocab, (500,), generator=gen)
+    nll = torch.rand(500, generator=gen) * 5
+    counts = torch.randint(0, 3000, (vocab,), generator=gen)
+    counts[:3] = 0  # never seen in training: in no band
+    sums, tokens = loss_by_word(nll, target, vocab)
+    rows = loss_by_band(sums, tokens, counts)
+    for (lo, hi), row in zip(DRILL_BANDS, rows, strict=True):
+        inside = [i for i, w in enumerate(target.tolist())
+                  if lo <= counts[w] and (hi is None or counts[w] < hi)]
+        assert row["tokens"] == len(inside)
+        assert row["types"] == len({int(target[i]) for i in inside})
+        if inside:
+            assert row["mean_nll"] == pytest.approx(float(nll[inside].double().mean()))
+        else:
+            assert row["mean_nll"] is None
+
+
+def test_rare_word_f1_matches_counting_by_hand():
+    hyps = [["a", "a", "b", "c"], ["d", "x"]]
+    refs = [["a", "b", "b"], ["d", "y", "y"]]
+    counts = {"a": 1, "b": 1, "c": 2, "d": 5000, "y": 1}  # x: never seen (count 0)
+    rows = {r["band"]: r for r in rare_word_f1(hyps, refs, counts)}
+    # count 1: a (hyp 2, ref 1, matched 1), b (1, 2, 1), y (0, 2, 0)
+    one = rows["1"]
+    assert (one["matches"], one["hypothesis_tokens"], one["reference_tokens"]) == (2, 3, 5)
+    assert one["precision"] == pytest.approx(2 / 3) and one["recall"] == pytest.approx(2 / 5)
+    assert one["f1"] == pytest.approx(2 * (2 / 3) * (2 / 5) / (2 / 3 + 2 / 5))
+    assert rows["0"]["recall"] is None and rows["0"]["precision"] == 0  # x, unseen
+    assert rows["2"]["precision"] == 0 and rows["2"]["f1"] is None  # c: no reference
+    assert rows["1000+"]["f1"] == 1.0
+    assert sum(r["hypothesis_tokens"] for r in rows.values()) == sum(map(len, hyps))
+    assert Counter(r["reference_tokens"] for r in rows.values())[0] == len(rows) - 2
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        rare_word_f1(hyps, refs[:1], counts)
+
+
+# ------------------------------------------------------------------ the result schema
+def _doc() -> dict:
+    return copy.deepcopy(load_results(FP32)[0])
+
+
+def test_older_result_files_still_read_and_the_analyses_block_is_checked():
+    doc = _doc()
+    assert doc["format"] == "drillbook-result/2" and validate_result(doc) == []
+    doc["format"] = "drillbook-result/3"
+    doc["analyses"] = {"rare_word_f1": [], "sentences_per_second": 12.5}
+    assert validate_result(doc) == []
+    doc["analyses"]["spectra"] = []
+    assert any("spectra" in p for p in validate_result(doc))
+    doc = _doc()
+    doc["status"] = "deadline"
+    doc["error"] = "stopped at the window's deadline"
+    assert validate_result(doc) == []
+    doc["status"] = "crashed"
+    assert any("status" in p for p in validate_result(doc))
+
+
+def test_an_archive_entry_outside_its_folder_is_refused(tmp_path):
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        data = b"{}"
+        info = tarfile.TarInfo("../outside.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ResultFileError, match=r"'\.\./outside\.json' is not a result file"):
+        unpack_results(archive, tmp_path / "in")
+    assert not (tmp_path / "outside.json").exists()
+
+
+def test_the_window_folders_hold_only_small_files():
+    for path in Path(FP32).parent.rglob("*"):
+        assert not path.is_file() or path.stat().st_size < 2**20, path

@@ -1,0 +1,122 @@
+"""Rows side by side within a deadline, the pack of their result files, the dry run, and
+the one command of a GPU window, rehearsed on the CPU with tiny sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from drillbook.cli import main
+from drillbook.experiments import load_results, validate_result
+from drillbook.experiments.parallel import training_budget
+from drillbook.experiments.plans import PLANS, fit_step_model, measured_steps, predict
+from drillbook.experiments.results import (
+    PACK_LIMIT_BYTES,
+    gpu_results,
+    pack_results,
+    unpack_results,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+needs_data = pytest.mark.skipif(
+    not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "ptb").is_dir(),
+    reason="needs PTB: set DRILLBOOK_DATA (make test points it at ../shared/data)")
+#: the tutorial rows made tiny, with epochs enough that only the deadline stops them
+TINY = ["model.emsize=16", "model.nhid=16", "train.max_batches_per_epoch=2",
+        "train.epochs=1000", "train.max_eval_tokens=200"]
+
+
+def test_the_time_left_is_shared_among_the_waves_less_the_reserve():
+    assert training_budget(100.0, jobs_left=4, parallel=2, reserve_seconds=10.0) == 40.0
+    assert training_budget(100.0, jobs_left=1, parallel=4, reserve_seconds=10.0) == 90.0
+    assert training_budget(10.0, jobs_left=3, parallel=1, reserve_seconds=5.0) < 0
+
+
+@needs_data
+def test_two_workers_a_failure_a_deadline_and_the_pack(tmp_path, capsys):
+    broken = tmp_path / "runs" / "tutorial" / "drill"
+    broken.mkdir(parents=True)
+    (broken / "last.pt").write_bytes(b"not a checkpoint")  # this row's worker fails
+    start = time.monotonic()
+    assert main(["reproduce", "tutorial", "--parallel", "2", "--devices", "cpu", "cpu",
+                 "--deadline-minutes", "0.5", "--set", *TINY, "--max-eval-tokens", "200",
+                 "--out", str(tmp_path / "results"), "--runs", str(tmp_path / "runs"),
+                 "--pack", str(tmp_path / "evidence.tar.gz")]) == 0
+    assert time.monotonic() - start < 30  # the whole call within its deadline
+    captured = capsys.readouterr()
+    assert "row 1/2 tied [cpu]: epoch 1/1000" in captured.err  # each row's epoch lines
+    assert "2 job(s) in" in captured.err  # the summary table
+    docs = {d["row"]: d for d in load_results(tmp_path / "results")}
+    tied, drill = docs["tied"], docs["drill"]
+    # the deadline stopped the healthy row in time for its evaluation and analyses
+    assert tied["status"] == "budget" and tied["epochs_done"] >= 1
+    assert {"val_ppl", "test_ppl"} <= set(tied["metrics"])
+    assert {"frequency_bands", "word_nll"} <= set(tied["analyses"])
+    assert drill["status"] == "failed" and "no config.json" in drill["error"]
+    assert all(validate_result(d) == [] for d in docs.values())
+    # the pack holds the result files, no more, and reads as a results folder
+    archive = tmp_path / "evidence.tar.gz"
+    assert 0 < archive.stat().st_size <= PACK_LIMIT_BYTES
+    unpacked = unpack_results(archive, tmp_path / "unpacked")
+    assert sorted(p.relative_to(unpacked).as_posix() for p in unpacked.rglob("*.json")) == [
+        "tutorial/drill.json", "tutorial/tied.json"]
+    assert main(["report", "--results", str(archive)]) == 0
+    assert "| tied | `tutorial/ptb-tied` |" in capsys.readouterr().out
+
+
+def test_the_pack_refuses_more_than_it_may_hold(tmp_path, monkeypatch):
+    from drillbook.errors import ResultFileError
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "row.json").write_bytes(os.urandom(4096))  # incompressible
+    monkeypatch.setattr("drillbook.experiments.results.PACK_LIMIT_BYTES", 1024)
+    with pytest.raises(ResultFileError, match="over the 0 MiB an archive may hold"):
+        pack_results(tmp_path, tmp_path / "x.tar.gz")
+    assert not (tmp_path / "x.tar.gz").exists()
+
+
+def test_the_step_model_is_fitted_to_the_measured_gpu_steps():
+    steps = measured_steps(gpu_results("fp32"))
+    assert {s["row"] for s in steps} == {"ptb-awd-lstm", "ptb-drill", "ptb-mos",
+                                         "wt2-awd-lstm", "wt2-drill", "wt2-mos"}
+    a, b = fit_step_model(steps)
+    assert a > 0 and b > 0
+    for s in steps:  # within a third of every measured step
+        assert abs(a + b * s["flops"] - s["seconds_per_step"]) < s["seconds_per_step"] / 3
+
+
+@needs_data
+def test_the_dry_run_sizes_the_ptb_plan_without_a_gpu(capsys):
+    rows = predict(PLANS["gpu-ptb"])
+    assert [p.job.row.name for p in rows] == ["tied", "drill-4", "mos-15", "doc"]
+    assert all(p.epochs >= 1 and p.peak_gib < 141 for p in rows)
+    slowest = max(rows, key=lambda p: p.epoch_seconds)
+    assert slowest.job.row.name in ("mos-15", "doc")  # the mixtures' steps are the longest
+    assert main(["reproduce", "gpu-ptb", "--dry-run", "h100"]) == 0
+    text = capsys.readouterr().out
+    assert "on h100 (80 GiB" in text and "assumptions:" in text and "step model: a =" in text
+
+
+@needs_data
+def test_the_window_command_ends_on_time_and_brings_back_a_few_files(tmp_path):
+    out = tmp_path / "evidence"
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "evidence.py"), "--plan",
+                           "tutorial", "--minutes", "1", "--device", "cpu", "--skip-bench",
+                           "--out", str(out), "--set", *TINY], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 60
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8 and {"summary.txt", "console.log", "predictions.txt",
+                                "results.tar.gz", "cuda-tests.txt"} <= set(files)
+    summary = json.loads((out / "summary.txt").read_text())
+    assert [s["step"] for s in summary["steps"]] == ["cuda-tests", "bench", "plan tutorial"]
+    unpacked = unpack_results(out / "results.tar.gz", tmp_path / "r")
+    assert {d["row"] for d in load_results(unpacked)} == {"tied", "drill"}
