@@ -304,9 +304,9 @@ def test_translation_model_trains_and_decodes(kind, gen):
         assert "decodes greedily by nearest neighbour" in one_line(err)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_translation_trainer_with_negative_sampling(kind, tmp_path):
-    """The trainer either takes a sampled-softmax step or refuses the head up front."""
+def tiny_translation(kind: str):
+    """The tiny parallel corpus, a tiny translation config with ``kind`` as its head (batch
+    4), and random target word vectors for a continuous head (None for the others)."""
     corpus = load_parallel_from_files(
         {s: (DATA / "tiny_parallel" / f"{s}.de", DATA / "tiny_parallel" / f"{s}.en")
          for s in ("train", "valid", "test")}, "de", "en")
@@ -314,14 +314,22 @@ def test_translation_trainer_with_negative_sampling(kind, tmp_path):
     config.data.min_freq = 1
     config.model.emb_size = config.model.hidden = D
     config.head = HeadConfig(kind, tiny(kind))
-    config.train.negative_sampling = 50.0
-    config.train.batch_size, config.train.epochs = 4, 1
-    config.train.max_batches_per_epoch, config.train.max_eval_pairs = 2, 2
-    config.train.max_len = 4
+    config.train.batch_size = 4
     vectors = None
     if not HEADS[kind].is_distribution:  # a continuous head needs target word vectors
         words = sorted({w for _, tgt in corpus.train for w in tgt})
         vectors = (words, torch.randn(len(words), 4).numpy())
+    return corpus, config, vectors
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_translation_trainer_with_negative_sampling(kind, tmp_path):
+    """The trainer either takes a sampled-softmax step or refuses the head up front."""
+    corpus, config, vectors = tiny_translation(kind)
+    config.train.negative_sampling = 50.0
+    config.train.epochs = 1
+    config.train.max_batches_per_epoch, config.train.max_eval_pairs = 2, 2
+    config.train.max_len = 4
 
     def trainer() -> NMTTrainer:
         return NMTTrainer(config, tmp_path / "run", device="cpu", corpus=corpus,
@@ -385,18 +393,9 @@ def test_translation_analyses_of_a_result_file(kind, tmp_path):
     translation model takes."""
     if HEADS[kind].reads_layers:
         return  # refused by the translation model (test_translation_model_trains_and_decodes)
-    corpus = load_parallel_from_files(
-        {s: (DATA / "tiny_parallel" / f"{s}.de", DATA / "tiny_parallel" / f"{s}.en")
-         for s in ("train", "valid", "test")}, "de", "en")
-    config = get_nmt_config("multi30k/de-en-softmax")
-    config.data.min_freq = 1
-    config.model.emb_size = config.model.hidden = D
-    config.head = HeadConfig(kind, tiny(kind))
-    config.train.batch_size, config.train.max_len = 4, 5
-    vectors = None
-    if not HEADS[kind].is_distribution:
-        words = sorted({w for _, tgt in corpus.train for w in tgt})
-        vectors = (words, torch.randn(len(words), 4).numpy())
+    corpus, config, vectors = tiny_translation(kind)
+    config.train.max_len = 5
+    if vectors is not None:
         config.data.target_embeddings = "glove-50d"  # handed over as target_vectors
     t = NMTTrainer(config, tmp_path / "run", device="cpu", corpus=corpus,
                    target_vectors=vectors, progress=False)
