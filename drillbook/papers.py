@@ -344,6 +344,8 @@ _ENTRIES: tuple[PaperNumber, ...] = (
            finetuned=None, note=note)
       for slug, label, fr_en, de_en, en_fr, note in [
           ("word-ce", "no wordword CE", 31.0, 24.7, 29.3, "softmax over words"),
+          ("bpe-ce", "no BPEBPE CE", 31.4, 25.8, 31.0,
+           "softmax over BPE subwords on both sides: the paper's strongest baseline"),
           ("fasttext-tied-maxmargin", "fasttext yes wordemb MaxMargin", 32.1, 25.0, 31.0,
            "max-margin loss, fastText targets, decoder inputs tied to them"),
           ("fasttext-tied-nllvmf", "fasttext yes wordemb", 32.1, 25.1, 31.7,

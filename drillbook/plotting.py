@@ -1,9 +1,11 @@
 """One look for every figure in the book: a colour per head, tidy log axes.
 
 Every chapter draws the same heads, so each head keeps one colour across the book: a reader
-who learns that DRILL is the green line in chapter 2 finds it green in chapter 6. The
-colours come from seaborn's colour-blind palette, one per entry of
-:data:`drillbook.heads.HEADS`, in registry order.
+who learns that DRILL is the green line in chapter 2 finds it green in chapter 6. One
+colour per entry of :data:`drillbook.heads.HEADS`, in registry order, and one for the
+mixture-of-contexts variant of MoS (chapter 3), chosen from colour-blind-safe palettes
+(Okabe and Ito's, Paul Tol's) so that each stands out against white (contrast at least
+3:1) and from every other (the tests check both).
 
 >>> head_color("drill-4") == head_color("drill")
 True
@@ -13,28 +15,28 @@ True
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
-__all__ = ["HEAD_COLORS", "head_color", "head_colors", "head_kind", "tidy_log_axis"]
-
-#: seaborn's "colorblind" palette (10 colours), written out so the package does not need
-#: seaborn to name a colour
-_COLORBLIND = ("#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161",
-               "#fbafe4", "#949494", "#ece133", "#56b4e9")
+__all__ = ["HEAD_COLORS", "VARIANT_COLORS", "head_color", "head_colors", "head_kind",
+           "log_tick_label", "tidy_log_axis"]
 
 #: head kind -> colour, one per head of the registry; the same everywhere in the book
 HEAD_COLORS: dict[str, str] = {
-    "softmax": _COLORBLIND[7],     # grey: the untied baseline
-    "tied": _COLORBLIND[0],        # blue
-    "bilinear": _COLORBLIND[9],    # light blue: a tied head with one more matrix
-    "dual": _COLORBLIND[4],        # pink-violet
-    "drill": _COLORBLIND[2],       # green
-    "mos": _COLORBLIND[3],         # vermilion
-    "doc": _COLORBLIND[1],         # orange: MoS's sibling
-    "sigsoftmax": _COLORBLIND[5],  # brown
-    "vmf": _COLORBLIND[6],         # pink
+    "softmax": "#666666",     # grey: the untied baseline
+    "tied": "#0072b2",        # blue
+    "bilinear": "#2a9bb8",    # lighter blue: a tied head with one more matrix
+    "dual": "#332288",        # indigo
+    "drill": "#117733",       # green
+    "mos": "#d55e00",         # vermilion
+    "doc": "#882255",         # wine: MoS's sibling, far from its colour
+    "sigsoftmax": "#8a7a00",  # olive
+    "vmf": "#cc3399",         # magenta
 }
+
+#: variants a chapter draws beside the heads: name -> colour (MoC, MoS mixing logits)
+VARIANT_COLORS: dict[str, str] = {"moc": "#9467bd"}
 
 #: names used for heads in tables and configs that are not registry names
 _ALIASES = {"awd-lstm": "tied", "softmax-tied": "tied", "joint": "dual",
@@ -66,7 +68,11 @@ def head_kind(name: str) -> str:
 
 
 def head_color(name: str) -> str:
-    """The book's colour (a hex string) for the head that ``name`` names."""
+    """The book's colour (a hex string) for the head that ``name`` names, or for the
+    variant of :data:`VARIANT_COLORS` it names (``"MoC (mos, mix=logits)"``)."""
+    for variant, color in VARIANT_COLORS.items():
+        if re.search(rf"(?<![a-z]){variant}(?![a-z])", name.lower()):
+            return color
     return HEAD_COLORS[head_kind(name)]
 
 
@@ -75,14 +81,27 @@ def head_colors(names: Sequence[str]) -> list[str]:
     return [head_color(n) for n in names]
 
 
+def log_tick_label(value: float) -> str:
+    """A log axis's tick label: a plain number from 0.001 to 99,999 (``0.01``, ``300``,
+    ``20,000``), a power of ten outside that range (``$10^{-6}$``)."""
+    if value <= 0 or not math.isfinite(value):
+        return ""
+    if 1e-3 <= value < 1e5:
+        return f"{value:,.0f}" if value >= 1 and value == round(value) else f"{value:g}"
+    exponent = math.log10(value)
+    if abs(exponent - round(exponent)) < 1e-9:
+        return f"$10^{{{round(exponent)}}}$"
+    mantissa = value / 10 ** math.floor(exponent)
+    return f"${mantissa:g}\\times 10^{{{math.floor(exponent)}}}$"
+
+
 def tidy_log_axis(ax, axis: str = "y") -> None:
     """Drop the minor tick labels matplotlib puts on a short log axis (they crowd the
-    major ones) and keep plain numbers on the major ticks."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    major ones) and label the major ticks with :func:`log_tick_label`: plain numbers
+    where they are short, powers of ten where they are not."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     for which in (("x", "y") if axis == "both" else (axis,)):
         target = ax.xaxis if which == "x" else ax.yaxis
         target.set_minor_formatter(NullFormatter())
-        major = ScalarFormatter()
-        major.set_scientific(False)
-        target.set_major_formatter(major)
+        target.set_major_formatter(FuncFormatter(lambda v, _: log_tick_label(v)))

@@ -24,6 +24,19 @@ from drillbook.experiments.authors_code import (
     authors_code_timings,
     read_authors_log,
 )
+from drillbook.experiments.evidence import (
+    band_differences,
+    curve_points,
+    f1_rows,
+    missing_evidence,
+    mixture_usage,
+    plan_folder,
+    plan_results,
+    plot_band_differences,
+    plot_f1,
+    rank_rows,
+    table_results,
+)
 from drillbook.experiments.results import gpu_results, load_results, unpack_results
 from drillbook.experiments.speed import first_epochs, speed_rows
 from drillbook.experiments.tables import TABLES, baseline_row
@@ -205,3 +218,101 @@ def test_an_archive_entry_outside_its_folder_is_refused(tmp_path):
 def test_the_window_folders_hold_only_small_files():
     for path in Path(FP32).parent.rglob("*"):
         assert not path.is_file() or path.stat().st_size < 2**20, path
+
+
+# ------------------------------------------------------------------ the chapters' evidence
+def _with_analyses(doc: dict, row: str, table: str, bands: list[float | None],
+                   **analyses) -> dict:
+    """A copy of a committed result file as another table's row, carrying analyses."""
+    new = copy.deepcopy(doc)
+    new["format"], new["table"], new["row"] = "drillbook-result/3", table, row
+    labels = [("1-9", 1, 10, 5), ("10-99", 10, 100, 40), ("100+", 100, None, 300)]
+    new["analyses"] = {"frequency_bands": [
+        {"band": b, "low": lo, "high": hi, "types": 3, "tokens": n if v is not None else 0,
+         "mean_nll": v} for (b, lo, hi, n), v in zip(labels, bands, strict=True)],
+        **analyses}
+    assert validate_result(new) == []
+    return new
+
+
+def _window(root: Path, name: str, docs: list[dict], seed_folder: str | None = None) -> None:
+    for doc in docs:
+        folder = root / "gpu" / name / doc["table"] / (seed_folder or "")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{doc['row']}.json").write_text(json.dumps(doc))
+
+
+def test_table_results_come_in_the_tables_row_order():
+    docs = table_results("cpu-scale")
+    assert [d["row"] for d in docs] == [r.name for r in TABLES["cpu-scale"]]
+    ranks = rank_rows(docs)
+    assert [r["rank_tol_1"] for r in ranks] == [d["metrics"]["rank_tol_1"] for d in docs]
+    assert {r["d"] for r in ranks} == {d["config"]["model"]["emsize"] for d in docs}
+
+
+def test_a_plan_is_read_from_the_newest_window_that_ran_it(tmp_path):
+    assert plan_results("gpu-ptb") == []  # no window has run it yet
+    assert "make evidence PLAN=gpu-ptb MINUTES=9" in missing_evidence("gpu-ptb")
+    base = table_results("cpu-scale")[0]
+    old = _with_analyses(base, "tied", "gpu-ptb", [6.0, 5.0, 4.0])
+    new = _with_analyses(base, "drill-4", "gpu-ptb", [5.0, 4.5, 4.0])
+    seed = copy.deepcopy(new)
+    seed["seed"] = 142
+    _window(tmp_path, "2026-01-01-h100-fp32", [old])
+    _window(tmp_path, "2026-02-01-h200-fp32", [new])
+    _window(tmp_path, "2026-02-01-h200-fp32", [seed], seed_folder="seed-142")
+    _window(tmp_path, "2026-03-01-h200-bf16", [old])  # another precision: not this one
+    found = plan_results("gpu-ptb", tmp_path)
+    assert [(d["row"], d["seed"]) for d in found] == [("drill-4", new["seed"]),
+                                                      ("drill-4", 142)]
+    assert [d["row"] for d in plan_results("gpu-ptb", tmp_path, "bf16")] == ["tied"]
+
+
+def test_band_differences_are_drill_fig3s_relative_cross_entropy():
+    base = table_results("cpu-scale")[0]
+    docs = [_with_analyses(base, "tied", "gpu-ptb", [6.0, 5.0, None]),
+            _with_analyses(base, "drill-4", "gpu-ptb", [5.0, 4.0, 4.0]),
+            _with_analyses(base, "mos-15", "gpu-ptb", [5.5, 4.0, 3.0])]
+    rows = {(r["row"], r["band"]): r["relative"] for r in band_differences(docs, "drill-4")}
+    assert rows == {("tied", "1-9"): pytest.approx(0.2), ("tied", "10-99"): pytest.approx(0.25),
+                    ("tied", "100+"): None, ("mos-15", "1-9"): pytest.approx(0.1),
+                    ("mos-15", "10-99"): 0.0, ("mos-15", "100+"): pytest.approx(-0.25)}
+    with pytest.raises(ValueError, match="reference row 'doc'"):
+        band_differences(docs, "doc")
+    import matplotlib.pyplot as plt
+
+    plt.switch_backend("Agg")
+    ax = plot_band_differences(band_differences(docs, "drill-4"), "drill-4", min_tokens=10)
+    assert len(ax.patches) == 2 * 3 + 1  # a bar per row and band, one grey band (5 tokens)
+    plt.close("all")
+
+
+def test_curves_usage_and_f1_from_result_files():
+    base = table_results("cpu-scale")[0]
+    f1 = [{"band": "0", "low": 0, "high": 1, "reference_tokens": 4, "hypothesis_tokens": 2,
+           "matches": 1, "precision": 0.5, "recall": 0.25, "f1": 1 / 3},
+          {"band": "1", "low": 1, "high": 2, "reference_tokens": 0, "hypothesis_tokens": 0,
+           "matches": 0, "precision": None, "recall": None, "f1": None}]
+    mixture = {"usage": [0.5, 0.5], "entropy": 0.6, "max_entropy": 0.69, "cv": 0.1,
+               "usage_by_layer": {}, "positions": 10}
+    doc = _with_analyses(base, "mos", "gpu-small", [5.0, 4.0, 3.0], rare_word_f1=f1,
+                         mixture=mixture)
+    points = curve_points(doc)
+    assert [p["epoch"] for p in points] == [p["epoch"] for p in base["curve"]]
+    assert [p["value"] for p in points] == [p["val_ppl"] for p in base["curve"]]
+    assert mixture_usage([doc, base]) == {"mos": mixture}
+    rows = f1_rows([doc])
+    assert [(r["band"], r["f1"]) for r in rows] == [("0", 1 / 3), ("1", None)]
+    import matplotlib.pyplot as plt
+
+    plt.switch_backend("Agg")
+    ax = plot_f1(rows)
+    assert list(ax.lines[0].get_xdata()) == [0]  # the empty bin is left out
+    plt.close("all")
+
+
+def test_plan_folder_names_the_window(tmp_path):
+    assert plan_folder("gpu-ptb", tmp_path) is None
+    doc = _with_analyses(table_results("cpu-scale")[0], "tied", "gpu-ptb", [1.0, 1.0, 1.0])
+    _window(tmp_path, "2026-02-01-h200-fp32", [doc])
+    assert plan_folder("gpu-ptb", tmp_path) == tmp_path / "gpu" / "2026-02-01-h200-fp32"

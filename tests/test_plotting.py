@@ -2,17 +2,71 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import matplotlib.pyplot as plt
 import pytest
+from matplotlib.colors import to_rgb
 
 from drillbook.experiments import TABLES
 from drillbook.heads import HEADS
-from drillbook.plotting import HEAD_COLORS, head_color, head_kind, tidy_log_axis
+from drillbook.plotting import (
+    HEAD_COLORS,
+    VARIANT_COLORS,
+    head_color,
+    head_kind,
+    log_tick_label,
+    tidy_log_axis,
+)
+
+
+def _luminance(color: str) -> float:
+    """WCAG 2's relative luminance of a hex colour."""
+    channels = [int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
 
 def test_every_registry_head_has_its_own_colour():
     assert list(HEAD_COLORS) == list(HEADS)
-    assert len(set(HEAD_COLORS.values())) == len(HEAD_COLORS)
+    colors = [*HEAD_COLORS.values(), *VARIANT_COLORS.values()]
+    assert len(set(colors)) == len(colors)
+
+
+def test_every_colour_stands_out_on_white_and_from_the_others():
+    colors = {**HEAD_COLORS, **VARIANT_COLORS}
+    for name, color in colors.items():  # WCAG's 3:1 for graphics against white
+        assert 1.05 / (_luminance(color) + 0.05) >= 3.0, name
+    lab = {name: matplotlib_lab(color) for name, color in colors.items()}
+    for a, b in itertools.combinations(colors, 2):  # CIE76 distance in L*a*b*
+        assert math.dist(lab[a], lab[b]) >= 25, (a, b)
+
+
+def matplotlib_lab(color: str) -> tuple[float, float, float]:
+    """sRGB hex -> CIE L*a*b* (D65), with matplotlib's colour parser."""
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+               for c in to_rgb(color))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_variants_have_their_own_colour():
+    assert head_color("MoC (mos, mix=logits)") == VARIANT_COLORS["moc"]
+    assert head_color("MoS") == HEAD_COLORS["mos"]
+
+
+@pytest.mark.parametrize(("value", "label"), [
+    (1e-6, "$10^{-6}$"), (0.001, "0.001"), (0.5, "0.5"), (300, "300"), (20_000, "20,000"),
+    (1e5, "$10^{5}$"), (2e6, "$2\\times 10^{6}$")])
+def test_log_ticks_read_as_plain_numbers_or_powers_of_ten(value, label):
+    assert log_tick_label(value) == label
 
 
 @pytest.mark.parametrize(("name", "kind"), [

@@ -127,8 +127,51 @@ def check_pair(root: Path, py: Path, readme: str = "") -> list[str]:
         if checked and (cell.cell_type != "code" or not cell.get("outputs")):
             problems.append(f"{ipynb.name}: cell {i} is nbval-checked but has no stored "
                             f"output; run `make sync`")
-    return (problems + check_provenance(root, ipynb, json_nb)
+    return (problems + check_figures(ipynb, json_nb) + check_lines(py)
+            + check_provenance(root, ipynb, json_nb)
             + check_time(root, ipynb, json_nb, readme))
+
+
+#: the longest line of a chapter's ``.py`` (ruff's limit), cell headers apart: a figure's
+#: caption and alt text live in its ``# %% mystnb={...}`` header, on one line
+MAX_LINE = 100
+
+
+def check_lines(py: Path) -> list[str]:
+    """One line for each line of ``py`` longer than :data:`MAX_LINE` that is not a cell
+    header nor ends in a URL that starts within the limit (ruff leaves the chapters' line
+    lengths to this check)."""
+    def long(line: str) -> bool:
+        url = line.find("http")  # as ruff: a line may end in a URL that starts in time
+        ends_in_url = -1 < url < MAX_LINE and not line[url:].split(maxsplit=1)[1:]
+        return len(line) > MAX_LINE and not line.startswith("# %%") and not ends_in_url
+
+    return [f"{py.name}:{n}: line of {len(line)} characters (at most {MAX_LINE})"
+            for n, line in enumerate(py.read_text(encoding="utf-8").splitlines(), 1)
+            if long(line)]
+
+
+def check_figures(ipynb: Path, nb) -> list[str]:
+    """One line for each code cell with an image output that is not a numbered figure
+    with alt text: its ``mystnb`` metadata must give ``figure.name`` (for ``{numref}``),
+    ``figure.caption`` and ``image.alt`` (the website's figure, its caption and the text a
+    screen reader speaks)."""
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not any(
+                "image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
+            continue
+        meta = cell.metadata.get("mystnb", {})
+        missing = [key for key, value in (
+            ("figure.name", meta.get("figure", {}).get("name")),
+            ("figure.caption", meta.get("figure", {}).get("caption")),
+            ("image.alt", meta.get("image", {}).get("alt"))) if not value]
+        if missing:
+            problems.append(f"{ipynb.name}: cell {i} draws a figure without "
+                            f"{', '.join(missing)} in its mystnb metadata; give its "
+                            f"'# %%' line mystnb={{\"figure\": {{\"name\": ..., "
+                            f"\"caption\": ...}}, \"image\": {{\"alt\": ...}}}}")
+    return problems
 
 
 def sha256(path: Path) -> str:

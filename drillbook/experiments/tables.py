@@ -153,8 +153,12 @@ CPU_SCALE_EPOCHS = 6
 
 
 def _cpu_scale() -> list[Row]:
+    """Every head on the tutorial model, one budget. The dual head's config trains it with
+    SGD at learning rate 20, where it does not train stably at this size; ``dual-lr5`` is
+    the same head at 5, the rate that trained best of 2, 5, 10 and 20 in three epochs."""
     budget = (f"train.epochs={CPU_SCALE_EPOCHS}",)
     rows = [Row(h, f"tutorial/ptb-{h}", budget) for h in ("softmax", "tied", "bilinear", "dual")]
+    rows.append(Row("dual-lr5", "tutorial/ptb-dual", (*budget, "train.lr=5")))
     rows += [Row(f"drill-{k}", "tutorial/ptb-drill", (*budget, f"head.options.depth={k}"))
              for k in (1, 2, 4)]
     return rows + [Row(h, f"tutorial/ptb-{h}", budget) for h in ("mos", "doc", "sigsoftmax")]
@@ -194,7 +198,8 @@ def _gpu_small() -> list[Row]:
     validation text (the plan runs each with three seeds)."""
     whole = (f"train.epochs={GPU_EPOCHS['gpu-small']}", "train.max_batches_per_epoch=null",
              "train.max_eval_tokens=null")
-    return [Row(r.name, r.config, (*r.overrides[1:], *whole)) for r in _cpu_scale()]
+    return [Row(r.name, r.config, (*r.overrides[1:], *whole)) for r in _cpu_scale()
+            if r.name != "dual"]  # its learning rate fails at this size: dual-lr5 stands in
 
 
 #: table name -> rows. Each row names its own paper records (:mod:`drillbook.papers`).

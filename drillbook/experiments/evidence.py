@@ -1,0 +1,202 @@
+"""What the chapters read from result files: the rows of a table as a GPU window or the
+CPU runs left them, and the papers' kinds of figure drawn from them.
+
+Every chapter has a section with its paper's central figure. It reads result files only
+(never a checkpoint): :func:`plan_results` finds a GPU plan's rows in the newest window
+that ran it (``drillbook/results/gpu/<window>/``, see :mod:`drillbook.experiments.plans`),
+and while no window has, the chapter shows a committed CPU table instead and prints
+:func:`missing_evidence`, the one command that would produce the real thing. The
+functions below turn result files into the rows of those figures: ranks
+(:func:`rank_rows`), DRILL Fig. 3's relative loss per frequency band
+(:func:`band_differences`), validation curves (:func:`curve_points`), mixture usage
+(:func:`mixture_usage`) and rare-word F1 (:func:`f1_rows`); :func:`plot_band_differences`
+and :func:`plot_f1` draw the two that no other module draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..plotting import head_color
+from .plans import PLANS
+from .results import book_results, load_results, read_result
+from .tables import TABLES
+
+__all__ = ["band_differences", "curve_points", "f1_rows", "missing_evidence",
+           "mixture_usage", "plan_folder", "plan_results", "plot_band_differences", "plot_f1",
+           "rank_rows", "table_results"]
+
+
+def table_results(table: str, folder: str | Path | None = None, *,
+                  seeds: bool = False) -> list[dict[str, Any]]:
+    """The result files of ``table`` in a results folder (default: the book's), in the
+    table's row order; with ``seeds``, also those of its seed folders
+    (``<table>/seed-<N>/<row>.json``)."""
+    folder = Path(folder) if folder is not None else book_results()
+    docs = [d for d in load_results(folder) if d["table"] == table]
+    if seeds:
+        docs += [read_result(p) for p in sorted((folder / table).glob("seed-*/*.json"))]
+    order = [r.name for r in TABLES.get(table, [])]
+    return sorted(docs, key=lambda d: (order.index(d["row"]) if d["row"] in order
+                                       else len(order), d["seed"]))
+
+
+def plan_folder(table: str, results: str | Path | None = None,
+                precision: str = "fp32") -> Path | None:
+    """The newest GPU window of ``precision`` that holds result files of ``table``
+    (``<results>/gpu/<window>-<precision>/``; ``results`` defaults to the book's
+    folder), or None while no window has run it."""
+    root = Path(results) if results is not None else book_results()
+    windows = sorted((p for p in (root / "gpu").glob(f"*-{precision}") if p.is_dir()),
+                     reverse=True)
+    return next((w for w in windows if table_results(table, w, seeds=True)), None)
+
+
+def plan_results(table: str, results: str | Path | None = None,
+                 precision: str = "fp32") -> list[dict[str, Any]]:
+    """The rows of a GPU plan's ``table`` (seeds included) from :func:`plan_folder`; an
+    empty list while no window has run it."""
+    folder = plan_folder(table, results, precision)
+    return table_results(table, folder, seeds=True) if folder is not None else []
+
+
+def missing_evidence(table: str) -> str:
+    """One sentence for a chapter whose GPU plan has not run yet: what is missing and the
+    command that produces it."""
+    plan = next((p for p in PLANS.values() if p.table == table), None)
+    command = (f"`make evidence PLAN={plan.name} MINUTES=9 OUT=evidence` on a GPU"
+               if plan else f"`drillbook reproduce {table}`")
+    return (f"No GPU run of the {table} table is committed yet; {command} produces it "
+            f"(the README's GPU section says how it reaches the book).")
+
+
+def _d_out(config: dict[str, Any]) -> int | None:
+    model = config.get("model", {})
+    return model.get("d_out") or model.get("emsize")
+
+
+def rank_rows(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One dict per result with a measured rank: ``row``, ``seed``, ``d`` (the size of the
+    features the head's logits are linear in), ``rank_tol_1`` (DRILL's tolerance),
+    ``rank_numpy_tol`` (None where the matrix was too large for the float64 SVD),
+    ``positions`` (the rows of the log-probability matrix) and ``val_ppl``."""
+    return [{"row": d["row"], "seed": d["seed"], "d": _d_out(d["config"]),
+             "rank_tol_1": d["metrics"]["rank_tol_1"],
+             "rank_numpy_tol": d["metrics"].get("rank_numpy_tol"),
+             "positions": d["metrics"].get("rank_positions"),
+             "val_ppl": d["metrics"].get("val_ppl")}
+            for d in docs if "rank_tol_1" in d["metrics"]]
+
+
+def band_differences(docs: Sequence[dict[str, Any]], reference: str
+                     ) -> list[dict[str, Any]]:
+    """DRILL Fig. 3's quantity from the ``frequency_bands`` analyses of result files: for
+    every other row and every band of training frequency, the relative difference of its
+    test cross-entropy to the ``reference`` row's (DRILL in the paper),
+    ``(CE_row - CE_reference) / CE_reference``: above zero where the reference does
+    better on that band's words.
+
+    Returns:
+        one dict per row and band: ``row``, ``band``, ``types`` and ``tokens`` (of the
+        band in the test text), ``relative`` (None for an empty band).
+
+    Raises:
+        ValueError: the reference row, or its ``frequency_bands``, is missing.
+    """
+    bands = {d["row"]: d.get("analyses", {}).get("frequency_bands") for d in docs}
+    if not bands.get(reference):
+        raise ValueError(f"no frequency_bands analysis for the reference row {reference!r}; "
+                         f"rows with one: {sorted(r for r, b in bands.items() if b)}")
+    ref = {b["band"]: b for b in bands[reference]}
+    out = []
+    for row, rows in bands.items():
+        if row == reference or not rows:
+            continue
+        for b in rows:
+            base = ref.get(b["band"], {}).get("mean_nll")
+            relative = ((b["mean_nll"] - base) / base
+                        if b["mean_nll"] is not None and base else None)
+            out.append({"row": row, "band": b["band"], "types": b["types"],
+                        "tokens": b["tokens"], "relative": relative})
+    return out
+
+
+def curve_points(doc: dict[str, Any], metric: str = "val_ppl") -> list[dict[str, float]]:
+    """A result file's learning curve as points with ``epoch``, ``seconds`` (wall-clock
+    since the start, where recorded) and ``value`` (``metric``), non-finite values left
+    out."""
+    import math
+
+    return [{"epoch": p["epoch"], "seconds": p.get("elapsed_seconds"), "value": p[metric]}
+            for p in doc.get("curve", []) if isinstance(p.get(metric), (int, float))
+            and math.isfinite(p[metric])]
+
+
+def mixture_usage(docs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Row -> the ``mixture`` analysis of each mixture row (usage per component, entropy,
+    its maximum, DOC Table 4's coefficient of variation, the share of each layer)."""
+    return {d["row"]: d["analyses"]["mixture"] for d in docs
+            if "mixture" in d.get("analyses", {})}
+
+
+def f1_rows(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One dict per row and training-frequency bin with decoded output's word F1 (vMF
+    Table 5's analysis): ``row``, ``band``, ``reference_tokens``, ``f1``."""
+    return [{"row": d["row"], "band": b["band"], "reference_tokens": b["reference_tokens"],
+             "f1": b["f1"]}
+            for d in docs for b in d.get("analyses", {}).get("rare_word_f1", [])]
+
+
+def plot_band_differences(rows: Sequence[dict[str, Any]], reference: str, ax=None,
+                          min_tokens: int = 100):
+    """Grouped bars of :func:`band_differences`, one group per band (its label with the
+    word types in brackets), one bar per row in the head's colour, in percent; bands with
+    fewer than ``min_tokens`` test tokens are greyed out and say so (too few to read)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.6))
+    names = list(dict.fromkeys(r["row"] for r in rows))
+    bands = list(dict.fromkeys(r["band"] for r in rows))
+    width = 0.8 / max(len(names), 1)
+    for i, name in enumerate(names):
+        mine = {r["band"]: r for r in rows if r["row"] == name}
+        xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(bands))]
+        ys = [100 * (mine[b]["relative"] or 0.0) if b in mine else 0.0 for b in bands]
+        ax.bar(xs, ys, width, color=head_color(name), label=name)
+    tokens = {r["band"]: r["tokens"] for r in rows}
+    types = {r["band"]: r["types"] for r in rows}
+    ax.set_xticks(range(len(bands)), [f"{b}\n({types[b]})" for b in bands])
+    for j, b in enumerate(bands):
+        if tokens[b] < min_tokens:
+            ax.axvspan(j - 0.45, j + 0.45, color="0.9", zorder=0)
+            ax.text(j, 0, f"{tokens[b]} tokens", ha="center", va="bottom", fontsize=7,
+                    rotation=90, color="0.4")
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set(xlabel="training count of the target word (word types in the test text)",
+           ylabel=f"cross-entropy vs {reference} (%)")
+    ax.legend(frameon=False, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return ax
+
+
+def plot_f1(rows: Sequence[dict[str, Any]], ax=None):
+    """Word F1 of decoded output per training-frequency bin (:func:`f1_rows`), a line per
+    row in its head's colour; bins without references are left out."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.6))
+    bands = list(dict.fromkeys(r["band"] for r in rows))
+    for name in dict.fromkeys(r["row"] for r in rows):
+        mine = {r["band"]: r["f1"] for r in rows if r["row"] == name}
+        points = [(j, mine[b]) for j, b in enumerate(bands) if mine.get(b) is not None]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                color=head_color(name), label=name)
+    ax.set_xticks(range(len(bands)), bands)
+    ax.set(xlabel="training count of the word", ylabel="word F1 of the translations",
+           ylim=(0, 1))
+    ax.legend(frameon=False, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return ax
+
