@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/01_softmax_bottleneck.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 15 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 20 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # A language model is asked one question over and over: *given this context, how likely
@@ -40,6 +40,9 @@
 #   little about how good a model is;
 # * mixing several softmaxes breaks the bound, which is where
 #   {doc}`03_mixtures_mos_doc` picks up.
+#
+# Symbols keep one meaning throughout the book; the {doc}`notation page <../book/notation>`
+# lists them.
 
 # %% [markdown]
 # ## Setting up
@@ -73,6 +76,12 @@ from drillbook.analysis import (
     fit_head,
     singular_values,
 )
+from drillbook.experiments.evidence import (
+    missing_evidence,
+    plan_results,
+    rank_rows,
+    table_results,
+)
 from drillbook.heads import build_head
 from drillbook.notebook import setup
 from drillbook.plotting import head_color, tidy_log_axis
@@ -86,12 +95,12 @@ nb = setup(seed=0, profile=PROFILE)
 # ## Language modelling as matrix factorisation
 #
 # Following {cite:t}`yang2018mos` and the presentation of {cite:t}`takase2018doc`
-# (Sec. 3), imagine a language with finitely many contexts $c_1, \dots, c_U$ and a
+# (Sec. 3), imagine a language with finitely many contexts $c_1, \dots, c_N$ and a
 # vocabulary of $V$ words. Stack the true next-word log-probabilities into a matrix
 #
 # $$
-# A = \begin{bmatrix} \log P^*(\,\cdot \mid c_1) \\ \vdots \\ \log P^*(\,\cdot \mid c_U)
-# \end{bmatrix} \in \R^{U \times V}.
+# A = \begin{bmatrix} \log P^*(\,\cdot \mid c_1) \\ \vdots \\ \log P^*(\,\cdot \mid c_N)
+# \end{bmatrix} \in \R^{N \times V}.
 # $$ (bottleneck-true-matrix)
 #
 # A softmax model with context vectors $h_{c} \in \R^d$ (the rows of $H$), output
@@ -143,7 +152,7 @@ print(assert_quoted({"drill:sec4.1.1:rank-awd-lstm": {"rank": 400},
 # Real corpora never show us $A$. So we build a language that does:
 # `drillbook.analysis.SyntheticLanguage` draws logits
 # $Z = \tfrac{s}{\sqrt r} F G^\top + \mathbf 1 \log u^\top$ from random factors
-# $F \in \R^{U\times r}$, $G \in \R^{V \times r}$, adds a Zipfian unigram $u$, and
+# $F \in \R^{N\times r}$, $G \in \R^{V \times r}$, adds a Zipfian unigram $u$, and
 # normalises each row: $A = \operatorname{log\_softmax}(Z)$. The **logit rank** $r$ is
 # our dial. With $r = V$ the language is as high-rank as a $V$-word language can be.
 
@@ -156,12 +165,12 @@ language
 
 # %% [markdown]
 # Rank needs a tolerance in floating point. `Spectrum.rank()` uses numpy's relative
-# default ($\sigma_{\max} \cdot \max(U, V) \cdot \varepsilon$) unless told otherwise;
+# default ($s_{\max} \cdot \max(N, V) \cdot \varepsilon$) unless told otherwise;
 # `DRILL_TOL` is the absolute rule of the DRILL authors (count singular values above 1).
 # We report both throughout the book, and say which is which.
 
 # %% tags=["nbval-check-output"]
-print(f"contexts U = {language.n_contexts}, vocabulary V = {language.vocab_size}")
+print(f"contexts N = {language.n_contexts}, vocabulary V = {language.vocab_size}")
 print(f"rank of A (numpy tolerance):   {spectrum_A.rank()}")
 print(f"rank of A (DRILL, tol = 1.0):  {spectrum_A.rank(DRILL_TOL)}")
 print(f"entropy H(W | C) = {float(language.entropy()):.3f} nats")
@@ -204,9 +213,9 @@ print(pd.DataFrame(rows).to_string(index=False))
 # could be, and minimises the exact expected divergence
 #
 # $$
-# \mathcal{L}(H, \theta) = \frac1U \sum_{c=1}^{U}
+# \mathcal{L}(H, \theta) = \frac1N \sum_{c=1}^{N}
 # \mathrm{KL}\big(P^*(\cdot \mid c)\,\big\|\, p_\theta(\cdot \mid h_c)\big)
-# = \frac1U \sum_{c=1}^{U} \sum_{v=1}^{V} P^*(v \mid c)
+# = \frac1N \sum_{c=1}^{N} \sum_{v=1}^{V} P^*(v \mid c)
 # \big(\log P^*(v \mid c) - \log p_\theta(v \mid h_c)\big)
 # $$ (bottleneck-kl)
 #
@@ -253,9 +262,10 @@ print(table.round({"KL (nats)": 3}).to_string(index=False))
 # For the rank-16 language the divergence collapses to essentially zero as soon as
 # $d \ge 16$: dimension is not the point, **rank** is.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-kl-rank-vs-d", "caption": "Left: the KL divergence left after fitting a softmax head of dimension $d$ (log-log axes) to the full-rank language (grey line, filled circles) and to the rank-16 language (grey dashed line, open squares). Right: the rank of each fit's log-probability matrix (numpy's tolerance), where the two languages' fits coincide (each circle sits inside its square), the ceiling $d + 2$ (dotted black) and the true rank of each language's matrix $A$ (thin horizontal lines, labelled): 128 for the full-rank language, 18 for the rank-16 one."}, "image": {"alt": "Two log-log panels against d from 2 to 128. Left: the full-rank language's KL falls from about 1.8 at d = 2 through 0.34 at d = 16 to about 0.0004 at d = 128; the rank-16 language's KL falls to about 0.0001 at d = 16 and stays there. Right: both languages' ranks lie on the line d + 2, from 4 to 128, the rank-16 fits crossing above their language's rank of 18 from d = 32 on."}}
 softmax = head_color("softmax")
-style = {full_name: {"ls": "-", "marker": "o"}, low_name: {"ls": "--", "marker": "s"}}
+style = {full_name: {"ls": "-", "marker": "o", "ms": 5},  # filled circles inside ...
+         low_name: {"ls": "--", "marker": "s", "ms": 10, "mfc": "none"}}  # open squares
 fig, (ax_kl, ax_rank) = plt.subplots(1, 2, figsize=(11, 4.4))
 for name, group in table.groupby("language", sort=False):
     ax_kl.plot(group["d"], group["KL (nats)"].clip(lower=1e-6), color=softmax,
@@ -284,21 +294,29 @@ fig.tight_layout(rect=(0, 0.08, 1, 1))
 plt.show()
 
 # %% [markdown]
-# **Figure 1.1.** Left: the KL divergence left after fitting a softmax head of dimension
-# $d$ (log-log axes) to the full-rank language (grey line, circles) and to the rank-16
-# language (grey dashed line, squares). Right: the rank of each fit's log-probability
-# matrix (numpy's tolerance), the ceiling $d + 2$ (dotted black) and the true rank of
-# each language's matrix $A$ (thin horizontal lines, labelled): 128 for the full-rank
-# language, 18 for the rank-16 one.
+# The left panel is the bottleneck in one picture. For the language whose $A$ has full
+# rank, each doubling of $d$ narrows the gap, slowly at first (1.78 nats at $d = 2$,
+# 0.338 at $d = 16$) and then fast, to 0.000393 nats at $d = 128$, where the ceiling
+# $d + 2$ passes the rank of $A$. For the rank-16 language the gap drops by more than three orders
+# of magnitude the moment $d$ reaches 16. The floor near $10^{-4}$ after that is what 400
+# steps of Adam leave behind, not a limit of the head: a head with $d = 16$ and a bias can
+# represent the rank-16 language exactly (the unigram term of its logits is a bias). The
+# full-rank language's gap at small $d$ is not the optimiser's doing either: four times
+# as many steps lower it by less than 1% for every $d \le 8$ (next cell), while the rank
+# ceiling keeps the fit away from $A$.
 #
-# The left panel is the bottleneck in one picture: for the language whose $A$ has full
-# rank, a gap that shrinks only as fast as $d$ grows; for the rank-16 language, a drop of
-# more than three orders of magnitude the moment $d$ reaches 16. The floor near
-# $10^{-4}$ after that is what 400 steps of Adam leave behind, not a limit of the head: a
-# head with $d = 16$ and a bias can represent the rank-16 language exactly (the unigram
-# term of its logits is a bias), while no number of steps moves the full-rank curve at
-# small $d$, whose rank ceiling keeps it away from $A$.
-#
+# %% tags=["nbval-check-output"]
+# the full-rank gap at small d, fitted again with four times the steps
+longer = 4 * steps
+for d in [d for d in dims if d <= 8]:
+    torch.manual_seed(nb.seed)
+    head = build_head("softmax", vocab_size=vocab, d_hidden=d).double().to(nb.device)
+    again = fit_head(language, head, steps=longer, lr=0.05, seed=nb.seed).kl
+    before = fitted[full_name, d][1].kl
+    print(f"d = {d}: KL {before:.3f} after {steps} steps, {again:.3f} after {longer}: "
+          f"{100 * (before - again) / before:.1f}% lower")
+
+# %% [markdown]
 # In the right panel every fit, of either language, sits exactly on its ceiling $d + 2$.
 # For the full-rank language that is the bottleneck at work. For the rank-16 language it
 # is stranger: from $d = 32$ on, the fits have *more* rank than the language they model,
@@ -310,6 +328,8 @@ kl_of = {name: group["KL (nats)"].to_numpy() for name, group in table.groupby("l
 ranks_of = {name: group["rank"].tolist() for name, group in table.groupby("language")}
 print("KL gap shrinks at every step of d (r = V):",
       bool((kl_of[full_name][1:] < kl_of[full_name][:-1]).all()))
+print("KL (r = V) at d = " + ", ".join(f"{d}: {kl:.3g}" for d, kl
+                                       in zip(dims, kl_of[full_name], strict=True)))
 ceilings = [min(d + 2, vocab) for d in dims]
 print("every fit, of both languages, has rank min(d + 2, V):",
       all(ranks_of[name] == ceilings for name in languages))
@@ -333,7 +353,7 @@ if 8 in d_at and 16 in d_at:  # the small profile's dims
 # between the discarded singular values and the best achievable squared error precise;
 # the KL objective weights errors differently, but the picture is the same.)
 
-# %%
+# %% mystnb={"figure": {"name": "fig-spectra", "caption": "Singular values $s_i$ (log scale) against their index $i$ for the full-rank language: the true matrix $A$ (thick black), three softmax fits of increasing $d$ (grey; solid, dashed and dash-dotted in order of $d$), and DRILL's tolerance of 1 (dotted). Each fit follows the true spectrum for its first $d + 2$ values and then drops to rounding noise."}, "image": {"alt": "Singular values on a log scale from 1e-15 to 1e3 against their index from 1 to 128. The true matrix's values decline slowly from about 1000 to 1 across all 128 indices. The fits with d = 4, 16 and 64 follow it for their first 6, 18 and 66 values, then drop vertically to about 1e-12 and stay there."}}
 shown = dims[1:-1:2]
 fig, ax = plt.subplots(figsize=(7.5, 4.2))
 index = range(1, len(spectrum_A.values) + 1)
@@ -343,18 +363,11 @@ for d, ls in zip(shown, ["-", "--", "-."], strict=True):
     ax.semilogy(range(1, len(values) + 1), values.clip(min=1e-16), lw=1.4, ls=ls,
                 color=softmax, label=f"softmax fit, d = {d}")
 ax.axhline(DRILL_TOL, color="black", ls=":", lw=1, label="DRILL tolerance (1.0)")
-ax.set(xlabel="index $i$", ylabel="singular value $\\sigma_i$",
+ax.set(xlabel="index $i$", ylabel="singular value $s_i$",
        title=f"Spectra of the true and fitted matrices ({full_name})")
 ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 fig.tight_layout()
 plt.show()
-
-# %% [markdown]
-# **Figure 1.2.** Singular values $\sigma_i$ (log scale) against their index $i$ for the
-# full-rank language: the true matrix $A$ (thick black), three softmax fits of increasing
-# $d$ (grey; solid, dashed and dash-dotted in order of $d$), and DRILL's tolerance of 1
-# (dotted). Each fit follows the true spectrum for its first $d + 2$ values and then drops
-# to rounding noise.
 
 # %% tags=["nbval-check-output"]
 print("every fit's singular values beyond d + 2 are below 1e-10:",
@@ -363,13 +376,13 @@ print("every fit's singular values beyond d + 2 are below 1e-10:",
 # %% [markdown]
 # ## Rank the language does not have
 #
-# Back to the puzzle of Figure 1.1. The rank-16 language's matrix $A$ has rank 18 ($r$
-# from the interaction, one for the unigram term, one for the row normaliser). Its
-# $d = 16$ fit has rank 18 too. Its $d = 128$ fit has rank 128 with numpy's tolerance,
-# and still about 100 with DRILL's tolerance of 1, and its KL divergence is no smaller:
-# both are at the floor Adam reaches, around $10^{-4}$. That is some eighty singular
-# values above 1 more than the language has (110 more with numpy's tolerance), and they
-# buy nothing. Where do they come from?
+# Back to the puzzle of {numref}`fig-kl-rank-vs-d`. The rank-16 language's matrix $A$ has
+# rank 18 ($r$ from the interaction, one for the unigram term, one for the row
+# normaliser). Its $d = 16$ fit has rank 18 too. Its $d = 128$ fit has rank 128 with
+# numpy's tolerance, and still about 100 with DRILL's tolerance of 1, and its KL
+# divergence is no smaller: both are at the floor Adam reaches, around $10^{-4}$. That is
+# some eighty singular values above 1 more than the language has (110 more with numpy's
+# tolerance), and they buy nothing. Where do they come from?
 
 # %%
 fit_low = {d: fitted[low_name, d] for d in (16, dims[-1])}
@@ -441,10 +454,10 @@ print(f"d = {d_big}: more than 95% of the squared error where P* < 1e-4:",
 # That is where the extra singular values live, and a bound makes it precise. $A$ has
 # rank $k = 18$, so it is one candidate in the Eckart-Young problem "the closest matrix of
 # rank $k$ to the fit's matrix $\log p$"; the best candidate is no further away, and its
-# squared distance is the energy of the fit's spectrum beyond $\sigma_k$:
+# squared distance is the energy of the fit's spectrum beyond $s_k$:
 #
 # $$
-# \sum_{i > k} \sigma_i(\log p)^2 \;\le\; \lVert \log p - A \rVert_F^2
+# \sum_{i > k} s_i(\log p)^2 \;\le\; \lVert \log p - A \rVert_F^2
 # = \sum_{c, v} e_{cv}^2 .
 # $$ (bottleneck-tail-bound)
 #
@@ -458,9 +471,9 @@ k = true_rank[low_name]
 for d, (_, _, spectrum, log_probs) in fit_low.items():
     beyond = float((spectrum.values[k:] ** 2).sum())
     squared_error = float((log_probs - A_low).square().sum())
-    print(f"d = {d:>4}: energy beyond sigma_{k} <= squared error: {beyond <= squared_error}")
+    print(f"d = {d:>4}: energy beyond s_{k} <= squared error: {beyond <= squared_error}")
 
-# %%
+# %% mystnb={"figure": {"name": "fig-rank16-errors", "caption": "The two fits of the rank-16 language, $d = 16$ (grey dashed) and $d = 128$ (grey solid). Left: the root-mean-square error of the fitted log-probabilities in bands of one decade of the true probability (log-log axes), with the $10^{-6}$ mark dotted; the errors grow by more than two orders of magnitude from the likeliest words to the least likely. Right: the singular values of both fits and of the true $A$ (thick black), with the true rank 18 (dotted vertical line) and DRILL's tolerance of 1 (dash-dotted): the true spectrum and the $d = 16$ fit, drawn on top of it, drop to rounding noise after 18 values; the $d = 128$ fit carries on above 1 for about eighty more."}, "image": {"alt": "Left, log-log: the rms error of both fits falls from several nats for words of true probability 1e-14 to about 0.01 nats for the likeliest words, the d = 128 fit above the d = 16 fit for improbable words. Right: singular values on a log scale; the true matrix and the d = 16 fit fall together from about 1000 to 1e-12 after 18 values, while the d = 128 fit stays above the tolerance line of 1 until about index 100."}}
 edges = [10.0 ** e for e in range(-14, 0)]  # one band per decade of P*
 fig, (ax_err, ax_sv) = plt.subplots(1, 2, figsize=(11, 4.2))
 ax_err.set(xscale="log", yscale="log")
@@ -482,7 +495,7 @@ ax_sv.text(30, 0.2, "tol = 1", fontsize=8)
 ax_err.set(xlabel="true probability P*(v | c)",
            ylabel="rms error of log p (nats)",
            title="Errors grow as the word gets less likely")
-ax_sv.set(xlabel="index $i$", ylabel="singular value $\\sigma_i$",
+ax_sv.set(xlabel="index $i$", ylabel="singular value $s_i$",
           title=f"Spectra of the fits ({low_name})")
 ax_err.legend(fontsize=8, loc="lower left")
 ax_sv.legend(fontsize=8, loc="upper right")
@@ -490,16 +503,6 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# **Figure 1.3.** The two fits of the rank-16 language, $d = 16$ (grey dashed) and
-# $d = 128$ (grey solid). Left: the root-mean-square error of the fitted log-probabilities
-# in bands of one decade of the true probability (log-log axes), with the $10^{-6}$ mark
-# dotted; the errors grow by more than two orders of magnitude from the likeliest words to
-# the least likely. Right: the singular values of both fits and of the true $A$ (thick black), with
-# the true rank 18 (dotted vertical line) and DRILL's tolerance of 1 (dash-dotted): the
-# true spectrum and the $d = 16$ fit, drawn on top of it, drop to rounding noise after 18
-# values; the
-# $d = 128$ fit carries on above 1 for about eighty more.
-#
 # ### What a measured rank can and cannot say
 #
 # This is the heart of the disagreement between the MoS and DRILL papers.
@@ -511,19 +514,18 @@ plt.show()
 # 54.44 (Table 1), and conclude that the classifier "does not necessarily need to be high
 # rank" if it captures the structure of the output space.
 #
-# The experiment above does not decide between them, but it shows what a rank measured
-# on a model can and cannot carry. The count includes every direction in which the matrix
+# The experiment above does not decide between them, but it shows what a rank measured on
+# a model can and cannot carry. The count includes every direction in which the matrix
 # varies, and the variation is largest where the model is least constrained: on the words
 # a context makes improbable, which are most of each row of a real vocabulary (in any
 # context, at most 100 of Penn Treebank's 10,000 words can have a probability of 1% or
-# more). A
-# fit with rank 128 and one with rank 18 were equally good here; a fit can also have full
-# rank and be poor (the mixture below). DRILL's tolerance of 1 does not filter the tail
-# either: in log space the tail's errors are nats, not rounding noise. What matters for
-# the likelihood is the rank of the part of the matrix that carries probability, and the
-# fair test of the bottleneck is the one the left panel of Figure 1.1 makes: a KL gap (or
-# a perplexity) against a truth of known rank. {doc}`03_mixtures_mos_doc` runs that test
-# for the mixtures.
+# more). A fit with rank 128 and one with rank 18 were equally good here; a fit can also
+# have full rank and be poor (the mixture below). DRILL's tolerance of 1 does not filter
+# the tail either: in log space the tail's errors are nats, not rounding noise. What
+# matters for the likelihood is the rank of the part of the matrix that carries
+# probability, and the fair test of the bottleneck is the one the left panel of
+# {numref}`fig-kl-rank-vs-d` makes: a KL gap (or a perplexity) against a truth of known
+# rank. {doc}`03_mixtures_mos_doc` runs that test for the mixtures.
 
 # %% tags=["nbval-check-output"]
 # the papers' numbers quoted above, checked against the record
@@ -539,8 +541,8 @@ print(assert_quoted({"drill:sec4.1.1:rank-mos": {"rank": 9981},
 # mixture of softmaxes {cite:p}`yang2018mos` averages probabilities, not log-probabilities,
 #
 # $$
-# \log p(v \mid c) = \log \sum_{k=1}^{K} \pi_{c,k}\,
-# \softmax\big(W h_{c,k}\big)_v ,
+# \log p(v \mid c) = \log \sum_{j=1}^{K} \pi_{c,j}\,
+# \softmax\big(W h_{c,j}\big)_v ,
 # $$ (bottleneck-mos)
 #
 # and the logarithm of a sum is not a sum of logarithms: the result is a nonlinear function
@@ -570,6 +572,59 @@ print(f"mixture rank with DRILL's tol = 1.0: {spectrum_mix.rank(DRILL_TOL)}")
 # better-structured low-rank head can be just as good ({doc}`02_tied_joint_drill`). This
 # book lets you test both claims.
 #
+# ## Trained language models: where their ranks land
+#
+# Everything so far fitted heads to a language we made. The papers measured trained models
+# on Penn Treebank: DRILL Sec. 4.1.1 reports rank 400 for the AWD-LSTM and for DRILL
+# ($d = 400$) and 9,981 for MoS; DOC Table 5 reports 401 for the AWD-LSTM and the full
+# 10,000 for MoS and DOC. The `gpu-ptb` plan trains the AWD-LSTM, DRILL, MoS and DOC at
+# the papers' size and measures the same rank; while no GPU window has run it, the
+# committed `cpu-scale` table stands in: every head on a small AWD-LSTM ($d = 128$, 900
+# updates on Penn Treebank), the rank taken on 2,240 test positions with both tolerances.
+
+# %% tags=["nbval-check-output"]
+print(assert_quoted({
+    "drill:sec4.1.1:rank-awd-lstm": {"rank": 400}, "drill:sec4.1.1:rank-drill": {"rank": 400},
+    "drill:sec4.1.1:rank-mos": {"rank": 9981}, "doc:table5:awd-lstm": {"rank_test": 401},
+    "doc:table5:awd-lstm-mos": {"rank_test": 10000},
+    "doc:table5:awd-lstm-doc": {"rank_test": 10000}}))
+
+# %%
+# from a GPU window's result files, when one is committed
+trained_gpu = plan_results("gpu-ptb")
+if trained_gpu:  # the papers' size, from a GPU window
+    print(pd.DataFrame(rank_rows(trained_gpu)).to_string(index=False))
+else:
+    print(missing_evidence("gpu-ptb"))
+
+# %% tags=["nbval-check-output"]
+small = pd.DataFrame(rank_rows(table_results("cpu-scale"))).set_index("row")
+print(small[["d", "rank_tol_1", "rank_numpy_tol", "positions", "val_ppl"]].round(1)
+      .to_string())
+single = ["softmax", "tied", "bilinear", "dual", "dual-lr5", "drill-1", "drill-2",
+          "drill-4"]
+print("single-softmax heads at d + 2 = 130 under numpy's tolerance:",
+      bool((small.loc[single, "rank_numpy_tol"] == 130).all()))
+print("... and under tol = 1:", small.loc[single, "rank_tol_1"].to_dict())
+mixtures = ["mos", "doc", "sigsoftmax"]
+print("MoS, DOC, sigsoftmax (numpy tolerance):",
+      small.loc[mixtures, "rank_numpy_tol"].tolist(), "of",
+      small.loc[mixtures, "positions"].tolist(), "positions")
+print("MoS, DOC, sigsoftmax (tol = 1):", small.loc[mixtures, "rank_tol_1"].tolist())
+
+# %% [markdown] The small trained models behave as the synthetic fits did. Every head that
+# ends in one softmax over a $d$-sized vector (untied, tied, bilinear, both dual rows,
+# DRILL at every depth) has rank exactly $d + 2 = 130$ under numpy's tolerance, however it
+# was trained. Under DRILL's tolerance of 1, which counts only singular values above 1,
+# the untied, tied and DRILL heads keep all 130; the bilinear head has 68 and the dual
+# head 13 (36 at the learning rate it trains at; {doc}`06_reproductions` explains the two
+# dual rows). MoS, DOC and sigsoftmax leave the ceiling: 2,236 of the 2,240 possible under
+# numpy's tolerance. With a tolerance of 1 they count 353, 1,418 and 282. With 2,240 rows
+# no rank here can reach the papers'
+# 9,981. What this small table cannot show is the papers' own comparison, ranks at
+# $d = 400$ beside the perplexities those models reach; the `gpu-ptb` plan measures them
+# on 4,000 test positions.
+#
 # ## Takeaways
 #
 # * A softmax output layer of dimension $d$ with a bias produces logit matrices of rank at
@@ -579,6 +634,8 @@ print(f"mixture rank with DRILL's tol = 1.0: {spectrum_mix.rank(DRILL_TOL)}")
 # * A fit can have much more rank than the language: the extra directions come from its
 #   errors on improbable words, which the likelihood hardly sees. A measured rank is a
 #   statement about the whole matrix, tail included, not about the probable part.
+# * Trained single-softmax language models sit on the same ceiling; MoS, DOC and
+#   sigsoftmax leave it, with ranks that depend strongly on the tolerance.
 # * "Rank" of a float matrix needs a tolerance: numpy's relative default and DRILL's
 #   absolute `tol = 1.0` answer different questions. `drillbook.analysis` makes you pick.
 # * Averaging probabilities (a mixture) instead of log-probabilities escapes the ceiling;
@@ -618,7 +675,7 @@ print(f"mixture rank with DRILL's tol = 1.0: {spectrum_mix.rank(DRILL_TOL)}")
 # With a uniform $u$, the term $\mathbf 1 \log u^\top$ adds the same constant $-\log V$
 # to every entry, a per-row shift that the row normalisation removes. What is left is the
 # rank-$r$ interaction $F G^\top$ minus the row normalisers, one more direction:
-# $\rank A = r + 1 = 17$, both with numpy's tolerance and with `tol = 1` (for $U = 512$,
+# $\rank A = r + 1 = 17$, both with numpy's tolerance and with `tol = 1` (for $N = 512$,
 # $V = 128$, seed 0).
 #
 # ```python
@@ -628,28 +685,28 @@ print(f"mixture rank with DRILL's tol = 1.0: {spectrum_mix.rank(DRILL_TOL)}")
 # ```
 # ````
 #
-# **3. An absolute tolerance and the size of the matrix.** A $U \times V$ matrix of
-# independent errors of standard deviation $\sigma$ has its singular values between about
-# $\sigma(\sqrt U - \sqrt V)$ and $\sigma(\sqrt U + \sqrt V)$ when $U \gg V$. Predict the
-# rank with `tol = 1` of `sigma * torch.randn(512, 128)` for $\sigma = 0.1$ and for
-# $\sigma = 0.02$, and measure it. Then compute how small independent errors would have to
+# **3. An absolute tolerance and the size of the matrix.** An $N \times V$ matrix of
+# independent errors of standard deviation $\tau$ has its singular values between about
+# $\tau(\sqrt N - \sqrt V)$ and $\tau(\sqrt N + \sqrt V)$ when $N \gg V$. Predict the
+# rank with `tol = 1` of `tau * torch.randn(512, 128)` for $\tau = 0.1$ and for
+# $\tau = 0.02$, and measure it. Then compute how small independent errors would have to
 # be for *every* one of the 10,000 directions of the DRILL authors' Penn Treebank test
 # matrix (82,430 positions by 10,000 words) to count.
 #
 # ````{admonition} Solution
 # :class: dropdown
-# For $512 \times 128$, $\sqrt U \pm \sqrt V \approx 22.6 \pm 11.3$. With $\sigma = 0.1$
+# For $512 \times 128$, $\sqrt N \pm \sqrt V \approx 22.6 \pm 11.3$. With $\tau = 0.1$
 # every singular value lies between about 1.13 and 3.4, so all 128 count; with
-# $\sigma = 0.02$ they lie between about 0.23 and 0.68, and none does. For the test
+# $\tau = 0.02$ they lie between about 0.23 and 0.68, and none does. For the test
 # matrix, $\sqrt{82430} - \sqrt{10000} \approx 187$, so errors of about
 # $1 / 187 \approx 0.005$ nats per entry already put every singular value above 1: an
 # absolute tolerance of 1 is small next to a matrix with 824 million entries.
 #
 # ```python
 # gen = torch.Generator().manual_seed(0)
-# for sigma in (0.1, 0.02):
-#     noise = sigma * torch.randn(512, 128, generator=gen, dtype=torch.float64)
-#     print(sigma, singular_values(noise).rank(DRILL_TOL))  # 128, then 0
+# for tau in (0.1, 0.02):
+#     noise = tau * torch.randn(512, 128, generator=gen, dtype=torch.float64)
+#     print(tau, singular_values(noise).rank(DRILL_TOL))  # 128, then 0
 # ```
 # ````
 #

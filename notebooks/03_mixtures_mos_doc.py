@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -32,6 +32,9 @@
 # the same components *before* the softmax and stays low-rank. We check which of them
 # reach full rank, measure what that costs, and end with the question the DRILL paper
 # raises: is full rank what a language model needs?
+#
+# Symbols keep one meaning across the book; the {doc}`notation page <../book/notation>`
+# lists them.
 
 # %%
 import subprocess
@@ -57,7 +60,13 @@ from drillbook.analysis import (
 )
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, get_batch, load_corpus
-from drillbook.experiments import compare_heads
+from drillbook.experiments import compare_heads, plot_curves
+from drillbook.experiments.evidence import (
+    missing_evidence,
+    mixture_usage,
+    plan_results,
+    table_results,
+)
 from drillbook.heads import DOCHead, MoSHead, build_head
 from drillbook.heads.mixture import (
     coefficient_of_variation,
@@ -86,10 +95,10 @@ nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 # most $d + 2$. A mixture of softmaxes averages *probabilities*:
 #
 # $$
-# p(w \mid c) = \sum_{k=1}^{K} \pi_{c,k}\, \softmax(E\, k_{c,k} + b)_w ,
+# p(w \mid c) = \sum_{j=1}^{K} \pi_{c,j}\, \softmax(E\, h_{c,j} + b)_w ,
 # \qquad
-# \log p(w \mid c) = \log \sum_{k} \exp\big(\log \pi_{c,k} + k_{c,k}^\top e_w + b_w
-# - Z_{c,k}\big).
+# \log p(w \mid c) = \log \sum_{j} \exp\big(\log \pi_{c,j} + h_{c,j}^\top e_w + b_w
+# - Z_{c,j}\big).
 # $$ (eq-mos)
 #
 # The logarithm of a sum is not a sum of logarithms: $\log p$ is now a nonlinear
@@ -97,7 +106,7 @@ nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 # the $K$ context vectors and the weights both come from the last layer $h_c$:
 #
 # $$
-# [k_{c,1}; \dots; k_{c,K}] = \tanh(W_l h_c + b_l), \qquad
+# [h_{c,1}; \dots; h_{c,K}] = \tanh(W_l h_c + b_l), \qquad
 # \pi_c = \softmax(W_\pi h_c).
 # $$ (eq-mos-components)
 #
@@ -108,14 +117,14 @@ nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 # contexts, which they discuss as a low-rank baseline:
 #
 # $$
-# p(w \mid c) = \softmax\Big(\sum_{k} \pi_{c,k}\,(E\, k_{c,k} + b)\Big)_w
-# = \softmax(E\, \bar k_c + b)_w ,
-# \qquad \bar k_c = \sum_k \pi_{c,k}\, k_{c,k} .
+# p(w \mid c) = \softmax\Big(\sum_{j} \pi_{c,j}\,(E\, h_{c,j} + b)\Big)_w
+# = \softmax(E\, \bar h_c + b)_w ,
+# \qquad \bar h_c = \sum_j \pi_{c,j}\, h_{c,j} .
 # $$ (eq-moc)
 #
 # The logits are linear in the context and the weights sum to one, so averaging them *is*
-# scoring one averaged context $\bar k_c$: a single softmax, whose log-probability
-# matrix $\bar K E^\top + \mathbf 1 b^\top - Z \mathbf 1^\top$ has rank at most $d + 2$
+# scoring one averaged context $\bar h_c$: a single softmax, whose log-probability
+# matrix $\bar H E^\top + \mathbf 1 b^\top - Z \mathbf 1^\top$ has rank at most $d + 2$
 # however many components there are. drillbook offers it as an option of the MoS head,
 # `build_head("mos", ..., mix="logits")` (the default, `mix="probs"`, is MoS); both modes
 # have the same parameters, so one state dict serves both.
@@ -129,15 +138,15 @@ nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 # and a $\tanh$, as MoS does:
 #
 # $$
-# \underbrace{k_{j,c} = W_j\, h^n_c}_{\text{DOC paper, Eq. 11}}
+# \underbrace{h_{c,j} = W_j\, h^n_c}_{\text{DOC paper, Eq. 11}}
 # \qquad\text{vs.}\qquad
-# \underbrace{k_{j,c} = \tanh(W_j\, h^n_c + b_j)}_{\text{the authors' code; drillbook}} .
+# \underbrace{h_{c,j} = \tanh(W_j\, h^n_c + b_j)}_{\text{the authors' code; drillbook}} .
 # $$ (eq-doc-k)
 #
 # The $\tanh$ is not in Eq. 11. drillbook computes the second form, since the published
 # perplexities come from that code, and with it DOC with every vector from the last layer
 # is exactly MoS ({eq}`eq-mos-components`). Here are the two heads' `components`, which
-# return the vectors $k$ and the log-weights $\log \pi$:
+# return the vectors $h_{c,j}$ and the log-weights $\log \pi$:
 
 # %%
 show_source(MoSHead.components)
@@ -274,6 +283,8 @@ print("DRILL's tolerance never counts more than numpy's:",
 print("every row but 'DOC, 2d free' fits d free numbers per context:",
       sorted(set(synthetic.loc[~head_is("DOC, 2d free"), "free dims per context"])) == [d])
 print("MoS's KL falls as K grows:", mos_kl.is_monotonic_decreasing)
+print(f"KL, sigsoftmax {kl['sigsoftmax', 1]:.3f} vs tied {kl['tied', 1]:.3f}: full rank, "
+      f"worse fit: {bool(kl['sigsoftmax', 1] > kl['tied', 1])}")
 print("MoC no better than tied at any K (KL at least tied's):",
       bool((moc_kl >= kl["tied", 1]).all()))
 print("at equal free numbers, DOC within 10% of MoS's KL at every K >= 2:",
@@ -281,7 +292,7 @@ print("at equal free numbers, DOC within 10% of MoS's KL at every K >= 2:",
 print(f"DOC with 2d free numbers below every equal-freedom row (K = {ks[-1]}):",
       bool(kl["DOC, 2d free", ks[-1]] < kl.drop("DOC, 2d free", level="head").min()))
 
-# %%
+# %% mystnb={"figure": {"name": "fig-mixtures-kl-rank", "caption": "Fitting the full-rank synthetic language with an embedding of size $d = 8$. Left: KL divergence left after fitting, against the number of components $K$. Right: rank of the fitted log-probability matrix (numpy's tolerance). MoS, DOC and sigsoftmax reach the vocabulary size; the tied softmax, MoS with one component and every mixture of contexts stay on the ceiling $d + 2$. The hollow marker is DOC with twice the free numbers per context. In the right panel the markers of heads with equal ranks are shifted sideways so that none hides another."}, "image": {"alt": "Two panels. Left, KL against K on a log axis: the MoS and DOC lines fall as K grows, the dashed mixture-of-contexts line stays level at the height of the tied softmax's square, and a hollow DOC marker at the largest K lies below every line. Right, rank against K: the sigsoftmax diamond at the top (the vocabulary size) and the tied square on the dashed ceiling line at d + 2 for K = 1; MoS and DOC at the top from K = 2 on; the mixture-of-contexts line flat on the ceiling."}}
 fig, (ax_kl, ax_rank) = plt.subplots(1, 2, figsize=(11, 4.2))
 styles = {"tied": "s", "sigsoftmax": "D", "MoS": "o-", MOC: "v--", "DOC": "^-",
           "DOC, 2d free": "P"}
@@ -309,28 +320,16 @@ fig.tight_layout(rect=(0, 0.14, 1, 1))
 plt.show()
 
 # %% [markdown]
-# **Figure 3.1.** Fitting the full-rank synthetic language with an embedding of size
-# $d = 8$. Left: KL divergence left after fitting, against the number of components $K$.
-# Right: rank of the fitted log-probability matrix (numpy's tolerance). MoS, DOC and
-# sigsoftmax reach the vocabulary size; the tied softmax, MoS with one component and
-# every mixture of contexts stay on the ceiling $d + 2$. The hollow marker is DOC with
-# twice the free numbers per context. In the right panel the markers of heads with equal
-# ranks are shifted sideways so that none hides another.
-#
-# *Alt text:* Two panels. Left, KL against K on a log axis: the MoS and DOC lines fall
-# as K grows, the dashed mixture-of-contexts line stays level at the height of the tied
-# softmax's square, and a hollow DOC marker at the largest K lies below every line.
-# Right, rank against K: the sigsoftmax diamond at the top (the vocabulary size) and the
-# tied square on the dashed ceiling line at d + 2 for K = 1; MoS and DOC at the top from
-# K = 2 on; the mixture-of-contexts line flat on the ceiling.
-#
 # With one component MoS is a softmax (over a tanh-projected context) and sits on the
 # ceiling. From two components on, the log-probability matrix has (numerically) full
 # rank, and the divergence falls as $K$ grows: each component adds a rank-$d$ "view" and
 # the log-sum-exp combines them nonlinearly. The mixture of contexts, built from the same
 # kind of components and weights, stays on the ceiling at every $K$, with a divergence no
 # better than the tied softmax's: averaging before the softmax buys nothing, as
-# {eq}`eq-moc` predicts. Sigsoftmax also leaves the ceiling with no extra parameter.
+# {eq}`eq-moc` predicts. Sigsoftmax also leaves the ceiling with no extra parameter, and
+# yet fits *worse* than the tied softmax (a KL of 0.692 nats against 0.650): full rank is
+# not a better fit, the lesson of {doc}`01_softmax_bottleneck` again, now from a head
+# that escapes the ceiling by a fixed nonlinearity rather than by learnt components.
 #
 # At equal free numbers per context, DOC and MoS end close together (within 10%), and on
 # this language nothing could favour DOC: when every layer is a free vector, MoS reading
@@ -510,7 +509,7 @@ print(assert_quoted({"doc:table5:awd-lstm-mos": {"rank_valid": 10000},
 # weights $\pi$ over the validation text: the mean weight per component, $\sqrt\beta$ over
 # the whole stream, and the mean entropy of $\pi$ (at most $\log J$).
 
-# %%
+# %% mystnb={"figure": {"name": "fig-mixture-usage", "caption": "Mean mixture weight of each component over validation text, for the barely trained MoS (5 components) and DOC (3 vectors from the last layer, listed first, and 2 from the first LSTM layer) heads; the dashed line is the uniform weight $1/J$. The titles give $\\sqrt\\beta$ (the paper's form) and the mean entropy of $\\pi$ against its maximum $\\log J$."}, "image": {"alt": "Two bar charts of mean weight per component, MoS with five bars and DOC with five bars, each beside a dashed horizontal line at the uniform weight."}}
 diagnostics = {}
 for kind in ["mos", "doc"]:
     _, model, _ = load_run(runs[kind], corpus=corpus, device=nb.device)
@@ -531,14 +530,72 @@ print("DOC usage by source layer:",
       {layer: round(u, 2) for layer, u in diagnostics["doc"].usage_by_layer.items()})
 
 # %% [markdown]
-# **Figure 3.2.** Mean mixture weight of each component over validation text, for the
-# barely trained MoS (5 components) and DOC (3 vectors from the last layer, listed first,
-# and 2 from the first LSTM layer) heads; the dashed line is the uniform weight $1/J$.
-# The titles give $\sqrt\beta$ (the paper's form) and the mean entropy of $\pi$ against
-# its maximum $\log J$.
+# After 10 updates these weights are still close to where the initialisation put them,
+# near the uniform $1/J$: the figure shows the machinery, not what a trained mixture does
+# with its components. The next section reads that from trained models.
 #
-# *Alt text:* Two bar charts of mean weight per component, MoS with five bars and DOC
-# with five bars, each beside a dashed horizontal line at the uniform weight.
+# ## Trained mixtures: curves and component usage
+#
+# DOC's Fig. 2 plots the validation perplexity of the AWD-LSTM, MoS and DOC epoch by
+# epoch. The `gpu-ptb` plan trains the three at the papers' size for the same number of
+# epochs and stores each row's curve and, for the mixtures, its component usage on the
+# test set; until a GPU window has run it, the committed `cpu-scale` table gives the same
+# quantities for the small encoder, six short epochs (900 updates) per head.
+
+# %%
+# from a GPU window's result files, when one is committed
+trained = plan_results("gpu-ptb")
+if trained:  # the papers' size, from a GPU window
+    ax = plot_curves(trained)
+    ax.set_title("Validation perplexity at the papers' size (gpu-ptb)")
+    plt.show()
+else:
+    print(missing_evidence("gpu-ptb"))
+
+# %% mystnb={"figure": {"name": "fig-trained-curves", "caption": "DOC Fig. 2's kind of figure from the committed `cpu-scale` runs: validation perplexity (log scale) after each of six short epochs (150 updates each) of the tied AWD-LSTM, MoS (5 components) and DOC (3 vectors from the last layer, 2 from the first), all on the same small encoder ($d = 128$) and seed."}, "image": {"alt": "Three falling lines of validation perplexity over six epochs. DOC ends lowest, near 270, the tied model near 290, and MoS highest, near 313."}}
+small_runs = {d["row"]: d for d in table_results("cpu-scale")}
+ax = plot_curves([small_runs[row] for row in ("tied", "mos", "doc")])
+ax.set(xlabel="epoch (150 updates each)", ylabel="validation perplexity",
+       title="Tied, MoS and DOC on the small encoder (cpu-scale)")
+plt.show()
+
+# %% tags=["nbval-check-output"]
+final = {row: round(small_runs[row]["metrics"]["val_ppl"], 1) for row in ("tied", "mos", "doc")}
+print("validation perplexity after six epochs:", final)
+print("the papers' order, DOC < MoS < tied:", final["doc"] < final["mos"] < final["tied"])
+print("here: DOC below tied:", final["doc"] < final["tied"], "| MoS below tied:",
+      final["mos"] < final["tied"])
+
+# %% [markdown]
+# At this size the papers' order holds only in part. DOC ends below the tied model
+# (269.6 against 289.9 validation perplexity), but MoS ends *above* it, at 312.8: the
+# opposite of every paper's table. One seed per row and 900 updates cannot say whether
+# MoS is worse here or only slower to start ({doc}`06_reproductions` measures how far a
+# change of seed moves these numbers), and the papers' claims are about models trained
+# for hundreds of epochs at four times this width; the `gpu-ptb` plan tests them at that
+# size. What trained mixtures do with their components is an analysis the result files
+# carry from this version of the package on (their `analyses` block); the committed
+# `cpu-scale` files are older and lack it, so the cell below draws the usage only once a
+# GPU window's files are committed, and says so until then.
+
+# %% mystnb={"figure": {"name": "fig-trained-usage", "caption": "Mean mixture weight of each component on test text after training (the `cpu-scale` runs, 900 updates), MoS with 5 components and DOC with 3 vectors from the last layer (listed first) and 2 from the first LSTM layer; the dashed line is the uniform weight $1/J$. The titles give the paper's $\\sqrt\\beta$ and the mean entropy of $\\pi$ against its maximum."}, "image": {"alt": "Two bar charts of mean weight per component for the trained MoS and DOC heads, each beside a dashed line at the uniform weight."}}
+# from a GPU window's result files, when one is committed
+usage = mixture_usage(trained) or mixture_usage(table_results("cpu-scale"))
+if usage:
+    fig, axes = plt.subplots(1, len(usage), figsize=(5 * len(usage), 3.4), squeeze=False)
+    for ax, (row, mix) in zip(axes[0], usage.items(), strict=True):
+        ax.bar(range(len(mix["usage"])), mix["usage"], color=head_color(row))
+        ax.axhline(1 / len(mix["usage"]), color="grey", ls="--", lw=1, label="uniform")
+        ax.set(title=f"{row}: sqrt(beta) = {mix['cv']:.2f}, entropy "
+                     f"{mix['entropy']:.2f} / {mix['max_entropy']:.2f} nats",
+               xlabel="component", ylabel="mean weight on test text",
+               xticks=range(len(mix["usage"])))
+        ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    plt.show()
+else:
+    print("no committed result file carries a mixture's usage yet:",
+          missing_evidence("gpu-ptb"))
 
 # %% [markdown]
 # ## What full rank costs
@@ -633,8 +690,8 @@ print(assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
 # * Compare heads at equal freedom: on the synthetic language, DOC's advantage over MoS
 #   was its extra free vectors.
 # * DOC's $\lambda_\beta \beta$ term spreads the weight across components; $\sqrt\beta$
-#   measures how evenly. The paper's $k = W h$ (Eq. 11) has no $\tanh$; drillbook follows
-#   the authors' code, which has.
+#   measures how evenly. The paper's $h_{c,j} = W_j h^n_c$ (Eq. 11) has no $\tanh$;
+#   drillbook follows the authors' code, which has.
 # * Full rank costs $J$ times the output layer's work; chunking bounds the memory, not
 #   the time. Whether the rank is needed is an empirical question, set up above.
 
@@ -650,8 +707,8 @@ print(assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
 # ````{admonition} Solution
 # :class: dropdown
 # With `mix="logits"` the head is one softmax over the averaged context
-# $\bar k_c = \sum_k \pi_{c,k} k_{c,k} \in \R^d$ ({eq}`eq-moc`), so its log-probabilities
-# are $\bar K E^\top + \mathbf 1 b^\top - Z \mathbf 1^\top$: rank at most $d + 2 = 10$
+# $\bar h_c = \sum_j \pi_{c,j} h_{c,j} \in \R^d$ ({eq}`eq-moc`), so its log-probabilities
+# are $\bar H E^\top + \mathbf 1 b^\top - Z \mathbf 1^\top$: rank at most $d + 2 = 10$
 # whatever $K$, and exactly 10 here, as for every $K$ in the table (a bias and more than
 # $d + 2$ contexts and words make the bound tight). The same parameters mixing
 # probabilities give a log-sum-exp of 16 such matrices, which is full-rank: 128.

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,mystnb,-all
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
 #     text_representation:
@@ -37,6 +37,11 @@
 #    built on;
 # 6. put DRILL's Table 3 next to the same rows trained on an H200 GPU, and next to the
 #    authors' own code timed on that GPU.
+#
+# It builds on the heads of {doc}`02_tied_joint_drill` (DRILL's label encoder and its
+# caching) and on the vMF layer of {doc}`04_vmf_continuous_outputs`.
+# Symbols keep one meaning across the book; the {doc}`notation page <../book/notation>`
+# lists them.
 
 # %%
 import subprocess
@@ -67,7 +72,6 @@ from drillbook.experiments import (
     gpu_results,
     speed_rows,
     time_call,
-    vocab_sweep,
 )
 from drillbook.experiments.authors_code import authors_code_timings
 from drillbook.heads import build_head
@@ -105,7 +109,7 @@ print(assert_quoted({"drill:sec4.1.1:ptb-drill-speed": {"ratio_to_tied": 1.2},
 # * **scores**, the $n \times V$ product with the output embeddings: $2nVd$ for every
 #   single-softmax head. A mixture computes $J$ such products ($2JnVd$). vMF training
 #   computes none: its loss reads only the target word's vector.
-# * **label** work depends on the vocabulary alone: the dual head's $\sigma(EU)$ costs
+# * **label** work depends on the vocabulary alone: the dual head's $\phi(EU)$ costs
 #   $2Vd\,d_j$, and DRILL's $k$ residual layers cost $2kVd^2$. This does not grow with the
 #   batch, and at evaluation the encoded labels are cached, so it disappears.
 # * **context** work depends on the positions alone: the bilinear $Wh$, the mixtures'
@@ -175,7 +179,9 @@ for name, ratio in whole.items():
 
 # %% [markdown]
 # The arithmetic predicts DRILL-4 at 1.19 times a tied AWD-LSTM per training step. The
-# DRILL paper measured 1.2 times per epoch, so on its GPU the time followed the FLOPs.
+# DRILL paper measured 1.2 times per epoch on its GPU: the same number, but one agreement
+# may be a coincidence, and the sections below show time and FLOPs parting often
+# enough.
 # For MoS-15 behind the same encoder the prediction is 3.41 times. The MoS paper's own
 # PTB model {cite:p}`yang2018mos` is smaller where it matters: 280-dimensional
 # embeddings (so every one of the 15 score products is 280 wide, not 400), 960 hidden
@@ -205,8 +211,10 @@ print("below DRILL Table 3's measured 3.0:", mos_per_token / awd_per_token < 3.0
 # its 70 small time steps leave most of the chip idle, so the encoder takes longer than
 # its FLOPs suggest, and every head ratio shrinks towards 1. Second, large square
 # products (the label encoder's $V \times d$ by $d \times d$) run closer to peak speed
-# than skinny ones. On a CPU, which is bound by arithmetic, the FLOP prediction is what
-# to expect; the committed CPU measurements at the end of the chapter test it.
+# than skinny ones. Even on a CPU, whose time is closer to its arithmetic, the prediction
+# is a first guess and no more: in the committed CPU measurements at the end of the
+# chapter DRILL-4's head alone lands on its FLOP ratio, while MoS-15's costs a third more
+# than its FLOPs predict.
 #
 # ## Memory
 #
@@ -411,31 +419,11 @@ print("measured: DRILL-4's evaluation ratio below its training ratio:",
 # take. vMF's training step does not depend on $V$ at all. Decoding is different: both
 # must compare the prediction with all $V$ words, softmax with a $d$-sized product and vMF
 # with an $m$-sized one (300 here, against a decoder state of 1,024 in the vMF paper's
-# translation models). `vocab_sweep` measures both heads at each size; live, at CPU-sized
-# settings:
-
-# %%
-live = vocab_sweep(nb.pick(small=(10_000, 50_000), full=(10_000, 50_000, 200_000)),
-                   d=nb.pick(small=256, full=1024), tokens=nb.pick(small=128, full=1400),
-                   decode_positions=64, device=nb.device, repeats=2, warmup=1)
-sweep_live = pd.DataFrame(live["rows"])
-sweep_live.pivot(index="vocab_size", columns="name",
-                 values=["train_speedup", "decode_speedup"]).round(2)
-
-# %% tags=["nbval-check-output"]
-d_live, m_live = live["settings"]["d"], live["settings"]["dim"]
-vmf_live = sweep_live[sweep_live["kind"] == "vmf"]
-print("vMF trains at least twice as fast as softmax at every size:",
-      bool((vmf_live["train_speedup"] > 2).all()))
-print(f"decoding FLOPs, vMF / softmax = m/d = {m_live}/{d_live} = "
-      f"{m_live / d_live:.2f}")
-
-# %% [markdown]
-# In the small profile the features are 256 wide, narrower than vMF's 300-wide table, so
-# the FLOPs say vMF's decoding does *more* work than the softmax's (300/256 = 1.17 times)
-# while its training step is many times faster. Compare the measured decoding column with
-# that prediction: the decoding advantage is the ratio of the two widths, not something
-# vMF has by itself.
+# translation models). `vocab_sweep` measures both heads at each size;
+# {doc}`04_vmf_continuous_outputs` ran it live at small sizes ({numref}`fig-vmf-step-time`),
+# where the features are narrower than vMF's table and its decoding does *more* work than
+# the softmax's: the decoding advantage is the ratio of the two widths, $d/m$, not
+# something vMF has by itself.
 #
 # The committed sweep goes further, from 10k to 800k words, at the vMF paper's sizes
 # ($d = 1{,}024$, $m = 300$, 1,400 positions per step, 64 positions per decoding call,
@@ -448,7 +436,7 @@ bench = {path.stem: json.loads(path.read_text())
          for path in sorted((RESULTS / "bench").glob("*.json"))}
 print({name: (r["mode"], r["environment"]["device_name"]) for name, r in bench.items()})
 
-# %%
+# %% mystnb={"figure": {"name": "fig-vocab-sweep", "caption": "The committed vocabulary sweep (`drillbook/results/bench/cpu-sweep.json`), an untied softmax against vMF with a 300-wide table, both axes logarithmic: the time of one training step of 1,400 positions (left), greedy decoding time per position in calls of 64 positions (middle), and the memory saved for the backward pass plus parameters and the frozen table (right). A size the sweep skipped (its first step over the 30-second limit) is marked by a dotted vertical line in the head's colour."}, "image": {"alt": "Three log-log panels. Left: the softmax's training time rises in a straight line from about 350 ms to 22 s, while vMF's stays flat near 20 ms; a dotted line at 800,000 words marks the size where the softmax was skipped. Middle: both decoding times rise with the vocabulary, vMF's below the softmax's. Right: both memories rise, the softmax's several times higher."}}
 sweep = pd.DataFrame(bench["cpu-sweep"]["rows"])
 done = sweep[sweep["train_step_s"].notna()] if "train_step_s" in sweep else sweep
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
@@ -464,25 +452,22 @@ for ax, title in zip(axes, ["training step (ms)", "greedy decoding (us per posit
     ax.set(xscale="log", yscale="log", xlabel="vocabulary size V", title=title)
     tidy_log_axis(ax, "both")
     ax.tick_params(axis="x", labelrotation=30)
+skipped = sweep[sweep["skipped"].notna()] if "skipped" in sweep else sweep.iloc[:0]
+for _, row in skipped.iterrows():  # a size the sweep gave up on: marked, not dropped
+    for ax in axes:
+        ax.axvline(row["vocab_size"], color=head_color(row["name"]), ls=":", lw=1)
+        ax.text(row["vocab_size"], 0.98, f" {row['name']} skipped", rotation=90,
+                va="top", ha="right", fontsize=7, color=head_color(row["name"]),
+                transform=ax.get_xaxis_transform())
 axes[0].legend(loc="upper left")
-fig.suptitle(f"vMF vs softmax, {bench['cpu-sweep']['environment']['device_name']}")
+env = bench["cpu-sweep"]["environment"]
+fig.suptitle(f"vMF vs softmax, the committed sweep: a CPU ({env['device_name']}, "
+             f"{env['threads']} threads), torch {env['torch']}")
 fig.tight_layout()
 plt.show()
 if "skipped" in sweep:
     print(sweep.loc[sweep["skipped"].notna(), ["name", "vocab_size", "skipped"]]
           .to_string(index=False))
-
-# %% [markdown]
-# **Figure 7.1.** The committed vocabulary sweep (`drillbook/results/bench/cpu-sweep.json`), an
-# untied softmax against vMF with a 300-wide table, both axes logarithmic: the time of one
-# training step of 1,400 positions (left), greedy decoding time per position in calls of
-# 64 positions (middle), and the memory saved for the backward pass plus parameters and
-# the frozen table (right).
-#
-# *Alt text:* three log-log panels. Left: the softmax's training time rises in a straight
-# line from about 350 ms to 22 s, while vMF's stays flat near 20 ms. Middle: both decoding
-# times rise with the vocabulary, vMF's below the softmax's. Right: both memories rise,
-# the softmax's several times higher.
 
 # %% tags=["nbval-check-output"]
 at = sweep.set_index(["kind", "vocab_size"])
@@ -555,8 +540,9 @@ for name in ["drill-4", "mos-15"]:
     print(f"{name}: whole model {model[name]['train_ratio']:.2f} x tied per training step "
           f"(FLOPs predict {whole[name]:.2f}), {model[name]['eval_ratio']:.2f} x per "
           f"evaluation token")
-print(f"MoS-15 alone: {alone['mos-15']['train_ratio']:.1f} x tied measured, "
-      f"{flops.loc['mos-15', 'train x tied']:.1f} x by FLOPs")
+for name in ["drill-4", "mos-15"]:
+    print(f"{name} alone: {alone[name]['train_ratio']:.1f} x tied measured, "
+          f"{flops.loc[name, 'train x tied']:.1f} x by FLOPs")
 vmf_50k = at.loc[("vmf", 50_000)]
 print(f"vMF at 50k: training {vmf_50k['train_speedup']:.0f} x faster, decoding "
       f"{vmf_50k['decode_speedup']:.1f} x faster than softmax")
@@ -572,6 +558,7 @@ print(f"vMF at 50k: training {vmf_50k['train_speedup']:.0f} x faster, decoding "
 #   multiplies the dominant term by $J$; log-space mixing makes it exact, not cheaper;
 #   chunking bounds its memory, not its time. Alone, without the encoder, it costs 20.8
 #   times a tied head against 15.6 by FLOPs: the elementwise work the count leaves out.
+#   DRILL-4's head alone lands on its count: 2.0 times measured, 2.1 by FLOPs.
 # * **vMF** trains 87 times faster than a softmax at 50k words and decodes 2.8 times
 #   faster at 64 positions per call.
 #
@@ -597,7 +584,7 @@ table3 = pd.DataFrame(speed_rows(gpu_results("fp32"), gpu_results("bf16"))).set_
 table3[["seconds_per_epoch", "updates", "ms_per_update", "ratio", "paper_seconds_per_epoch",
         "paper_ratio", "repo_ratio", "bf16_seconds_per_epoch"]].round(2)
 
-# %%
+# %% mystnb={"figure": {"name": "fig-table3-h200", "caption": "DRILL's Table 3 as ratios, three ways: drillbook's rows trained for one epoch on an H200 (float32), the means of the authors' logs on GTX 1080 Ti GPUs, and the paper's numbers (the paper gives DRILL's ratio, 1.2, for both corpora). Logarithmic vertical axis; 1 is the tied AWD-LSTM of the same corpus."}, "image": {"alt": "Grouped bars for ptb-drill, ptb-mos, wt2-drill and wt2-mos. DRILL's three bars sit between 1.1 and 1.2 on both corpora. MoS on Penn Treebank: about 2.2 on the H200 against about 3 in the logs and the paper. MoS on WikiText-2: between 9 and 10 for all three."}}
 compared = table3[table3["ratio"] > 1]  # the DRILL and MoS rows
 sources = [("ratio", "drillbook, H200"), ("repo_ratio", "authors' logs, GTX 1080 Ti"),
            ("paper_ratio", "DRILL Table 3, GTX 1080 Ti")]
@@ -618,16 +605,7 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# **Figure 7.2.** DRILL's Table 3 as ratios, three ways: drillbook's rows trained for one
-# epoch on an H200 (float32), the means of the authors' logs on GTX 1080 Ti GPUs, and the
-# paper's numbers (the paper gives DRILL's ratio, 1.2, for both corpora). Logarithmic
-# vertical axis; 1 is the tied AWD-LSTM of the same corpus.
 #
-# *Alt text:* grouped bars for ptb-drill, ptb-mos, wt2-drill and wt2-mos. DRILL's three
-# bars sit between 1.1 and 1.2 on both corpora. MoS on Penn Treebank: about 2.2 on the
-# H200 against about 3 in the logs and the paper. MoS on WikiText-2: between 9 and 10
-# for all three.
-
 # %% tags=["nbval-check-output"]
 r = table3.round(2)
 for row in compared.index:

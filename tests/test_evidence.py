@@ -165,8 +165,8 @@ def test_loss_by_band_adds_up_what_a_loop_over_tokens_adds_up(gen):
 
 def test_rare_word_f1_matches_counting_by_hand():
     hyps = [["a", "a", "b", "c"], ["d", "x"]]
-    refs = [["a", "b", "b"], ["d", "y", "y"]]
-    counts = {"a": 1, "b": 1, "c": 2, "d": 5000, "y": 1}  # x: never seen (count 0)
+    refs = [["a", "b", "b"], ["d", "y", "y", "z"]]
+    counts = {"a": 1, "b": 1, "c": 2, "d": 5000, "y": 1, "z": 50}  # x: never seen (0)
     rows = {r["band"]: r for r in rare_word_f1(hyps, refs, counts)}
     # count 1: a (hyp 2, ref 1, matched 1), b (1, 2, 1), y (0, 2, 0)
     one = rows["1"]
@@ -176,8 +176,11 @@ def test_rare_word_f1_matches_counting_by_hand():
     assert rows["0"]["recall"] is None and rows["0"]["precision"] == 0  # x, unseen
     assert rows["2"]["precision"] == 0 and rows["2"]["f1"] is None  # c: no reference
     assert rows["1000+"]["f1"] == 1.0
+    # z is in the references only: no translation produced a 10-99 word, F1 0
+    assert (rows["10-99"]["precision"], rows["10-99"]["recall"], rows["10-99"]["f1"]) == (
+        None, 0.0, 0.0)
     assert sum(r["hypothesis_tokens"] for r in rows.values()) == sum(map(len, hyps))
-    assert Counter(r["reference_tokens"] for r in rows.values())[0] == len(rows) - 2
+    assert Counter(r["reference_tokens"] for r in rows.values())[0] == len(rows) - 3
     with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
         rare_word_f1(hyps, refs[:1], counts)
 

@@ -86,7 +86,7 @@ def test_every_entry_is_checkable_or_says_why_not():
 
 
 def test_the_numbers_the_issue_found_wrong_are_right_now():
-    from drillbook.experiments import book_results, table_rows
+    from drillbook.experiments import TABLES, book_results, table_rows
 
     t4 = {r["row"]: r for r in table_rows("drill-table4", book_results())}
     for row, numbers in [("drill-4-residual-previous", (59.6, 57.5)),
@@ -101,6 +101,12 @@ def test_the_numbers_the_issue_found_wrong_are_right_now():
     assert [(main[r]["paper_valid"], main[r]["paper_test"]) for r in
             ("ptb-awd-lstm", "ptb-drill", "wt2-awd-lstm", "wt2-drill")] == [
         (60.7, 58.8), (59.6, 57.0), (69.1, 66.0), (65.7, 62.8)]
+    # ... and dynamic evaluation's numbers beside the dynamic evaluation of a fine-tuned run
+    assert [main[r]["paper_dynamic_test"] for r in main] == [
+        paper_value(row.paper_dynamic, "test_ppl") if row.paper_dynamic else None
+        for row in TABLES["drill-main"]]
+    assert main["ptb-drill"]["paper_dynamic_test"] == 49.4
+    assert main["ptb-drill"]["dynamic_test"] is None  # not run yet
     mix = {r["row"]: r for r in table_rows("mos-doc", book_results())}
     assert (mix["ptb-doc-i3-20"]["paper_finetuned_valid"],
             mix["ptb-doc-i3-20"]["paper_finetuned_test"]) == (56.88, 54.79)

@@ -155,7 +155,7 @@ def check_figures(ipynb: Path, nb) -> list[str]:
     """One line for each code cell with an image output that is not a numbered figure
     with alt text: its ``mystnb`` metadata must give ``figure.name`` (for ``{numref}``),
     ``figure.caption`` and ``image.alt`` (the website's figure, its caption and the text a
-    screen reader speaks)."""
+    screen reader speaks), and the figure must be the cell's only displayed output."""
     problems = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or not any(
@@ -166,6 +166,12 @@ def check_figures(ipynb: Path, nb) -> list[str]:
             ("figure.name", meta.get("figure", {}).get("name")),
             ("figure.caption", meta.get("figure", {}).get("caption")),
             ("image.alt", meta.get("image", {}).get("alt"))) if not value]
+        rich = [o for o in cell.get("outputs", [])
+                if o.get("output_type") in ("display_data", "execute_result")]
+        if len(rich) > 1:  # the figure's caption would wrap every one of them
+            problems.append(f"{ipynb.name}: cell {i} draws a figure and displays "
+                            f"{len(rich) - 1} more output(s); move the table or second "
+                            f"figure into a cell of its own")
         if missing:
             problems.append(f"{ipynb.name}: cell {i} draws a figure without "
                             f"{', '.join(missing)} in its mystnb metadata; give its "

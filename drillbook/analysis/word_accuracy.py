@@ -78,8 +78,10 @@ def rare_word_f1(hypotheses: Sequence[Sequence[str]], references: Sequence[Seque
 
     Returns:
         one dict per bin: ``band``, ``low``, ``high``, ``reference_tokens``,
-        ``hypothesis_tokens``, ``matches``, ``precision``, ``recall``, ``f1`` (None where
-        a bin has no occurrences on that side).
+        ``hypothesis_tokens``, ``matches``, ``precision`` and ``recall`` (None where the
+        bin has no occurrences on that side), ``f1`` (None for a bin without reference
+        words; 0 when the translations produce none of its words correctly, precision
+        undefined included, as compare-mt scores it).
 
     Raises:
         ValueError: different numbers of hypotheses and references.
@@ -107,7 +109,8 @@ def rare_word_f1(hypotheses: Sequence[Sequence[str]], references: Sequence[Seque
     for (lo, hi), (m, n_hyp, n_ref) in zip(bands, totals, strict=True):
         p = m / n_hyp if n_hyp else None
         r = m / n_ref if n_ref else None
-        f1 = None if p is None or r is None else (2 * p * r / (p + r) if p + r else 0.0)
+        # no reference word in the bin: nothing to score; none produced: F1 0, as compare-mt
+        f1 = None if r is None else (2 * p * r / (p + r) if p and r else 0.0)
         rows.append({"band": band_label(lo, hi), "low": lo, "high": hi,
                      "reference_tokens": n_ref, "hypothesis_tokens": n_hyp, "matches": m,
                      "precision": p, "recall": r, "f1": f1})

@@ -53,7 +53,9 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
           ``wall_seconds``, ``device``, ``precision``, every other metric under its own
           name, ``curve``; after fine-tuning ``finetuned_valid``, ``finetuned_test``,
           ``finetuned_status``, ``finetuned_epochs_done``, ``finetuned_lr`` and
-          ``finetuned_curve``.
+          ``finetuned_curve``; after dynamic evaluation of the fine-tuned run
+          ``dynamic_valid`` and ``dynamic_test``, beside the paper's
+          ``paper_dynamic_valid`` and ``paper_dynamic_test``.
 
     Raises:
         ConfigError: unknown table.
@@ -66,12 +68,14 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
         key = row.task.metric_key
         valid, test = f"val_{key}", f"test_{key}"
         paper, tuned = row.paper_values("main"), row.paper_values("finetuned")
+        dynamic = row.paper_values("dynamic")
         entry: dict[str, Any] = {
             "row": row.name, "config": row.config, "paper_record": list(row.paper),
             "paper_finetuned_record": row.paper_finetuned,
             "paper_source": "; ".join(row.paper_sources()) or None,
             "paper_valid": paper.get(valid), "paper_test": paper.get(test),
             "paper_finetuned_valid": tuned.get(valid), "paper_finetuned_test": tuned.get(test),
+            "paper_dynamic_valid": dynamic.get(valid), "paper_dynamic_test": dynamic.get(test),
             **{f"paper_{k}": v for k, v in paper.items() if k not in (valid, test)},
             **{f"paper_finetuned_{k}": v for k, v in tuned.items() if k not in (valid, test)},
         }
@@ -97,6 +101,9 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
             "finetuned_lr": block["lr"] if block else None,
             "finetuned_curve": block["curve"] if block else [],
         })
+        dyn = doc.get("dynamic") if doc else None
+        entry.update({"dynamic_valid": dyn["metrics"].get(valid) if dyn else None,
+                      "dynamic_test": dyn["metrics"].get(test) if dyn else None})
         out.append(entry)
     return out
 

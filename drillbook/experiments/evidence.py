@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..plotting import head_color
+from ..plotting import head_color, head_kind
 from .plans import PLANS
 from .results import book_results, load_results, read_result
 from .tables import TABLES
@@ -183,17 +183,22 @@ def plot_band_differences(rows: Sequence[dict[str, Any]], reference: str, ax=Non
 
 def plot_f1(rows: Sequence[dict[str, Any]], ax=None):
     """Word F1 of decoded output per training-frequency bin (:func:`f1_rows`), a line per
-    row in its head's colour; bins without references are left out."""
+    row in its head's colour (rows of one head differ by line style); bins without
+    references are left out."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.6))
     bands = list(dict.fromkeys(r["band"] for r in rows))
+    styles, seen = ("-", "--", ":", "-."), {}
     for name in dict.fromkeys(r["row"] for r in rows):
         mine = {r["band"]: r["f1"] for r in rows if r["row"] == name}
         points = [(j, mine[b]) for j, b in enumerate(bands) if mine.get(b) is not None]
+        kind = head_kind(name)  # rows of one head (vMF's losses) differ by line style
+        used = seen.get(kind, 0)
+        seen[kind] = used + 1
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
-                color=head_color(name), label=name)
+                ls=styles[used % len(styles)], color=head_color(name), label=name)
     ax.set_xticks(range(len(bands)), bands)
     ax.set(xlabel="training count of the word", ylabel="word F1 of the translations",
            ylim=(0, 1))
