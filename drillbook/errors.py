@@ -24,6 +24,7 @@ __all__ = [
     "RunFolderError",
     "RunFolderExistsError",
     "TrainingDiverged",
+    "TrainingInterrupted",
 ]
 
 
@@ -68,6 +69,10 @@ class ResultFileError(DrillbookError, ValueError):
 
 class DeviceError(DrillbookError, ValueError):
     """A device that does not exist on this machine (``--device cuda`` without CUDA)."""
+
+
+class TrainingInterrupted(DrillbookError, RuntimeError):
+    """Training was asked to stop (Ctrl-C, SIGTERM) and saved the step it had reached."""
 
 
 class TrainingDiverged(DrillbookError, RuntimeError):

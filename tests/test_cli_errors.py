@@ -188,6 +188,12 @@ def test_eval_of_a_huge_loss(capsys, monkeypatch, tmp_path):
 
 def test_ctrl_c_exits_130_with_one_line(capsys, fake_trainer, tmp_path):
     fake_trainer.outcome = KeyboardInterrupt()
+    with pytest.raises(SystemExit) as exc:  # before any checkpoint: no --resume promised
+        main(["train", "tutorial/ptb-tied", "--out", str(tmp_path)])
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == ("drillbook: interrupted; nothing of this run was "
+                                       "saved: run the same command again\n")
+    (tmp_path / "last.pt").write_bytes(b"a checkpoint")
     with pytest.raises(SystemExit) as exc:
         main(["train", "tutorial/ptb-tied", "--out", str(tmp_path)])
     assert exc.value.code == 130

@@ -9,7 +9,8 @@ corpora) are read from the package's registries when the help is printed.
 
 Exit status: 0 done; 1 ``data verify`` found a missing or altered file; 2 bad input or
 environment, reported in one line ``drillbook: error: ...`` (set ``DRILLBOOK_DEBUG=1`` for
-the traceback instead), or a usage error; 130 interrupted (Ctrl-C); 141 the reader of the
+the traceback instead), or a usage error; 130 interrupted (Ctrl-C or SIGTERM: training
+stops after its current step and saves it, a second Ctrl-C stops at once); 141 the reader of the
 output went away (``drillbook configs --json | head -1``): output stops quietly with the
 status a shell gives a program that a closed pipe stopped (128 + SIGPIPE). Only the
 package's own errors (:mod:`drillbook.errors`) are reported in one line: any other
@@ -19,10 +20,12 @@ exception is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 
-from ..errors import DrillbookError
+from ..errors import DrillbookError, TrainingInterrupted
 from . import bench, configs, data, synthetic, tables, training
 from .common import (
     DEBUG_ENV,
@@ -64,12 +67,19 @@ def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
         parser.print_help()
         return 0
     debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    if hasattr(signal, "SIGXFSZ"):  # over a file-size limit: an OSError, not a kill
+        with contextlib.suppress(ValueError):  # (only the main thread may set handlers)
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         if getattr(args, "device", None) is not None:
             from ..runtime import resolve_device
 
             args.device = str(resolve_device(args.device))  # checked before any work
         return args.func(args)
+    except TrainingInterrupted as err:  # asked to stop; the step it reached is saved
+        if debug:
+            raise
+        parser.exit(EXIT_INTERRUPTED, f"drillbook: interrupted: {_one_line(err)}\n")
     except DrillbookError as err:  # bad input or environment; anything else is a bug
         if debug:
             raise
@@ -78,8 +88,9 @@ def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
         if debug:
             raise
         # what Ctrl-C leaves: the checkpoints written so far, never a half one
+        hint = getattr(args, "interrupted", "")
         parser.exit(EXIT_INTERRUPTED,
-                    f"drillbook: interrupted{getattr(args, 'interrupted', '')}\n")
+                    f"drillbook: interrupted{hint() if callable(hint) else hint}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

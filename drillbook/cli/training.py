@@ -29,6 +29,22 @@ __all__ = ["add_commands"]
 
 _RESUME = "; continue from the run's last checkpoint with --resume"
 
+
+def _interrupted_hint(out: Path):
+    """What Ctrl-C outside the training steps (loading data, building the model, a second
+    Ctrl-C) leaves: a hint read when it happens, since a checkpoint may exist by then."""
+    from ..train import has_checkpoint
+
+    return lambda: (_RESUME if has_checkpoint(out)
+                    else "; nothing of this run was saved: run the same command again")
+
+
+def check_out_folder(out: Path) -> None:
+    """A CommandError for an ``--out`` that names an existing file, not a folder."""
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"--out {out} is a file, not a folder; name a new folder for the "
+                           f"run")
+
 #: rates that may be 0 (``--dyn-lr 0`` is static evaluation)
 non_negative_float = argument_type(number(minimum=0), float)
 
@@ -40,6 +56,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     config = resolve_config(args)
     out = Path(args.out or Path("runs") / config.name.replace("/", "_"))
+    check_out_folder(out)
+    args.interrupted = _interrupted_hint(out)
     task = task_of(config)
     with distributed() as rank:  # under torchrun: this is one process of several
         trainer = task.trainer(config, out, device=args.device, resume=args.resume,
@@ -56,6 +74,9 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     from ..train.distributed import distributed
 
     language_model_run(args.run_dir, "finetune")
+    if args.out is not None:
+        check_out_folder(args.out)
+    args.interrupted = _interrupted_hint(args.out or args.run_dir / "finetune")
     with distributed() as rank:  # under torchrun: one process of several
         status, out = finetune(args.run_dir, out=args.out, device=args.device,
                                resume=args.resume, max_epochs=args.max_epochs,
@@ -124,9 +145,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise CommandError(f"--dynamic evaluates language models; {args.run_dir} is a "
                            f"{config.task} run (drop --dynamic)")
     if given and not args.dynamic:
-        raise CommandError(f"{', '.join(given)} only apply to dynamic evaluation: add "
-                           f"--dynamic (or drop them)")
+        verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
+        raise CommandError(f"{', '.join(given)} only {verb} to dynamic evaluation: add "
+                           f"--dynamic (or drop {them})")
     if args.dynamic:
+        args.interrupted = lambda: ("; continue the dynamic evaluation from its state file "
+                                    "with --resume")
         return _eval_dynamic(args)
     task = task_of(config)
     data = task.load_data(config)  # a missing corpus is reported before any weights are read
@@ -290,8 +314,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_run_reader(p)
     p.add_argument("--beam", type=positive_int, default=1, help="translation: beam size")
     _add_dynamic_options(p)
-    p.set_defaults(func=_cmd_eval, interrupted="; continue the dynamic evaluation with "
-                                               "--resume")
+    p.set_defaults(func=_cmd_eval, interrupted=lambda: "")  # set by --dynamic
 
     p = sub.add_parser("rank", help="rank of a trained run's log-probability matrix",
                        description="Rank (DRILL's absolute tol = 1.0) of the contexts x "

@@ -10,6 +10,7 @@ name rather than failing on a missing key.
 from __future__ import annotations
 
 import errno
+import io
 import shutil
 import zipfile
 from collections.abc import Collection
@@ -88,7 +89,11 @@ def save_atomic(obj: Any, path: str | Path) -> Path:
     """
     path = Path(path)
     try:
-        return write_atomic(path, lambda f: torch.save(obj, f))
+        # serialised in memory first: torch turns a failed write (a full disk, a file-size
+        # limit) into a RuntimeError without its cause; the plain write keeps the OSError
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        return write_atomic(path, buffer.getbuffer())
     except OSError as err:
         raise CheckpointError(_write_failure(path, err)) from err
 

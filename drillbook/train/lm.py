@@ -35,7 +35,7 @@ from torch import Tensor
 from ..analysis import loss_by_band, loss_by_word, mixture_diagnostics, token_nll
 from ..configs import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import CheckpointError, ConfigError, DataError
+from ..errors import CheckpointError, ConfigError, DataError, RunFolderError
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
 from ..runtime import resolve_device
@@ -140,6 +140,10 @@ class Trainer(TrainingLoop):
 
     checkpoint_format = LM_CHECKPOINT
     max_loss = MAX_LOSS
+
+    @property
+    def max_val_loss(self) -> float:
+        return 2 * math.log(len(self.corpus.vocab))
 
     def __init__(self, config: Config, run_dir: str | Path, *, device: str | None = None,
                  corpus: Corpus | None = None, resume: bool = False,
@@ -417,6 +421,10 @@ def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
     run_dir = Path(run_dir)
     config = read_run_config(run_dir, Config)
     out = Path(out) if out is not None else run_dir / "finetune"
+    if out.absolute() == run_dir.absolute():
+        raise RunFolderError(f"finetune writes a run folder of its own: --out {out} is the "
+                             f"run it starts from; leave --out out (default "
+                             f"{run_dir / 'finetune'}) or name a new folder")
     if lr is None and resume and (out / CONFIG).exists():  # continue at the rate it began
         lr = read_run_config(out, Config).train.lr
     if lr is not None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,13 @@ from torch import Tensor
 from tqdm import tqdm  # plain text bars: no widget warnings in notebooks
 
 from ..configs import SectionedConfig
-from ..errors import CheckpointError, ConfigError, RunFolderError, TrainingDiverged
+from ..errors import (
+    CheckpointError,
+    ConfigError,
+    RunFolderError,
+    TrainingDiverged,
+    TrainingInterrupted,
+)
 from ..metrics import perplexity
 from ..precision import autocast, precision_label, resolve_precision
 from ..runtime import resolve_device
@@ -206,6 +214,13 @@ class TrainingLoop:
     #: a reported loss above this is divergence (for the language model the largest loss
     #: whose perplexity is finite)
     max_loss: float = math.inf
+
+    @property
+    def max_val_loss(self) -> float:
+        """The validation loss (nats per token) above which the run counts as diverged and
+        its state is not saved: twice a uniform guess's over the task's vocabulary (the
+        task's trainer knows it), so that every saved state can be trained on from."""
+        return self.max_loss
     #: how the epoch's training loss averages its batches, ``False`` as the mean of the
     #: batches' losses (the language model), ``True`` weighted by their tokens (translation)
     token_weighted: bool = False
@@ -272,6 +287,7 @@ class TrainingLoop:
             if self.rank > 0:  # its own dropout masks; the model is built already
                 torch.manual_seed(t.seed + self.rank)
             self.epoch, self.step, self.elapsed = 1, 0, 0.0
+            self._signal: int | None = None  # a stop signal received during fit()
             self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
             self.changes: list[dict[str, Any]] = []
 
@@ -505,11 +521,13 @@ class TrainingLoop:
                 last_time, last_step = self._last_ckpt
                 due = (now - last_time >= 60 * t.checkpoint_minutes or bool(
                     t.checkpoint_steps and self.step - last_step >= t.checkpoint_steps))
-                stop = ("budget" if max_minutes is not None and now - start >= 60 * max_minutes
+                stop = ("interrupted" if self._signal is not None
+                        else "budget" if max_minutes is not None
+                        and now - start >= 60 * max_minutes
                         else "steps" if max_steps is not None and self.step >= max_steps
                         else None)
                 if self.world_size > 1:  # rank 0's clock decides for every process
-                    stops = (None, "budget", "steps")
+                    stops = (None, "budget", "steps", "interrupted")
                     flags = self._from_rank0([float(due), float(stops.index(stop))])
                     due, stop = bool(flags[0]), stops[int(flags[1])]
                 if due or stop:
@@ -551,6 +569,10 @@ class TrainingLoop:
             self.epoch_timing = (seconds, self.epoch_batches - before[0],
                                  self.epoch_tokens - before[1])
             record = self._end_epoch(seconds)
+            val = record.get("val_loss", 0.0)
+            if not (math.isfinite(val) and val <= self.max_val_loss):  # never saved
+                raise self._diverged(f"the validation loss became {val:.4g} nats, over "
+                                     f"{self.max_val_loss:.4g} (twice a uniform guess's)")
             record["precision"] = precision_label(self.precision)
             record["world_size"] = self.world_size  # processes: the batch is theirs in all
             record["tokens_per_second"] = (self.epoch_timing[2] / seconds if seconds > 0
@@ -563,6 +585,8 @@ class TrainingLoop:
             self.save()
             self._last_ckpt = (time.monotonic(), self.step)
             self._say(record, time.monotonic() - epoch_start)
+            if self._signal is not None:  # asked to stop during validation
+                return "interrupted", record
         reason = ("converged" if self.finished else "done" if self.epoch > t.epochs
                   else "epochs")
         return reason, record
@@ -590,10 +614,44 @@ class TrainingLoop:
         """
         self.folder.acquire()
         try:
-            reason, record = self._run(max_epochs, max_minutes, max_steps)
-        finally:
-            self.folder.release()
+            with self._stop_on_signals():
+                reason, record = self._run(max_epochs, max_minutes, max_steps)
+        except BaseException:
+            self.folder.release(abandon=True)  # a new run that saved nothing leaves nothing
+            raise
+        self.folder.release()
+        if reason == "interrupted":
+            raise TrainingInterrupted(
+                f"stopped by {signal.Signals(self._signal).name} at epoch {self.epoch}, step "
+                f"{self.step}; {self.folder.last} holds that step: continue with the same "
+                f"command plus --resume")
         return RunStatus(reason, self.epoch - 1, record=record, **self._best())
+
+    @contextlib.contextmanager
+    def _stop_on_signals(self):
+        """While training: Ctrl-C (SIGINT) or SIGTERM asks the loop to stop after the
+        current step and save it (:class:`~drillbook.errors.TrainingInterrupted`); a
+        second signal stops at once, as without the handler. Only in the main thread
+        (where Python delivers signals); the previous handlers come back afterwards."""
+        self._signal = None
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def ask(signum, frame):
+            if self._signal is not None:  # the second time: stop now
+                raise KeyboardInterrupt
+            self._signal = signum
+            if self.writes:
+                print(f"{signal.Signals(signum).name}: stopping after this step to save it "
+                      f"(again to stop at once)", file=sys.stderr, flush=True)
+
+        previous = {sig: signal.signal(sig, ask) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def _say(self, record: dict[str, Any], seconds: float) -> None:
         """The epoch's console line on stderr (not with ``progress=False``)."""

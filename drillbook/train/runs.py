@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 import weakref
 from collections.abc import Callable
@@ -37,6 +38,15 @@ LAST, BEST, CONFIG, LOG, LOCK = "last.pt", "best.pt", "config.json", "log.jsonl"
 
 
 # ---------------------------------------------------------------------------- lock
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open ``fd`` is still the file at ``path`` (a lock's holder removes the
+    file when it lets go, and a later trainer creates a new one)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
 def _lock_fd(fd: int) -> bool:
     """Take an exclusive, non-blocking lock on ``fd``; False when another holds it."""
     try:
@@ -83,13 +93,18 @@ class RunLock:
         if self._fd is not None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            locked = _lock_fd(fd)
-        except OSError as err:  # a filesystem without locks (some network mounts)
-            warnings.warn(f"cannot lock {self.path} ({err.strerror}): nothing stops a "
-                          f"second trainer from writing into {self.folder}", stacklevel=3)
-            locked = True
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                locked = _lock_fd(fd)
+            except OSError as err:  # a filesystem without locks (some network mounts)
+                warnings.warn(f"cannot lock {self.path} ({err.strerror}): nothing stops a "
+                              f"second trainer from writing into {self.folder}",
+                              stacklevel=3)
+                locked = True
+            if not locked or _same_file(fd, self.path):
+                break
+            os.close(fd)  # the holder removed the file as we took it: take the new one
         if not locked:
             try:
                 holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
@@ -107,8 +122,10 @@ class RunLock:
         self._finalizer = weakref.finalize(self, os.close, fd)
 
     def release(self) -> None:
-        """Give the lock up (no-op if not held); the ``.lock`` file stays."""
+        """Give the lock up and remove the ``.lock`` file (no-op if not held): a folder
+        keeps no trace of a trainer that has finished, failed or been refused."""
         if self._finalizer is not None:
+            self.path.unlink(missing_ok=True)  # while held: no one else can have taken it
             self._finalizer()  # closing the file drops the lock
         self._fd, self._finalizer = None, None
 
@@ -262,12 +279,14 @@ class RunFolder:
         if resume and not self.last.exists():  # before the lock creates the folder
             raise MissingFileError(f"cannot resume: {self.path} has no checkpoint ({LAST}); "
                                  f"start the run without --resume")
+        self._created = _first_missing(self.path)  # removed again if nothing is written
+        self._started, self._started_in = False, None
         self._lock = RunLock(self.path)
         self._lock.acquire()
         try:
             self._check()
         except BaseException:
-            self._lock.release()
+            self.release(failed=True)
             raise
         for tmp in self.path.glob(".*.tmp"):  # left by a killed writer: we hold the lock
             tmp.unlink(missing_ok=True)
@@ -278,6 +297,13 @@ class RunFolder:
                 raise RunFolderExistsError(f"{self.path} already holds a run ({LAST}); pass "
                                      f"--resume to continue it or choose another --out "
                                      f"folder")
+            held = [name for name in (BEST, LOG, CONFIG, "finetune")
+                    if (self.path / name).exists()]
+            if held:  # a run without last.pt: nothing to resume, and not to be mixed with
+                raise RunFolderExistsError(
+                    f"{self.path} already holds a run ({', '.join(held)}) that cannot be "
+                    f"resumed (it has no {LAST}); train into another --out folder, and "
+                    f"remove this one yourself only if its run is no longer needed")
             return
         saved = read_run_config(self.path, type(self.config))
         old, new = _flat(saved.to_dict()), _flat(self.config.to_dict())
@@ -305,16 +331,18 @@ class RunFolder:
             build(state)
             self.commit(restore(state) if state is not None else None)
         except BaseException:
-            self.release()
+            self.release(failed=True)
             raise
+        self._started, self._started_in = True, self._created
+        self._created = None  # written: the folder is the run's now
 
     # ------------------------------------------------------------ reading
     def load_last(self, fmt: str, map_location: Any = "cpu") -> dict[str, Any]:
         """The resume checkpoint, checked to be of kind ``fmt``."""
         state = load_checkpoint(
             self.last, map_location, formats=(fmt,),
-            fix=f"put the run's own {LAST} back, or delete it and start {self.path} again "
-                f"without --resume")
+            fix=f"put the run's own {LAST} back, or train the run again into a new --out "
+                f"folder")
         self.saved_step = state.get("step")
         self._stamp = self._stat()
         return state
@@ -393,8 +421,35 @@ class RunFolder:
                                  f"(another trainer resumed the run); build a new trainer "
                                  f"with resume=True")
 
-    def release(self) -> None:
+    def release(self, failed: bool = False, abandon: bool = False) -> None:
+        """Give the lock up. After a ``failed`` start, also remove the folders this
+        trainer created, which then hold nothing. With ``abandon`` (training stopped by
+        an error), a new run that has saved no checkpoint removes what it wrote
+        (``config.json``, ``log.jsonl``, ``best.pt``) and the folders it created: the same
+        command can start it again, and a folder it found keeps only what it held."""
+        if abandon and not self.resume and self.saved_step is None and self._started:
+            for name in (CONFIG, LOG, BEST):
+                (self.path / name).unlink(missing_ok=True)
+            failed, self._created = True, self._started_in
         self._lock.release()
+        created, self._created = self._created, None
+        if failed and created is not None and _only_folders(created):
+            shutil.rmtree(created)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (None if it exists)."""
+    path = path.absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists():
+        path = path.parent
+    return path
+
+
+def _only_folders(path: Path) -> bool:
+    """Whether ``path`` holds folders only, no file (so removing it loses nothing)."""
+    return path.is_dir() and all(p.is_dir() for p in path.rglob("*"))
 
 
 class FollowerFolder:
@@ -428,7 +483,7 @@ class FollowerFolder:
     def acquire(self) -> None:
         pass
 
-    def release(self) -> None:
+    def release(self, failed: bool = False, abandon: bool = False) -> None:
         pass
 
 
@@ -506,8 +561,10 @@ def checkpoint_path(run_dir: Path, which: str) -> Path:
         raise ValueError(f"which must be 'best' or 'last', got {which!r}")
     path = Path(run_dir) / (BEST if which == "best" else LAST)
     if not path.exists():
+        other = "last" if which == "best" else "best"
         raise MissingFileError(f"{run_dir} has no {path.name} yet (no epoch finished); "
-                              f"train it further, or use the other checkpoint")
+                              f"train it further, or read its {other}.pt instead "
+                              f"(--which {other}, if it has one)")
     return path
 
 
