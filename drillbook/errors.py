@@ -20,6 +20,7 @@ __all__ = [
     "DrillbookError",
     "MissingFileError",
     "MissingPackageError",
+    "ResourceError",
     "ResultFileError",
     "RunFolderError",
     "RunFolderExistsError",
@@ -69,6 +70,10 @@ class ResultFileError(DrillbookError, ValueError):
 
 class DeviceError(DrillbookError, ValueError):
     """A device that does not exist on this machine (``--device cuda`` without CUDA)."""
+
+
+class ResourceError(DrillbookError, MemoryError):
+    """A model or a step that does not fit the device's memory."""
 
 
 class TrainingInterrupted(DrillbookError, RuntimeError):

@@ -28,14 +28,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import ConfigError, DeviceError
+from .errors import ConfigError, DeviceError, ResourceError
 
 __all__ = [
+    "BYTES_TO_TRAIN_A_PARAMETER",
     "PROFILES",
     "PROFILE_ENV",
     "T4_MEMORY_GIB",
     "Profile",
+    "available_memory",
+    "check_model_fits",
     "default_device",
+    "is_out_of_memory",
     "resolve_device",
     "resolve_profile",
     "seed_everything",
@@ -47,6 +51,57 @@ PROFILE_ENV = "DRILLBOOK_PROFILE"
 PROFILES = ("small", "t4", "full")
 #: ``auto`` chooses ``t4`` on a CUDA device with less memory than this (GiB)
 T4_MEMORY_GIB = 20
+
+
+#: bytes a parameter costs in training, at the least: float32 weights, their gradients and
+#: up to two optimiser buffers (Adam's moments, averaged SGD's average); activations apart
+BYTES_TO_TRAIN_A_PARAMETER = 16
+
+
+def available_memory(device: str | torch.device) -> int | None:
+    """Bytes free on ``device`` now: a GPU's free memory, the machine's available memory
+    for the CPU (``MemAvailable``); None where it cannot be told."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is an allocation failure (CUDA or CPU) rather than a bug."""
+    if isinstance(err, torch.cuda.OutOfMemoryError | MemoryError):
+        return True
+    text = str(err)
+    return isinstance(err, RuntimeError) and ("out of memory" in text
+                                               or "can't allocate memory" in text)
+
+
+def check_model_fits(n_parameters: int, device: str | torch.device, what: str) -> None:
+    """Refuse, before anything is allocated, a model whose training cannot fit on
+    ``device``: at least :data:`BYTES_TO_TRAIN_A_PARAMETER` bytes a parameter.
+
+    Raises:
+        ResourceError: one line with the count, the memory it needs and what there is.
+    """
+    need, have = BYTES_TO_TRAIN_A_PARAMETER * n_parameters, available_memory(device)
+    if have is not None and need > have:
+        raise ResourceError(
+            f"{what} has {n_parameters:,} parameters: training needs at least "
+            f"{need / 2**30:,.1f} GiB (weights, gradients and optimiser state, before "
+            f"activations) and {torch.device(device)} has {have / 2**30:,.1f} GiB free; make "
+            f"the model smaller (model.nhid, model.emsize, model.nlayers)")
 
 
 def default_device() -> torch.device:

@@ -47,6 +47,7 @@ __all__ = [
     "is_number",
     "number",
     "one_of",
+    "suggest",
 ]
 
 
@@ -134,10 +135,25 @@ def one_of(*choices: object) -> Rule:
     return Rule(test, f"one of {', '.join(repr(c) for c in choices)}")
 
 
+def suggest(value: Any, choices: Iterable[Any]) -> str:
+    """``" (did you mean 'X'?)"`` for the choices closest to a mistyped ``value``
+    (:func:`difflib.get_close_matches`), or ``""`` when none is close.
+
+    >>> suggest("tutorial/ptb-dril", ["tutorial/ptb-drill", "ptb/awd-lstm"])
+    " (did you mean 'tutorial/ptb-drill'?)"
+    """
+    import difflib
+
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(value), names, n=2, cutoff=0.75)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
 def check_choice(value: Any, choices: Iterable[Any], what: str, *, where: str = "") -> Any:
     """``value`` if it is one of ``choices``, else a one-line
     :class:`~drillbook.errors.ConfigError` ``"unknown <what> <value!r><where>; choose one of
-    [<choices>]"`` (``where``, e.g. ``" for the 'dual' head"``, says whose choice it is).
+    [<choices>]"`` (``where``, e.g. ``" for the 'dual' head"``, says whose choice it is),
+    with the closest choices suggested (:func:`suggest`).
 
     >>> check_choice("relu", ["tanh", "relu"], "activation")
     'relu'
@@ -148,7 +164,8 @@ def check_choice(value: Any, choices: Iterable[Any], what: str, *, where: str = 
     except TypeError:  # an unhashable value against a dict's keys
         known = False
     if not known:
-        raise ConfigError(f"unknown {what} {value!r}{where}; choose one of {choices}")
+        raise ConfigError(f"unknown {what} {value!r}{where}{suggest(value, choices)}; "
+                          f"choose one of {choices}")
     return value
 
 

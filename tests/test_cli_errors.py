@@ -330,7 +330,7 @@ def test_a_missing_optional_package_is_a_package_error(monkeypatch):
 # ------------------------------------------------------------------ config files
 @pytest.mark.parametrize(("content", "suffix", "problem"), [
     ('{"name": "x", "train": {"lrr": 1}}', "json",
-     "unknown key(s) ['lrr'] in train; valid keys: ["),
+     "unknown key(s) ['lrr'] in train (did you mean 'lr'?); valid keys: ["),
     ('{"name": "x", "train": {"lr": "fast"}}', "json",
      "train.lr must be a finite number, got 'fast'"),
     ('{"name": "x", "model": {"nlayers": true}}', "json",
@@ -362,7 +362,7 @@ def test_a_missing_config_file(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(("module", "suffix", "message"), [
-    ("yaml", "yaml", "YAML configs need PyYAML: `pip install pyyaml`"),
+    ("yaml", "yaml", "YAML configs need PyYAML: `pip install 'drillbook[yaml]'`"),
     ("tomllib", "toml", "needs Python >= 3.11 (its tomllib); use a .json or .yaml config"),
 ])
 def test_a_config_format_without_its_reader(capsys, monkeypatch, tmp_path, module, suffix,

@@ -182,11 +182,20 @@ def test_hand_written_yaml_and_toml_files(tmp_path):
     pytest.importorskip("yaml")
     (tmp_path / "a.yml").write_text("name: mine\ntrain:\n  lr: 1e-3\n  epochs: 3\n"
                                     "head:\n  kind: drill\n  options: {depth: 2}\n")
+    # a section left out would be the papers' full-size defaults, silently: refused
+    with pytest.raises(ConfigError, match=r"a\.yml has no 'data', 'model' sections: .*"
+                                          r"configs --show tutorial/ptb-tied > a\.yml"):
+        load_config(tmp_path / "a.yml")
+    (tmp_path / "a.yml").write_text("name: mine\ndata: {corpus: ptb}\nmodel: {nhid: 64}\n"
+                                    "train:\n  lr: 1e-3\n  epochs: 3\n"
+                                    "head:\n  kind: drill\n  options: {depth: 2}\n")
     cfg = load_config(tmp_path / "a.yml")  # 1e-3 is a number here, as in JSON
     assert cfg.train.lr == 0.001 and cfg.train.epochs == 3 and cfg.head.options == {"depth": 2}
-    assert cfg.task == LANGUAGE_MODEL and cfg.model == Config("x").model  # the defaults
+    assert cfg.task == LANGUAGE_MODEL and cfg.model.nhid == 64  # each section given
+    assert cfg.model.emsize == Config("x").model.emsize  # ... its unset keys its defaults
     (tmp_path / "b.toml").write_text('name = "mt"\ntask = "translation"\n'
                                      '[head]\nkind = "vmf"\noptions = { loss = "l2" }\n'
-                                     '[data]\ntarget_embeddings = "glove-50d"\n')
+                                     '[data]\ntarget_embeddings = "glove-50d"\n'
+                                     '[model]\nhidden = 64\n[train]\nepochs = 2\n')
     mt = load_config(tmp_path / "b.toml")
     assert mt.task == TRANSLATION and mt.head.options == {"loss": "l2"}

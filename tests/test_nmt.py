@@ -228,10 +228,30 @@ def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
     from drillbook.nmt.text import moses_detokenize
     assert capsys.readouterr().out.splitlines() == [moses_detokenize(line.split(), "en")
                                                     for line in tokenised]
+    # a blank line at the end is nothing to translate; one in the middle is named
     monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\n\n"))
+    assert main(["translate", str(run)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\n\nzwei hunde .\n"))
     with pytest.raises(SystemExit):
         main(["translate", str(run)])
-    assert "empty input line" in capsys.readouterr().err
+    assert "standard input, line 2, is empty" in capsys.readouterr().err
+    # the same UTF-8 rule on standard input (bytes) as on --input, the bad line named
+    latin1 = "ein mann .\nzwei m\u00e4dchen .\n".encode("latin-1")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(latin1), encoding="latin-1"))
+    with pytest.raises(SystemExit):
+        main(["translate", str(run)])
+    from_stdin = capsys.readouterr().err
+    (tmp_path / "in.txt").write_bytes(latin1)
+    with pytest.raises(SystemExit):
+        main(["translate", str(run), "--input", str(tmp_path / "in.txt")])
+    from_file = capsys.readouterr().err
+    assert "standard input, line 2, is not UTF-8" in from_stdin
+    assert f"{tmp_path / 'in.txt'}, line 2, is not UTF-8" in from_file
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    with pytest.raises(SystemExit):
+        main(["translate", str(run)])
+    assert "no sentence to translate in standard input" in capsys.readouterr().err
 
 
 def test_accuracy_by_frequency_counts_every_kept_token():

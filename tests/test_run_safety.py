@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_cli import MICRO, needs_data
 from test_train import make, tiny_config, tiny_corpus
 
 from drillbook.cli import main
@@ -31,12 +32,6 @@ from drillbook.errors import (
 from drillbook.train import evaluate, load_checkpoint, read_log
 
 ROOT = Path(__file__).resolve().parent.parent
-needs_data = pytest.mark.skipif(
-    not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "ptb").is_dir(),
-    reason="needs PTB: set DRILLBOOK_DATA (make test points it at ../shared/data)")
-MICRO = ["model.emsize=16", "model.nhid=16", "train.max_batches_per_epoch=3",
-         "train.epochs=1", "train.max_eval_tokens=300", "train.batch_size=8",
-         "train.eval_batch_size=4", "train.test_batch_size=4"]
 
 
 def snapshot(folder: Path) -> dict[str, bytes] | None:

@@ -46,6 +46,7 @@ def _cmd_params(args: argparse.Namespace) -> int:
     from ..configs import LANGUAGE_MODEL
     from ..experiments import paper_params
     from ..models import param_report
+    from ..runtime import BYTES_TO_TRAIN_A_PARAMETER, available_memory, default_device
 
     config = resolve_config(args)
     if config.task != LANGUAGE_MODEL:
@@ -64,15 +65,28 @@ def _cmd_params(args: argparse.Namespace) -> int:
           f"(the input embedding)")
     for key, millions in report["paper"].items():
         print(f"  paper                      {millions:>11}M  ({key})")
+    need = BYTES_TO_TRAIN_A_PARAMETER * report["total"]
+    device = getattr(args, "device", None) or default_device()
+    have = available_memory(device)
+    print(f"  to train, at least         {need / 2**30:>11,.1f} GiB  (weights, gradients, "
+          f"optimiser state; activations apart)")
+    if have is not None and need > have:
+        print(f"  more than the {have / 2**30:,.1f} GiB free on "
+              f"{device}: `drillbook train` will refuse it here")
     return 0
 
 
 def _cmd_heads(args: argparse.Namespace) -> int:
+    import textwrap
+
     from ..heads import HEADS
 
-    for kind, cls in HEADS.items():
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
-        print(f"{kind:>10}  {doc}")
+    for kind, cls in HEADS.items():  # each head's first paragraph, whole, wrapped
+        first = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        lines = textwrap.wrap(first, width=78) or [""]
+        print(f"{kind:>10}  {lines[0]}")
+        for line in lines[1:]:
+            print(f"{'':>10}  {line}")
     return 0
 
 

@@ -179,7 +179,26 @@ def _cmd_translate(args: argparse.Namespace) -> int:
                                f"sentences, one per line, or pipe them in")
     config, model, (src_vocab, tgt_vocab) = load_run(args.run_dir, device=args.device)
     _check_beam(model, args.beam)
-    stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
+    source = args.input or "standard input"
+    stdin_bytes = getattr(sys.stdin, "buffer", None)  # (a text stream in tests and shells)
+    data = (Path(args.input).read_bytes() if args.input
+            else stdin_bytes.read() if stdin_bytes is not None
+            else sys.stdin.read().encode("utf-8", "surrogateescape"))
+    try:  # one rule for a file and for standard input: UTF-8, whatever the locale
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise CommandError(f"{source}, line {line}, is not UTF-8 text (byte "
+                           f"{err.start}: {err.reason}); give UTF-8 sentences") from None
+    raw_lines = text.splitlines()
+    while raw_lines and not raw_lines[-1].strip():  # blank lines at the end: nothing to say
+        raw_lines.pop()
+    if not raw_lines:
+        raise CommandError(f"no sentence to translate in {source}: give one sentence per "
+                           f"line")
+    blank = next((i for i, line in enumerate(raw_lines, 1) if not line.strip()), None)
+    if blank is not None:
+        raise CommandError(f"{source}, line {blank}, is empty: give one sentence per line")
     if args.raw:
         from ..nmt.text import moses_detokenize, moses_tokenize
 
@@ -190,14 +209,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
             return moses_detokenize(tokens, config.data.tgt)
     else:
         split, join = str.split, " ".join
-    try:
-        with stream:
-            lines = [split(line) for line in stream]
-    except UnicodeDecodeError as err:
-        raise CommandError(f"{args.input or 'standard input'} is not UTF-8 text (byte "
-                           f"{err.start}: {err.reason}); give UTF-8 sentences") from None
-    if not all(lines):
-        raise CommandError("empty input line: give one sentence per line")
+    lines = [split(line) for line in raw_lines]
     device = next(model.parameters()).device
     for hyp in translate_pairs(model, [(tokens, []) for tokens in lines], src_vocab,
                                tgt_vocab, beam=args.beam, device=device):

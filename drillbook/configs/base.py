@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 from ..precision import AMP_CHOICES
 from ..validation import PROBABILITY as _PROBABILITY
-from ..validation import Rule, integer, is_integer, is_number, number, one_of
+from ..validation import Rule, integer, is_integer, is_number, number, one_of, suggest
 
 __all__ = [
     "LOOP_RULES",
@@ -252,8 +252,8 @@ def check_head_kind(kind: str, *, language_model: bool) -> None:
     from ..heads.registry import HEADS, language_model_refusal  # torch: only to validate
 
     if kind not in HEADS:
-        raise ConfigError(f"unknown head kind {kind!r} (head.kind): it must be one of "
-                          f"{', '.join(sorted(HEADS))}")
+        raise ConfigError(f"unknown head kind {kind!r} (head.kind){suggest(kind, HEADS)}: "
+                          f"it must be one of {', '.join(sorted(HEADS))}")
     refusal = language_model_refusal(HEADS[kind]) if language_model else None
     if refusal is not None:
         raise ConfigError(f"invalid head.kind={kind!r}: {refusal}")
@@ -263,7 +263,9 @@ def _check_keys(cls, d: dict, where: str) -> None:
     valid = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - valid)
     if unknown:
-        raise ConfigError(f"unknown key(s) {unknown} in {where}; valid keys: {sorted(valid)}")
+        hints = "".join(suggest(key, valid) for key in unknown)
+        raise ConfigError(f"unknown key(s) {unknown} in {where}{hints}; valid keys: "
+                          f"{sorted(valid)}")
 
 
 #: values of earlier releases that still load, by key: ``train.amp`` was a boolean
@@ -337,13 +339,18 @@ def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, An
             continue
         sections = list(type(config).sections())
         if len(parts) != 2 or parts[0] not in sections:
-            raise ConfigError(f"unknown key {key!r}; keys look like section.field with "
-                              f"section in {', '.join(sections)} (or head.options.NAME)")
+            every = [f"{name}.{f.name}" for name in sections
+                     for f in dataclasses.fields(getattr(config, name)) if f.name != "options"]
+            raise ConfigError(f"unknown key {key!r}{suggest(key, every)}; keys look like "
+                              f"section.field with section in {', '.join(sections)} (or "
+                              f"head.options.NAME)")
         section = getattr(config, parts[0])
         fields = {f.name: f for f in dataclasses.fields(section)}
         if parts[1] not in fields or parts[1] == "options":
-            raise ConfigError(f"unknown key {key!r}; valid keys in {parts[0]}: "
-                              f"{sorted(k for k in fields if k != 'options')}")
+            valid = sorted(k for k in fields if k != "options")
+            raise ConfigError(f"unknown key {key!r}"
+                              f"{suggest(key, [f'{parts[0]}.{k}' for k in valid])}; valid "
+                              f"keys in {parts[0]}: {valid}")
         hints = typing.get_type_hints(type(section))
         setattr(section, parts[1], _coerce(_upgrade(key, value), hints[parts[1]], key))
     return config.validate()

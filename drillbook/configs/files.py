@@ -43,8 +43,9 @@ def _yaml():
     try:
         import yaml
     except ImportError:
-        raise MissingPackageError("YAML configs need PyYAML: `pip install pyyaml`, or use "
-                                  "a .json config") from None
+        raise MissingPackageError("YAML configs need PyYAML: `pip install "
+                                  "'drillbook[yaml]'` (or pyyaml), or use a .json config"
+                                  ) from None
     return yaml
 
 
@@ -99,9 +100,11 @@ def load_config(path: str | Path) -> SectionedConfig:
     Raises:
         MissingFileError: no such file.
         MissingPackageError: a YAML file without PyYAML, a TOML file on Python 3.10.
-        ConfigError: an unknown suffix, a file that cannot be read or parsed, or a config
+        ConfigError: an unknown suffix, a file that cannot be read or parsed, a config
             that :meth:`~drillbook.configs.SectionedConfig.from_dict` refuses (unknown
-            key, wrong type, value out of range); one line that names the file.
+            key, wrong type, value out of range), or one that leaves out a whole section
+            (which its defaults, the papers' full-size setup, would fill); one line that
+            names the file.
     """
     path = Path(path)
     fmt = CONFIG_FORMATS.get(path.suffix.lower())
@@ -124,9 +127,17 @@ def load_config(path: str | Path) -> SectionedConfig:
         raise ConfigError(f"{path} holds a {type(data).__name__}, not a config; a config "
                           f"file is a mapping of keys ({_FRESH.removeprefix('or ')})")
     try:
-        return config_from_dict(data)
+        config = config_from_dict(data)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
+    missing = [name for name in type(config).sections() if name not in data]
+    if missing:  # a section left out is its defaults: the papers' full-size setup
+        raise ConfigError(f"{path} has no {', '.join(repr(m) for m in missing)} section"
+                          f"{'s' if len(missing) > 1 else ''}: a config file gives every "
+                          f"section, or its defaults (the papers' full-size model and "
+                          f"training) would fill it silently; start from `drillbook "
+                          f"configs --show tutorial/ptb-tied > {path.name}` and edit it")
+    return config
 
 
 def dump_config(config: SectionedConfig, fmt: str = "json") -> str:

@@ -266,6 +266,13 @@ def _translations() -> dict[str, Callable[[], NMTConfig]]:
     for pair in [("en", "de"), ("en", "fr")]:
         cfg = _multi30k("softmax", pair=pair)
         b[cfg.name] = cfg.copy
+    for base in ("multi30k/de-en-softmax", "multi30k/de-en-drill"):  # CPU-sized, like tutorial/
+        cfg = b[base]()
+        cfg.name = f"{base}-tutorial"
+        cfg.description += "; tutorial size: 128 units, 3 epochs, minutes on a CPU"
+        cfg.model.emb_size = cfg.model.hidden = 128
+        cfg.train.epochs, cfg.train.lr, cfg.train.max_eval_pairs = 3, 0.003, 200
+        b[cfg.name] = cfg.copy
     return b
 
 

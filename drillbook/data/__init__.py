@@ -13,7 +13,6 @@ Files are found at ``<root>/<subdir>/<filename>``; ``<root>`` is the ``root`` ar
 else ``$DRILLBOOK_DATA``, else ``$XDG_CACHE_HOME/drillbook`` or ``~/.cache/drillbook``.
 """
 
-from __future__ import annotations
 
 from .batching import Batch, BPTTSampler, batchify, get_batch
 from .corpora import (

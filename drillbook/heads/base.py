@@ -4,16 +4,19 @@ An *output head* turns encoder features into a distribution over the vocabulary.
 Whatever happens inside (a plain linear map, a tied embedding, a deep label encoder,
 a mixture of softmaxes, a point on the sphere), every head answers the same calls:
 
-===========================  =====================================================
-``head.log_prob(features)``  normalised log-probabilities, shape ``(..., V)``
-``head.loss(features, y)``   mean negative log-likelihood of the targets ``y``
-``head.param_counts()``      parameters the head owns vs. shares with the input
-===========================  =====================================================
+=============================================  ============================================
+``head.log_prob(h, layers=None)``              normalised log-probabilities, ``(..., V)``
+``head.loss(h, y, layers=None,                 mean negative log-likelihood of the targets
+regularize=False)``                            ``y`` (plus the head's training regulariser,
+                                               DOC's, with ``regularize=True``)
+``head.param_counts()``                        parameters the head owns vs. shares
+=============================================  ============================================
 
-``features`` is either a tensor ``(..., d_hidden)`` (the encoder's last layer) or a
-:class:`Features` object that also carries the per-layer outputs, for heads such as
-DOC that read middle layers. Heads never keep global state and never pick a device:
-they run wherever their parameters live.
+``h`` is the encoder's last layer, a tensor ``(..., d_hidden)``; ``layers`` the outputs
+of every layer (the embedding first, ``h`` last), which only heads that read middle
+layers use (DOC) and every other head accepts and ignores. A :class:`Features` object
+carries both and may be passed as ``h`` instead. Heads never keep global state and never
+pick a device: they run wherever their parameters live.
 
 What a head *is* and *needs* is declared on its class (:attr:`OutputHead.is_distribution`,
 :attr:`~OutputHead.has_logits`, :attr:`~OutputHead.is_mixture`,
@@ -68,6 +71,25 @@ class ParamCounts:
     @property
     def total(self) -> int:
         return self.dedicated + self.shared
+
+
+def reads_back(target: Tensor) -> bool:
+    """Whether a head checks ``target``'s ids by reading them (a CPU tensor: no cost).
+    On an accelerator, reading a value back makes the host wait for the device at every
+    step; there the ids are checked by a device-side assertion instead, which fails the
+    step asynchronously (``CUDA error: device-side assert triggered``)."""
+    return target.device.type == "cpu"
+
+
+def with_layers(features: Tensor | Features, layers=None) -> Tensor | Features:
+    """``features``, with the per-layer outputs ``layers`` attached when given (a
+    :class:`Features`); a ValueError for layers given twice."""
+    if layers is None:
+        return features
+    if isinstance(features, Features):
+        raise ValueError("the layer outputs were given twice: pass a tensor with layers=, "
+                         "or a Features, not both")
+    return Features(features, tuple(layers))
 
 
 def last_layer(features: Tensor | Features) -> Tensor:
@@ -163,6 +185,11 @@ class OutputHead(nn.Module):
                 f"target shape {tuple(target.shape)} does not match hidden shape "
                 f"{tuple(hidden.shape)}: expected target of shape {tuple(hidden.shape[:-1])}"
             )
+        if not reads_back(target):  # checked on the device, without waiting for it
+            ok = (target == ignore_index) | ((target >= 0) & (target < self.vocab_size))
+            torch._assert_async(ok.all(), f"target ids must lie in [0, {self.vocab_size}) "
+                                          f"(or equal ignore_index={ignore_index})")
+            return
         kept = target[target != ignore_index]
         if kept.numel() and (int(kept.min()) < 0 or int(kept.max()) >= self.vocab_size):
             raise ValueError(
@@ -171,18 +198,30 @@ class OutputHead(nn.Module):
             )
 
     # --------------------------------------------------------------- interface
-    def log_prob(self, features: Tensor | Features) -> Tensor:
-        """Normalised log-probabilities ``log p(w | context)``, shape ``(..., V)``."""
+    def log_prob(self, features: Tensor | Features, layers=None) -> Tensor:
+        """Normalised log-probabilities ``log p(w | context)``, shape ``(..., V)``.
+
+        Args:
+            features: ``(..., d_hidden)``, or a :class:`Features`.
+            layers: the per-layer outputs, for a head that reads them (DOC).
+        """
+        return self._log_prob(with_layers(features, layers))
+
+    def _log_prob(self, features: Tensor | Features) -> Tensor:
+        """:meth:`log_prob` once the layers are attached; every head implements it."""
         raise NotImplementedError
 
-    def forward(self, features: Tensor | Features) -> Tensor:
-        return self.log_prob(features)
+    def forward(self, features: Tensor | Features, layers=None) -> Tensor:
+        return self.log_prob(features, layers)
 
     def loss(
         self,
         features: Tensor | Features,
         target: Tensor,
         ignore_index: int = -100,
+        *,
+        layers=None,
+        regularize: bool = False,
     ) -> Tensor:
         """Mean negative log-likelihood over the positions whose target is not ignored.
 
@@ -190,14 +229,20 @@ class OutputHead(nn.Module):
             features: ``(..., d_hidden)`` or :class:`Features`.
             target: word ids, shape ``(...)`` (the features' leading shape).
             ignore_index: target value excluded from the mean (padding).
+            layers: the per-layer outputs, for a head that reads them (DOC).
+            regularize: add the head's training regulariser (:meth:`regularizer`, DOC's
+                ``lambda_beta * beta``), as its trainer does; off for evaluation.
 
         Returns:
             a scalar tensor. As in :func:`torch.nn.functional.nll_loss`, the mean over
             zero kept positions is ``nan``.
         """
+        features = with_layers(features, layers)
         hidden = self._hidden(features)
         self._check_target(hidden, target, ignore_index)
-        return self._mean_nll(features, target.reshape(-1).long(), ignore_index)
+        nll = self._mean_nll(features, target.reshape(-1).long(), ignore_index)
+        extra = self.regularizer(features) if regularize else None
+        return nll if extra is None else nll + extra
 
     def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
                   ignore_index: int) -> Tensor:
@@ -237,8 +282,8 @@ class SoftmaxFamilyHead(OutputHead):
     """A head whose distribution is one softmax over per-word scores (logits).
 
     ``p(w | h) = softmax(s(h))_w`` with ``s(h) in R^V``. Subclasses implement
-    :meth:`logits`; :meth:`log_prob` and :meth:`loss` follow (the loss uses the fused
-    ``cross_entropy`` on the logits, never ``log`` of a probability).
+    :meth:`_logits`; :meth:`logits`, :meth:`log_prob` and :meth:`loss` follow (the loss
+    uses the fused ``cross_entropy`` on the logits, never ``log`` of a probability).
 
     Whatever the score function, if ``s(h) = W g(h) + b`` for a feature map ``g`` of size
     ``d``, the ``N x V`` logit matrix of ``N`` contexts has rank at most ``d + 1``: this
@@ -247,8 +292,12 @@ class SoftmaxFamilyHead(OutputHead):
 
     has_logits = True
 
-    def logits(self, features: Tensor | Features) -> Tensor:
-        """Unnormalised scores, shape ``(..., V)``."""
+    def logits(self, features: Tensor | Features, layers=None) -> Tensor:
+        """Unnormalised scores, shape ``(..., V)`` (``layers`` as for :meth:`log_prob`)."""
+        return self._logits(with_layers(features, layers))
+
+    def _logits(self, features: Tensor | Features) -> Tensor:
+        """:meth:`logits` once the layers are attached; every such head implements it."""
         raise NotImplementedError
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
@@ -257,11 +306,11 @@ class SoftmaxFamilyHead(OutputHead):
         (sampled-softmax training, the joint-embedding paper's Sec. 3.2)."""
         return self.logits(features)[..., ids]
 
-    def log_prob(self, features: Tensor | Features) -> Tensor:
-        return torch.log_softmax(self.logits(features), dim=-1)
+    def _log_prob(self, features: Tensor | Features) -> Tensor:
+        return torch.log_softmax(self._logits(features), dim=-1)
 
     def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
                   ignore_index: int) -> Tensor:
         # fused log-softmax + NLL on the logits: one pass, no stored log-probabilities
-        scores = self.logits(features).reshape(-1, self.vocab_size)
+        scores = self._logits(features).reshape(-1, self.vocab_size)
         return F.cross_entropy(scores, flat_target, ignore_index=ignore_index)

@@ -108,7 +108,7 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
             projected = projected * mask[0]
         return F.linear(projected + hidden if self.residual else projected, emb, bias)
 
-    def logits(self, features: Tensor | Features) -> Tensor:
+    def _logits(self, features: Tensor | Features) -> Tensor:
         return self._scores(self._hidden(features), self.embedding_weight, self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:

@@ -177,7 +177,7 @@ class LabelEncoderHead(EmbeddingHead, SoftmaxFamilyHead):
         self._label_cache.clear()
         return super()._apply(*args, **kwargs)
 
-    def logits(self, features: Tensor | Features) -> Tensor:
+    def _logits(self, features: Tensor | Features) -> Tensor:
         context = self._context(self._hidden(features))
         return F.linear(context, self.label_embeddings(), self.bias)
 

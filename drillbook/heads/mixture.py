@@ -259,7 +259,7 @@ class MixtureHead(EmbeddingHead):
         size = n if self.chunk_size is None else self.chunk_size
         return [slice(i, min(i + size, n)) for i in range(0, n, max(size, 1))]
 
-    def log_prob(self, features: Tensor | Features) -> Tensor:
+    def _log_prob(self, features: Tensor | Features) -> Tensor:
         hidden = self._hidden(features)
         vectors, log_prior = self.components(features)
         lead = hidden.shape[:-1]

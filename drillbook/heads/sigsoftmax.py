@@ -29,8 +29,8 @@ class SigSoftmaxHead(TiedHead):
 
     kind = "sigsoftmax"
 
-    def logits(self, features: Tensor | Features) -> Tensor:
-        z = super().logits(features)
+    def _logits(self, features: Tensor | Features) -> Tensor:
+        z = super()._logits(features)
         return z + F.logsigmoid(z)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:

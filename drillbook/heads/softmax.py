@@ -48,7 +48,7 @@ class SoftmaxHead(SoftmaxFamilyHead):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def logits(self, features: Tensor | Features) -> Tensor:
+    def _logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.weight, self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
@@ -162,7 +162,7 @@ class TiedHead(EmbeddingHead, SoftmaxFamilyHead):
         """The output word matrix, ``(V, d_h)``: the input embedding itself."""
         return self.embedding_weight
 
-    def logits(self, features: Tensor | Features) -> Tensor:
+    def _logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.embedding_weight, self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:

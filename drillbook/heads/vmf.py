@@ -7,6 +7,9 @@ the vocabulary (:class:`VMFHead`; chapter 4 of the book).
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -103,6 +106,11 @@ class VMFHead(OutputHead):
         check_choice(loss, LOSSES, "vMF head loss")
         if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 2):
             raise ValueError(f"dim (the embedding size m) must be an integer >= 2, got {dim!r}")
+        if target_embeddings is None:  # (once per calling line: Python's default filter)
+            warnings.warn("a vmf head built without target_embeddings scores against a "
+                          "random table; pass the pretrained word vectors "
+                          "(target_embeddings=...) or set them with set_target_embeddings() "
+                          "before training", UserWarning, stacklevel=_caller_level())
         table = self._unit_table(target_embeddings, dim)
         self.dim = int(table.shape[1])
         self.loss_name = loss
@@ -161,7 +169,7 @@ class VMFHead(OutputHead):
         """``ê = W h + b_w``, shape ``(..., m)``."""
         return self.proj(self._hidden(features))
 
-    def log_prob(self, features: Tensor | Features) -> Tensor:
+    def _log_prob(self, features: Tensor | Features) -> Tensor:
         raise NotImplementedError(
             "VMFHead has no log_prob: a vMF head defines a density on the unit sphere of "
             "embedding vectors, not a distribution over the vocabulary, so there are no "
@@ -253,3 +261,13 @@ def _check_finite_rows(table: Tensor) -> None:
             f"target_embeddings rows [{shown}] hold NaN or infinite values (those words "
             f"would be trained towards a zero vector); repair or replace those vectors "
             f"(e.g. with the <unk> vector) before building the vMF head")
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning raised in ``__init__`` at the first frame
+    outside :mod:`drillbook.heads` (the user's line, not :func:`build_head`'s)."""
+    frame, level = sys._getframe(2), 2  # 1: __init__, 2: whoever called it
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(
+            "drillbook.heads"):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -10,7 +10,6 @@ distance (:mod:`~drillbook.losses.neighbours`) and vMF sampling
 tensor(True)
 """
 
-from __future__ import annotations
 
 from .bessel import bessel_ratio, log_bessel_iv, log_cm
 from .neighbours import DECODE_METRICS, nearest_neighbour

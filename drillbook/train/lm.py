@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from ..analysis import loss_by_band, loss_by_word, mixture_diagnostics, token_nll
 from ..configs import Config
@@ -38,7 +39,7 @@ from ..data import BPTTSampler, Corpus, batchify, load_corpus
 from ..errors import CheckpointError, ConfigError, DataError, RunFolderError
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
-from ..runtime import resolve_device
+from ..runtime import check_model_fits, resolve_device
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
 from .loop import RunStatus, StepLoss, TrainingLoop
 from .runs import BEST, CONFIG, LoadedRun, checkpoint_path, read_run_config
@@ -78,14 +79,22 @@ def training_loss(model: LanguageModel, x: Tensor, y: Tensor, hidden, *, alpha: 
 
 @torch.no_grad()
 def evaluate(model: LanguageModel, data: Tensor, bptt: int,
-             max_tokens: int | None = None) -> tuple[float, int]:
+             max_tokens: int | None = None, *, progress: bool | None = False
+             ) -> tuple[float, int]:
     """Mean NLL per token of ``model`` on a batchified ``(T, B)`` stream.
 
     The recurrent state is carried across fixed windows of ``bptt`` tokens, as in
     AWD-LSTM's evaluation. Returns ``(loss, n_tokens)``; perplexity is ``exp(loss)``.
+    ``progress``: a bar over the windows (None: on a terminal only).
     """
     total, count = 0.0, 0
-    for out, y in eval_windows(model, data, bptt, max_tokens):
+    steps = data.size(0) - 1
+    if max_tokens is not None:
+        steps = min(steps, -(-max_tokens // max(data.size(1), 1)))
+    windows = tqdm(eval_windows(model, data, bptt, max_tokens), total=-(-steps // bptt),
+                   desc="evaluating", leave=False,
+                   disable=None if progress is None else not progress)
+    for out, y in windows:
         total += float(model.head.loss(out.features, y)) * y.numel()
         count += y.numel()
     if count == 0:
@@ -173,8 +182,18 @@ class Trainer(TrainingLoop):
         t = config.train
         self.corpus = corpus if corpus is not None else load_lm_data(config)
         vocab_size = len(self.corpus.vocab)
+        with torch.device("meta"):  # counted before a byte is allocated
+            counted = sum(p.numel() for p in build_model(config, vocab_size).parameters())
+        check_model_fits(counted, self.device, f"config {config.name!r}")
         self.model = build_model(config, vocab_size).to(self.device)
         world = self.world_size
+        for key, split, size in (("train.batch_size", "train", t.batch_size),
+                                 ("train.eval_batch_size", "valid", t.eval_batch_size)):
+            tokens = len(getattr(self.corpus, split))
+            if tokens // size < 2:  # a column must hold an input and its next word
+                raise ConfigError(f"{key}={size} leaves no batch: the {split} text has "
+                                  f"{tokens:,} tokens, so at most {tokens // 2:,} columns of "
+                                  f"two; lower {key}")
         if t.batch_size % (world * t.accum_steps):
             raise ConfigError(f"train.batch_size={t.batch_size} does not split into {world} "
                               f"processes x train.accum_steps={t.accum_steps} equal column "
@@ -481,7 +500,7 @@ def evaluate_lm_run(run: LoadedRun, split: str, *, data: Corpus, max_items: int 
     """Perplexity of a loaded run on a split of ``data``: ``loss``, ``ppl`` and ``tokens``
     (about ``max_items`` of them, if given; ``beam`` is for translation and ignored)."""
     stream = split_stream(run.config, data, split).to(next(run.model.parameters()).device)
-    loss, n = evaluate(run.model, stream, run.config.train.bptt, max_items)
+    loss, n = evaluate(run.model, stream, run.config.train.bptt, max_items, progress=None)
     return {"loss": loss, "ppl": perplexity(loss), "tokens": n}
 
 

@@ -28,13 +28,14 @@ from ..configs import SectionedConfig
 from ..errors import (
     CheckpointError,
     ConfigError,
+    ResourceError,
     RunFolderError,
     TrainingDiverged,
     TrainingInterrupted,
 )
 from ..metrics import perplexity
 from ..precision import autocast, precision_label, resolve_precision
-from ..runtime import resolve_device
+from ..runtime import is_out_of_memory, resolve_device
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DDP, rank_and_world_size
 from .runs import FollowerFolder, apply_learning_rate, diverged, nonfinite_update, open_run_folder
@@ -291,8 +292,15 @@ class TrainingLoop:
             self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
             self.changes: list[dict[str, Any]] = []
 
-        self.folder.start(self.checkpoint_format, self.device, restore=self._restore,
-                          build=build)
+        try:
+            self.folder.start(self.checkpoint_format, self.device, restore=self._restore,
+                              build=build)
+        except (torch.OutOfMemoryError, RuntimeError, MemoryError) as err:
+            if isinstance(err, ResourceError) or not is_out_of_memory(err):
+                raise
+            raise ResourceError(f"{self.device} ran out of memory building the model "
+                                f"({str(err).splitlines()[0][:120]}); make the model smaller "
+                                f"or use a device with more memory") from err
 
     @property
     def writes(self) -> bool:
@@ -518,6 +526,8 @@ class TrainingLoop:
                 bar.update(1)
                 if self.step % t.log_interval == 0:
                     bar.set_postfix(loss=f"{loss:.3f}")
+                if bar.disable and now - self._last_line >= LINE_SECONDS:
+                    self._progress_line(loss, total)
                 last_time, last_step = self._last_ckpt
                 due = (now - last_time >= 60 * t.checkpoint_minutes or bool(
                     t.checkpoint_steps and self.step - last_step >= t.checkpoint_steps))
@@ -540,6 +550,16 @@ class TrainingLoop:
         finally:
             bar.close()
 
+    def _progress_line(self, loss: float, total: int) -> None:
+        """Where no bar is drawn (a log file, a pipe): a line every
+        :data:`LINE_SECONDS` within an epoch, so a long epoch shows it is alive."""
+        self._last_line = time.monotonic()
+        if self.progress is False or not self.writes:
+            return
+        where = f"epoch {self.epoch}: {self.epoch_batches:,}/{total:,} updates"
+        print(f"{self.label}: {where}" if self.label else where,
+              f"loss {loss:.3f}", sep=" | ", file=sys.stderr, flush=True)
+
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -552,6 +572,7 @@ class TrainingLoop:
         start = time.monotonic()
         started_elapsed = self.elapsed
         self._last_ckpt = (start, self.step)
+        self._last_line = start  # the first progress line comes within LINE_SECONDS
         final_epoch = t.epochs if max_epochs is None else min(t.epochs, max_epochs)
         record = None
         while self.epoch <= final_epoch and not self.finished:
@@ -616,6 +637,16 @@ class TrainingLoop:
         try:
             with self._stop_on_signals():
                 reason, record = self._run(max_epochs, max_minutes, max_steps)
+        except (torch.OutOfMemoryError, RuntimeError, MemoryError) as err:
+            self.folder.release(abandon=True)  # a new run that saved nothing leaves nothing
+            if isinstance(err, ResourceError) or not is_out_of_memory(err):
+                raise
+            raise ResourceError(
+                f"{self.device} ran out of memory at epoch {self.epoch}, step {self.step} "
+                f"({str(err).splitlines()[0][:120]}); lower train.batch_size, split each "
+                f"batch with train.accum_steps, or make the model smaller"
+                + ("; resume from the last checkpoint with --resume"
+                   if self.folder.saved_step is not None else "")) from err
         except BaseException:
             self.folder.release(abandon=True)  # a new run that saved nothing leaves nothing
             raise
@@ -669,3 +700,7 @@ class TrainingLoop:
                  f"lr {record['lr']:g}", f"{seconds:.0f}s",
                  f"{rate:,.0f} tok/s" if rate is not None else "- tok/s", ", ".join(events)]
         print(" | ".join(parts), file=sys.stderr, flush=True)
+
+
+#: seconds between two progress lines of an epoch where no bar is drawn
+LINE_SECONDS = 30.0

@@ -170,6 +170,11 @@ def read_run_config(run_dir: str | Path, cls: type[SectionedConfig] | None = Non
             file and what is wrong with it).
     """
     data = read_run_dict(run_dir)
+    held = data.get("task")
+    if cls is not None and held not in (None, cls.task):  # the other task's run
+        raise RunFolderError(f"{run_dir} holds a {held} run, and a {cls.task} config cannot "
+                             f"continue it; resume it with its own config (its config.json)"
+                             f", or train the {cls.task} config into another --out folder")
     try:
         return config_from_dict(data) if cls is None else cls.from_dict(data)
     except ConfigError as err:

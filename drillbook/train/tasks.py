@@ -74,6 +74,8 @@ class Task:
     def best(self, status: RunStatus) -> str:
         """The best validation metric of ``status`` in words (``"best valid ppl
         123.45"``)."""
+        if status.epoch == 0:  # nothing validated yet: no "best" to name
+            return "no epoch finished"
         return f"best valid {self.short} {self.best_value(status):.2f}"
 
 

@@ -27,7 +27,7 @@ from ..nmt.corpus import ParallelCorpus, load_parallel
 from ..nmt.decode import translate_pairs
 from ..nmt.model import Seq2Seq
 from ..nmt.vocab import NMTVocab
-from ..runtime import resolve_device
+from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
 from .loop import StepLoss, TrainingLoop
 from .runs import LoadedRun, checkpoint_path, read_run_config
@@ -167,6 +167,12 @@ class NMTTrainer(TrainingLoop):
         self.src_vocab = NMTVocab.build([s for s, _ in self.train_pairs], min_freq=d.min_freq)
         self.tgt_vocab = NMTVocab.build([g for _, g in self.train_pairs], min_freq=d.min_freq)
         continuous = not HEADS[config.head.kind].is_distribution  # vMF: a frozen table
+        if not continuous:  # counted on the meta device before a byte is allocated
+            with torch.device("meta"):
+                counted = sum(p.numel() for p in build_translation_model(
+                    config, len(self.src_vocab), len(self.tgt_vocab),
+                    pad_id=self.tgt_vocab.pad_id).parameters())
+            check_model_fits(counted, self.device, f"config {config.name!r}")
         self.model = build_translation_model(
             config, len(self.src_vocab), len(self.tgt_vocab), pad_id=self.tgt_vocab.pad_id,
             target_embeddings=self._target_table(target_vectors) if continuous else None,

@@ -25,7 +25,7 @@ from ...errors import ConfigError
 from ...heads import HEADS, Features, OutputHead, build_head
 from ...precision import autocast
 from ...provenance import environment
-from .measure import BENCH_FORMAT, add_ratios, amp_of, log, step_costs
+from .measure import BENCH_FORMAT, add_ratios, amp_of, log, step_costs, with_random_table
 
 __all__ = ["BENCH_HEADS", "SIZES", "HeadCost", "check_names", "compare_heads", "fit_layers",
            "head_bytes", "head_cost", "run_bench", "score_bytes"]
@@ -131,7 +131,7 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
         nn.init.uniform_(embedding.weight, -0.1, 0.1)
         embedding = embedding.to(device)
     head = build_head(kind, vocab_size=vocab_size, d_hidden=d_hidden, embedding=embedding,
-                      **options).to(device)
+                      **with_random_table(kind, vocab_size, options)).to(device)
     feats = _features(head, tokens, d, device, gen)
     n = feats.last.shape[0] * feats.last.shape[1]
     target = torch.randint(0, vocab_size, feats.last.shape[:-1], generator=gen).to(device)

@@ -19,11 +19,27 @@ from torch.utils import benchmark
 from ...atomic import write_json
 from ...errors import ConfigError
 from ...precision import precision_named
+from ...runtime import is_out_of_memory
 from ...validation import check_choice
 
-__all__ = ["BENCH_FORMAT", "CLOCKS", "PRECISIONS", "add_ratios", "amp_of", "check_clock",
-           "free_memory", "is_out_of_memory", "log", "out_of_memory_note", "saved_bytes",
-           "step_costs", "time_call", "time_once", "write_report"]
+__all__ = [
+    "BENCH_FORMAT",
+    "CLOCKS",
+    "PRECISIONS",
+    "add_ratios",
+    "amp_of",
+    "check_clock",
+    "free_memory",
+    "is_out_of_memory",
+    "log",
+    "out_of_memory_note",
+    "saved_bytes",
+    "step_costs",
+    "time_call",
+    "time_once",
+    "with_random_table",
+    "write_report",
+]
 
 #: the ``format`` of every report this package writes
 BENCH_FORMAT = "drillbook-bench/2"
@@ -150,15 +166,6 @@ def saved_bytes(fn: Callable[[], object], *, exclude: Iterable[Tensor] = ()) -> 
     return sum(seen.values())
 
 
-def is_out_of_memory(err: BaseException) -> bool:
-    """Whether ``err`` is an allocation failure (CUDA or CPU) rather than a bug."""
-    if isinstance(err, torch.cuda.OutOfMemoryError | MemoryError):
-        return True
-    text = str(err)
-    return isinstance(err, RuntimeError) and ("out of memory" in text
-                                               or "can't allocate memory" in text)
-
-
 def out_of_memory_note(err: BaseException) -> str:
     """The ``skipped`` note of a measurement that ran out of memory (first line of the
     error, at most 200 characters)."""
@@ -233,3 +240,17 @@ def add_ratios(rows: list[dict], base: dict, again: dict | None) -> list[dict]:
 def write_report(report: dict, path: str | Path) -> Path:
     """Write ``report`` as JSON to ``path`` atomically, creating the folder."""
     return write_json(path, report)
+
+
+def with_random_table(kind: str, vocab_size: int, options: dict) -> dict:
+    """``options`` for a head, with a random ``(V, m)`` target table for a head that
+    predicts vectors (vMF) and was given none: a benchmark times its arithmetic, which does
+    not depend on the words' vectors, and says so by passing the table itself."""
+    from ...heads import HEADS
+    from ...heads.vmf import DEFAULT_DIM
+
+    cls = HEADS.get(kind)
+    if cls is None or cls.is_distribution or "target_embeddings" in options:
+        return options
+    dim = options.get("dim") or DEFAULT_DIM
+    return {**options, "target_embeddings": torch.randn(vocab_size, dim)}

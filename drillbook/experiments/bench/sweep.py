@@ -27,6 +27,7 @@ from .measure import (
     out_of_memory_note,
     step_costs,
     time_once,
+    with_random_table,
 )
 
 __all__ = ["SWEEP_SIZES", "greedy_decode", "vocab_sweep"]
@@ -137,7 +138,8 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                      d, tokens)
             try:
                 torch.manual_seed(seed)
-                head = build_head(kind, vocab_size=vocab_size, d_hidden=d, **options).to(device)
+                head = build_head(kind, vocab_size=vocab_size, d_hidden=d,
+                                  **with_random_table(kind, vocab_size, options)).to(device)
                 first = time_once(partial(_train_once, head, hidden, target, precision),
                                   device)
                 if max_seconds is not None and first > max_seconds:
