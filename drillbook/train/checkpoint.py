@@ -118,7 +118,7 @@ def _unreadable_reason(path: Path, err: Exception) -> str:
 
 def load_checkpoint(path: str | Path, map_location: Any = "cpu", *,
                     formats: Collection[str] | None = None,
-                    fix: str = "restore a good copy, or delete it and train the run again"
+                    fix: str = "restore a good copy, or train the run again into a new --out folder"
                     ) -> dict[str, Any]:
     """Load a drillbook checkpoint safely (``weights_only=True``).
 
