@@ -137,7 +137,7 @@ def one_of(*choices: object) -> Rule:
 
 def suggest(value: Any, choices: Iterable[Any]) -> str:
     """``" (did you mean 'X'?)"`` for the choices closest to a mistyped ``value``
-    (:func:`difflib.get_close_matches`), or ``""`` when none is close.
+    (``difflib.get_close_matches``), or ``""`` when none is close.
 
     >>> suggest("tutorial/ptb-dril", ["tutorial/ptb-drill", "ptb/awd-lstm"])
     " (did you mean 'tutorial/ptb-drill'?)"

@@ -4,19 +4,19 @@ An *output head* turns encoder features into a distribution over the vocabulary.
 Whatever happens inside (a plain linear map, a tied embedding, a deep label encoder,
 a mixture of softmaxes, a point on the sphere), every head answers the same calls:
 
-=============================================  ============================================
-``head.log_prob(h, layers=None)``              normalised log-probabilities, ``(..., V)``
-``head.loss(h, y, layers=None,                 mean negative log-likelihood of the targets
-regularize=False)``                            ``y`` (plus the head's training regulariser,
-                                               DOC's, with ``regularize=True``)
-``head.param_counts()``                        parameters the head owns vs. shares
-=============================================  ============================================
+===========================  =====================================================
+``head.log_prob(h)``         normalised log-probabilities, shape ``(..., V)``
+``head.loss(h, y)``          mean negative log-likelihood of the targets ``y``
+``head.param_counts()``      parameters the head owns vs. shares with the input
+===========================  =====================================================
 
-``h`` is the encoder's last layer, a tensor ``(..., d_hidden)``; ``layers`` the outputs
-of every layer (the embedding first, ``h`` last), which only heads that read middle
-layers use (DOC) and every other head accepts and ignores. A :class:`Features` object
-carries both and may be passed as ``h`` instead. Heads never keep global state and never
-pick a device: they run wherever their parameters live.
+``h`` is the encoder's last layer, a tensor ``(..., d_hidden)``. Both calls also take
+``layers=``, the outputs of every layer (the embedding first, ``h`` last), which only
+heads that read middle layers use (DOC) and every other head accepts and ignores; and
+``loss`` takes ``regularize=True`` to add the head's training regulariser (DOC's balance
+term), as the trainers do. A :class:`Features` object carries ``h`` and the layers and
+may be passed as ``h`` instead. Heads never keep global state and never pick a device:
+they run wherever their parameters live.
 
 What a head *is* and *needs* is declared on its class (:attr:`OutputHead.is_distribution`,
 :attr:`~OutputHead.has_logits`, :attr:`~OutputHead.is_mixture`,
@@ -282,7 +282,7 @@ class SoftmaxFamilyHead(OutputHead):
     """A head whose distribution is one softmax over per-word scores (logits).
 
     ``p(w | h) = softmax(s(h))_w`` with ``s(h) in R^V``. Subclasses implement
-    :meth:`_logits`; :meth:`logits`, :meth:`log_prob` and :meth:`loss` follow (the loss
+    ``_logits``; :meth:`logits`, :meth:`log_prob` and :meth:`loss` follow (the loss
     uses the fused ``cross_entropy`` on the logits, never ``log`` of a probability).
 
     Whatever the score function, if ``s(h) = W g(h) + b`` for a feature map ``g`` of size
