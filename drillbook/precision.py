@@ -70,13 +70,22 @@ def precision_named(name: str, allowed: tuple[str, ...] | None = None) -> Precis
     return next(p for p in PRECISIONS.values() if p.name == name)
 
 
-def resolve_precision(amp: str, device: torch.device | str) -> str:
+def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = False) -> str:
     """What ``train.amp`` means on ``device``: ``"off"``, ``"bf16"`` or ``"fp16"``.
 
-    ``auto`` is ``bf16`` on a CUDA device with bfloat16 (compute capability 8.0 or
-    newer), ``fp16`` on an older CUDA device (a T4, a V100), and ``off`` elsewhere
-    (CPUs run bfloat16 autocast, but most without bfloat16 arithmetic, so slower than
-    float32; ask for ``bf16`` to get it anyway).
+    ``auto`` follows what was measured, not what the device supports: ``bf16`` for a
+    mixture head (``mixture``: MoS, DOC, whose step is dominated by ``K`` softmaxes over
+    the vocabulary) on a CUDA device with bfloat16 (compute capability 8.0 or newer), and
+    ``off`` (float32) everywhere else. The evidence, one NVIDIA H200, PTB, one epoch each
+    (``drillbook/results/gpu/2026-11-26-h200-bf16`` against the fp32 rows measured with
+    it): bf16 autocast made the AWD-LSTM epoch 20% slower (14.9 s against 12.5 s; its
+    small matrix products are latency-bound and autocast adds casts) and MoS-15 6%
+    faster (25.1 s against 26.8 s). Its limits: one GPU, one run each, PTB only; older
+    GPUs (a T4, a V100) have no bfloat16 and fp16 was never measured there, so ``auto``
+    keeps float32 on them; CPUs run bfloat16 autocast, most without bfloat16
+    arithmetic, so slower than float32. Ask for ``bf16`` or ``fp16`` to get them anyway.
+    Evaluation numbers stay comparable across precisions: the mixtures mix in float32
+    log space whatever the autocast.
 
     Raises:
         ConfigError: ``amp`` is not one of :data:`AMP_CHOICES`, or ``fp16`` off CUDA and
@@ -87,9 +96,8 @@ def resolve_precision(amp: str, device: torch.device | str) -> str:
         raise ConfigError(f"invalid train.amp={amp!r}: it must be one of "
                           f"{', '.join(AMP_CHOICES)}")
     if amp == "auto":
-        if device.type != "cuda":
-            return "off"
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return "bf16" if mixture and bf16 else "off"
     if amp == "fp16" and device.type not in ("cuda", "cpu"):
         raise ConfigError(f"train.amp=fp16 needs a gradient scaler, which torch has for "
                           f"cuda and cpu, not {device.type}; use train.amp=bf16 or off")

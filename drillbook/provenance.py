@@ -3,22 +3,43 @@ beside every result file and benchmark report (:mod:`drillbook.experiments`)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform
 import subprocess
 from pathlib import Path
 
 import torch
 
-__all__ = ["device_name", "environment", "git_state"]
+__all__ = ["device_name", "environment", "git_state", "source_hash", "stamp_source"]
 
 #: the package's own folder: what ``git_state`` asks git about
 _PACKAGE = Path(__file__).parent
 
 
+#: the stamp a copy without git reads its commit from (:func:`stamp_source`; ignored by git)
+STAMP = _PACKAGE / "SOURCE.json"
+
+
+def source_hash() -> str:
+    """SHA-256 over the package's Python files (their paths and contents, in order): what
+    a stamp compares to tell whether a copy still holds the stamped code."""
+    digest = hashlib.sha256()
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def git_state() -> dict:
-    """``commit`` (HEAD of the package's checkout, None outside git) and ``dirty`` (the
-    package's files differ from that commit, None outside git). A long run should read
-    this when it starts: the checkout may move on while it trains."""
+    """``commit`` (HEAD of the package's checkout) and ``dirty`` (the package's files
+    differ from that commit). A long run should read this when it starts: the checkout
+    may move on while it trains.
+
+    A copy without git (a machine the working tree was copied to, an unpacked archive)
+    reads them from the stamp :func:`stamp_source` wrote beside the package before the
+    copy, and counts as dirty when its files no longer hash as stamped; with neither,
+    both are None."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
                               cwd=_PACKAGE).stdout.strip()
@@ -27,7 +48,30 @@ def git_state() -> dict:
         return {"commit": git("rev-parse", "HEAD"),
                 "dirty": bool(git("status", "--porcelain", "--", str(_PACKAGE)))}
     except (OSError, subprocess.CalledProcessError):
+        pass
+    try:
+        stamp = json.loads(STAMP.read_text(encoding="utf-8"))
+        return {"commit": stamp["commit"],
+                "dirty": bool(stamp["dirty"]) or stamp["source_hash"] != source_hash()}
+    except (OSError, ValueError, KeyError, TypeError):
         return {"commit": None, "dirty": None}
+
+
+def stamp_source() -> Path:
+    """Write :data:`STAMP` from git (the commit, whether the package's files differ from
+    it, their :func:`source_hash`), for a copy of this checkout that will have no git:
+    ``python -m drillbook.provenance``. Returns the stamp's path.
+
+    Raises:
+        RuntimeError: this checkout is not in git (there is nothing to stamp).
+    """
+    state = git_state()
+    if state["commit"] is None or not (_PACKAGE.parent / ".git").exists():
+        raise RuntimeError("no git checkout here: a stamp records a commit; run this in "
+                           "the clone the copy is made from")
+    STAMP.write_text(json.dumps({**state, "source_hash": source_hash()}) + "\n",
+                     encoding="utf-8")
+    return STAMP
 
 
 def device_name(device: torch.device | str) -> str:
@@ -53,3 +97,7 @@ def environment(device: str | torch.device | None = None) -> dict:
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": name,
             "threads": torch.get_num_threads(), "python": platform.python_version(),
             "commit": commit}
+
+
+if __name__ == "__main__":
+    print(stamp_source())

@@ -564,3 +564,26 @@ def test_committed_bench_reports_are_valid_and_name_their_machine():
         by_device.setdefault(report["settings"]["device"], []).append(report)
     assert sorted(by_device) == ["cpu", "cuda"]  # the CPU's and the H200's
     assert all(len(evaluate_targets(r)) == 7 for r in by_device.values())
+
+
+def test_peak_memory_counts_only_what_the_measurement_allocated(monkeypatch):
+    """A measurement's peak leaves out what was already allocated when it began (an
+    earlier measurement's leftovers, the weights), and what was left behind is freed
+    first. The CUDA counters are stood in for: an allocator holding 18 GB of old tensors
+    whose step reaches 18.5 GB reports 0.5 GB."""
+    from drillbook.experiments.bench import measure
+
+    gb = 1 << 30
+    state = {"allocated": 18 * gb, "peak": 30 * gb, "freed": 0}
+    monkeypatch.setattr(measure, "free_memory", lambda device: state.update(
+        freed=state["freed"] + 1))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats",
+                        lambda device: state.update(peak=state["allocated"]))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: state["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: state["peak"])
+    with measure.PeakMemory(torch.device("cuda")) as peak:
+        state["peak"] = state["allocated"] + gb // 2  # the step
+    assert (peak.bytes, peak.resident, state["freed"]) == (gb // 2, 18 * gb, 1)
+    with measure.PeakMemory(torch.device("cpu")) as peak:
+        pass
+    assert peak.bytes is None

@@ -8,11 +8,12 @@ import pytest
 import torch
 from test_nmt import small
 from test_nmt import tiny_corpus as tiny_parallel
-from test_train import tiny_config, tiny_corpus
+from test_train import make, tiny_config, tiny_corpus
 
 from drillbook.cli import main
-from drillbook.configs import Config, NMTConfig, apply_overrides
+from drillbook.configs import Config, HeadConfig, NMTConfig, apply_overrides
 from drillbook.errors import ConfigError
+from drillbook.heads import HEADS
 from drillbook.precision import precision_label, resolve_precision
 from drillbook.train import NMTTrainer, Trainer, load_checkpoint, read_log
 
@@ -51,10 +52,33 @@ def test_precision_resolves_per_device_and_names_itself_in_results():
         resolve_precision("fp16", "meta")
 
 
-@CUDA
-def test_auto_precision_on_cuda_is_bf16_or_fp16_by_the_device():
-    want = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    assert resolve_precision("auto", "cuda") == want
+def test_auto_precision_is_bf16_only_for_mixtures_on_a_bf16_gpu(monkeypatch):
+    """The measured rule: bf16 helped only the mixture head (H200), so ``auto`` is
+    float32 for every other head, on every device, and for mixtures without bf16."""
+    for bf16 in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda b=bf16: b)
+        assert resolve_precision("auto", "cuda", mixture=True) == ("bf16" if bf16 else "off")
+        assert resolve_precision("auto", "cuda") == "off"
+    assert resolve_precision("auto", "cpu", mixture=True) == "off"
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, c in HEADS.items() if c.is_distribution))
+def test_a_run_resolves_auto_by_its_head(tmp_path, monkeypatch, kind):
+    """The trainer asks the registry whether its head is a mixture; on a CPU the answer
+    is float32 for all, so only what the trainer passes on is checked here."""
+    seen = {}
+    import drillbook.train.loop as loop
+
+    def spy(amp, device, *, mixture=False):
+        seen["mixture"] = mixture
+        return "off"
+
+    monkeypatch.setattr(loop, "resolve_precision", spy)
+    config = tiny_config(amp="auto")
+    config.head = HeadConfig(kind, {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer":
+                                    [1, 1, 2]}, "drill": {"depth": 1}}.get(kind, {}))
+    make(tmp_path / "run", config)
+    assert seen["mixture"] is HEADS[kind].is_mixture
 
 
 def test_old_boolean_amp_values_still_load_and_hash_as_today():
@@ -170,7 +194,7 @@ def test_two_accumulated_pieces_make_the_same_translation_step(tmp_path):
         trainer = NMTTrainer(config, tmp_path / str(k), device="cpu", corpus=tiny_parallel(),
                              progress=False)
         batch = trainer._epoch_batch_list()[0]
-        losses.append(trainer._train_step(batch))
+        losses.append(float(trainer._train_step(batch)))  # a device tensor: no wait
         gradients.append(grads(trainer.model))
         trainer.close()
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)

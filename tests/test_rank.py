@@ -94,8 +94,14 @@ def test_bad_inputs_are_clear_errors():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_spectrum_matches_cpu():
+    """The devices agree down to each method's resolution and no further: below it the
+    values are rounding noise on either (about 1e-5 of s_max for the Gram route here),
+    so they are compared only as "at most the resolution". The ranks they give at any
+    tolerance the spectrum accepts are the same."""
     m = low_rank(2000, 100, 30, seed=6)
     for method in ("svd", "gram"):
-        np.testing.assert_allclose(singular_values(m, method=method, device="cuda").values,
-                                   singular_values(m, method=method, device="cpu").values,
-                                   rtol=1e-8, atol=1e-8)
+        gpu = singular_values(m, method=method, device="cuda")
+        cpu = singular_values(m, method=method, device="cpu")
+        floor = max(gpu.resolution, cpu.resolution)
+        np.testing.assert_allclose(gpu.values, cpu.values, rtol=1e-7, atol=floor)
+        assert gpu.rank(1.0) == cpu.rank(1.0) == 30

@@ -121,8 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         window._record("cuda-tests", None, 0.0, "skipped: pytest is not installed here "
                                                 "(pip install pytest)")
     else:
+        # a GPU machine may lack the book's tools (nbformat, ...): the modules that need
+        # them hold no CUDA test, so they are let go rather than stop the collection
         window.run("cuda-tests", [*python, "-m", "pytest", "tests", "-m", "cuda", "-q",
-                                  "-p", "no:cacheprovider"], STEP_LIMITS["cuda-tests"],
+                                  "-p", "no:cacheprovider", "--continue-on-collection-errors"],
+                   STEP_LIMITS["cuda-tests"],
                    output=out / "cuda-tests.txt")
     if args.skip_bench:
         window._record("bench", None, 0.0, "skipped (--skip-bench)")

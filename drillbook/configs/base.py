@@ -78,8 +78,9 @@ class LoopConfig:
     log_interval: int = 200  #: optimiser steps between two progress-bar updates
     checkpoint_minutes: float = 10.0  #: periodic checkpoint interval
     checkpoint_steps: int | None = None  #: ... or every N steps
-    #: precision: "off", "bf16", "fp16" (with a gradient scaler) or "auto"
-    #: (drillbook.precision.resolve_precision); old files' false/true read as off/bf16
+    #: precision: "off", "bf16", "fp16" (with a gradient scaler) or "auto" (bf16 for a
+    #: mixture head on a GPU with bfloat16, else float32: the rule measured on an H200,
+    #: drillbook.precision.resolve_precision); old files' false/true read as off/bf16
     amp: str = "off"
     #: gradient accumulation: each step's batch in this many pieces
     accum_steps: int = 1

@@ -23,6 +23,7 @@ import torch
 from ..analysis import rank_of
 from ..configs import finetune_lr
 from ..errors import ConfigError
+from ..heads import HEADS
 from ..precision import precision_label, resolve_precision
 from ..provenance import device_name, git_state
 from ..runtime import resolve_device
@@ -225,7 +226,8 @@ def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str 
         "cuda": torch.version.cuda, "status": status, "error": error,
         "epochs_done": len(log), "steps_done": log[-1]["step"] if log else 0,
         "wall_seconds": round(seconds, 1), "budget_minutes": budget_minutes,
-        "precision": precision_label(resolve_precision(config.train.amp, dev)),
+        "precision": precision_label(resolve_precision(
+            config.train.amp, dev, mixture=HEADS[config.head.kind].is_mixture)),
         "metrics": {}, "curve": _curve(log),
     }
 

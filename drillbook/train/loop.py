@@ -155,9 +155,9 @@ class TrainingLoop:
 
     **Precision** (``train.amp``): ``off`` (float32), ``bf16`` (bfloat16 autocast; on CPU
     too), ``fp16`` (float16 autocast with a :class:`torch.amp.GradScaler`, whose state is
-    checkpointed), ``auto`` (bf16 where the device has it, else fp16 on CUDA, else off;
-    :func:`resolve_precision`). The old boolean values of config files still load
-    (``false`` = ``off``, ``true`` = ``bf16``).
+    checkpointed), ``auto`` (bf16 for a mixture head on a GPU with bfloat16, float32
+    otherwise, as measured; :func:`resolve_precision`). The old boolean values of config
+    files still load (``false`` = ``off``, ``true`` = ``bf16``).
 
     **Console**: a tqdm bar per epoch only when stderr is a terminal (``progress=None``) or
     when asked (``progress=True``), and one line per epoch on stderr (unless
@@ -269,11 +269,13 @@ class TrainingLoop:
 
         def build(state: dict | None) -> None:
             t = self.config.train
-            self.precision = resolve_precision(t.amp, self.device)
             torch.manual_seed(t.seed)
             self.finished = False
             self._events: list[str] = []
             self._build(state, *build_args)
+            head = getattr(self.model, "head", None)
+            self.precision = resolve_precision(
+                t.amp, self.device, mixture=getattr(head, "is_mixture", False))
             if self.precision == "fp16" and self.device.type == "cpu" and any(
                     isinstance(m, torch.nn.RNNBase) for m in self.model.modules()):
                 raise ConfigError("train.amp=fp16 on the CPU: torch's CPU LSTM has no "
@@ -289,6 +291,8 @@ class TrainingLoop:
                 torch.manual_seed(t.seed + self.rank)
             self.epoch, self.step, self.elapsed = 1, 0, 0.0
             self._signal: int | None = None  # a stop signal received during fit()
+            #: steps whose numbers are still on the device (:meth:`_check_steps`)
+            self._unchecked: list[tuple] = []
             self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
             self.changes: list[dict[str, Any]] = []
 
@@ -406,9 +410,9 @@ class TrainingLoop:
     def _micro_loss(self, micro: Any, part: int) -> StepLoss:
         raise NotImplementedError
 
-    def _diverged(self, what: str) -> TrainingDiverged:
-        return diverged(what, epoch=self.epoch, step=self.step, lr=self.config.train.lr,
-                        folder=self.folder)
+    def _diverged(self, what: str, step: int | None = None) -> TrainingDiverged:
+        return diverged(what, epoch=self.epoch, step=self.step if step is None else step,
+                        lr=self.config.train.lr, folder=self.folder)
 
     def _collective(self, values: list[float]) -> Tensor:
         """``values`` as a float64 tensor where the process group's backend reads it (the
@@ -428,9 +432,15 @@ class TrainingLoop:
         dist.broadcast(t, 0)
         return t.tolist()
 
-    def _train_step(self, batch: Any) -> float:
+    def _train_step(self, batch: Any) -> float | Tensor:
         """One optimiser step on ``batch`` (this process's share of it); returns the
-        batch's reported loss (over every process's share)."""
+        batch's reported loss (over every process's share).
+
+        A single process never waits for the device here: the loss stays a tensor and
+        its checks (finite, not overflowing; the weights finite after the update) are
+        queued for :meth:`_check_steps`, which reads them all back at once at a logging
+        point and before anything is saved. Several processes compare their numbers
+        every step (a collective waits anyway)."""
         t = self.config.train
         parts, world = t.accum_steps, self.world_size
         self.model.train()
@@ -442,6 +452,7 @@ class TrainingLoop:
         self._step_tokens, self._rank_tokens = int(total), tokens
         self.optimizer.zero_grad(set_to_none=True)
         reported = 0.0
+        checks: list[tuple[Tensor, Tensor, float]] = []  # (objective, reported, share)
         for part, micro in enumerate(micros):
             last = part == len(micros) - 1
             sync = contextlib.nullcontext() if world == 1 or last else \
@@ -449,16 +460,19 @@ class TrainingLoop:
             with sync:
                 with autocast(self.precision, self.device):
                     piece = self._micro_loss(micro, part)
-                value, raw = piece.loss.item(), piece.report.item()
                 if world > 1:  # every process sees the same numbers and stops together
+                    value, raw = piece.loss.item(), piece.report.item()
                     w = piece.share * tokens / total
                     value, raw, too_big = self._all_sum(
                         [value * w, raw * w, float(raw > self.max_loss)])
                     if too_big:
                         raw = math.inf
-                if not math.isfinite(value) or raw > self.max_loss:
-                    raise self._diverged(
-                        f"the loss became {raw if raw > self.max_loss else value}")
+                    if not math.isfinite(value) or raw > self.max_loss:
+                        raise self._diverged(
+                            f"the loss became {raw if raw > self.max_loss else value}")
+                else:  # checked with the step's others, later (_check_steps)
+                    value, raw = piece.loss.detach(), piece.report.detach()
+                    checks.append((value, raw, piece.share))
                 weight = piece.share * rank_scale
                 loss = piece.loss if parts == 1 and world == 1 else piece.loss * weight
                 if self.scaler is not None:
@@ -481,10 +495,48 @@ class TrainingLoop:
         else:
             self.optimizer.step()
         group["lr"] = base_lr
-        bad = nonfinite_update(self.model)
-        if bad:  # stop before a checkpoint could save them
-            raise self._diverged(bad)
+        if world > 1:
+            bad = nonfinite_update(self.model)
+            if bad:  # stop before a checkpoint could save them
+                raise self._diverged(bad)
+        else:
+            finite = torch.stack([torch.isfinite(p).all() for p in self.model.parameters()
+                                  ]).all()
+            self._unchecked.append((self.step, tokens, checks, reported, finite))
         self.step += 1
+        return reported
+
+    def _check_steps(self) -> float | None:
+        """Read back the queued steps' numbers at once (one wait for the device), add their
+        losses to the epoch's, and raise :class:`~drillbook.errors.TrainingDiverged` at
+        the first step whose loss was not finite or too large, or whose update left a
+        weight non-finite, naming that step. Returns the last step's reported loss (None
+        with nothing queued). Called at logging points, before every save and at the end
+        of every epoch, so that no non-finite state is ever written."""
+        queued, self._unchecked = self._unchecked, []
+        if not queued:
+            return None
+        numbers = torch.stack([torch.stack([v.double(), r.double()]) for *_, checks, _, _
+                               in queued for v, r, _ in checks]).tolist()
+        flags = torch.stack([f for *_, f in queued]).tolist()
+        pieces = iter(numbers)
+        reported = None
+        for (step, tokens, checks, _, _), finite in zip(queued, flags, strict=True):
+            read = [next(pieces) for _ in checks]
+            for value, raw in read:
+                if not math.isfinite(value) or raw > self.max_loss:
+                    raise self._diverged(
+                        f"the loss became {raw if raw > self.max_loss else value}", step)
+            if not finite:
+                raise self._diverged(nonfinite_update(self.model) or "the update made a "
+                                     "weight non-finite", step)
+            if len(read) == 1:
+                reported = read[0][1]
+            else:  # the pieces' shares, added in the order the step added them
+                reported = 0.0
+                for (_, raw), (_, _, share) in zip(read, checks, strict=True):
+                    reported = reported + raw * share
+            self.epoch_loss += reported * tokens if self.token_weighted else reported
         return reported
 
     # ------------------------------------------------------------ epochs
@@ -517,17 +569,21 @@ class TrainingLoop:
             for batch in self._epoch_batches():  # from the saved position on
                 loss = self._train_step(batch)
                 tokens = self._step_tokens  # over every process
-                self.epoch_loss += loss * tokens if self.token_weighted else loss
+                if self.world_size > 1:  # checked already (the single process: later)
+                    self.epoch_loss += loss * tokens if self.token_weighted else loss
                 self.epoch_tokens += tokens
                 self.epoch_batches += 1
                 self._batch_done(batch)
                 now = time.monotonic()
                 self.elapsed = started_elapsed + now - start
                 bar.update(1)
-                if self.step % t.log_interval == 0:
+                line = bar.disable and now - self._last_line >= LINE_SECONDS
+                if self.step % t.log_interval == 0 or line:  # a logging point
+                    checked = self._check_steps()
+                    loss = checked if checked is not None else loss
                     bar.set_postfix(loss=f"{loss:.3f}")
-                if bar.disable and now - self._last_line >= LINE_SECONDS:
-                    self._progress_line(loss, total)
+                    if line:
+                        self._progress_line(loss, total)
                 last_time, last_step = self._last_ckpt
                 due = (now - last_time >= 60 * t.checkpoint_minutes or bool(
                     t.checkpoint_steps and self.step - last_step >= t.checkpoint_steps))
@@ -541,6 +597,7 @@ class TrainingLoop:
                     flags = self._from_rank0([float(due), float(stops.index(stop))])
                     due, stop = bool(flags[0]), stops[int(flags[1])]
                 if due or stop:
+                    self._check_steps()  # never save a state that has not been checked
                     self.save()
                     self._last_ckpt = (now, self.step)
                     self._checkpoints += 1
@@ -584,6 +641,7 @@ class TrainingLoop:
             stop = self._train_batches(start, started_elapsed, max_minutes, max_steps)
             if stop is not None:
                 return stop, record
+            self._check_steps()  # the epoch's last steps, before its record and checkpoint
             self._sync()
             seconds = time.monotonic() - epoch_start
             # this call's share of the epoch: (seconds, batches, tokens)

@@ -1,0 +1,34 @@
+"""Where a result file's commit comes from, with git and in a copy without it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from drillbook import provenance
+
+
+def test_this_checkout_names_its_commit():
+    state = provenance.git_state()
+    assert len(state["commit"]) == 40 and isinstance(state["dirty"], bool)
+
+
+def test_a_copy_without_git_reads_its_commit_from_the_stamp(tmp_path, monkeypatch):
+    """Copied to a machine without git, the package reads the stamp written before the
+    copy, and counts as dirty once its files differ from what was stamped."""
+    package = tmp_path / "drillbook"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(provenance, "_PACKAGE", package)
+    monkeypatch.setattr(provenance, "STAMP", package / "SOURCE.json")
+    assert provenance.git_state() == {"commit": None, "dirty": None}
+    with pytest.raises(RuntimeError, match="no git checkout here"):
+        provenance.stamp_source()
+    stamp = {"commit": "c" * 40, "dirty": False, "source_hash": provenance.source_hash()}
+    (package / "SOURCE.json").write_text(json.dumps(stamp))
+    assert provenance.git_state() == {"commit": "c" * 40, "dirty": False}
+    (package / "a.py").write_text("x = 2\n")
+    assert provenance.git_state() == {"commit": "c" * 40, "dirty": True}
+    (package / "SOURCE.json").write_text("{not json")
+    assert provenance.git_state() == {"commit": None, "dirty": None}
