@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # drillbook from this checkout, installed or not
 #: seconds kept at the end for packing and the summary
 END_SECONDS = 20.0
+#: seconds between a plan's own deadline and the window's end (its call's last words)
+PLAN_MARGIN = 10.0
 #: the longest the CUDA tests and the benchmark may take, each (seconds)
 STEP_LIMITS = {"cuda-tests": 150.0, "bench": 120.0}
 
@@ -141,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                              capture_output=True, text=True, cwd=ROOT,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
         predictions.append(dry.stdout + dry.stderr)
+        # what is left after the prediction, a few seconds short of the window's end: the
+        # call ends by its own deadline, before the window stops it
+        minutes = max((window.left() - PLAN_MARGIN) / left_plans / 60, 0.0)
         from drillbook.experiments.plans import PLANS
 
         spec = PLANS.get(plan)
