@@ -116,11 +116,16 @@ def show_source(obj) -> None:
     """Display the source of a package function or class, highlighted.
 
     Chapters use it to put an equation next to the code that implements it, without
-    copying the code into the notebook.
+    copying the code into the notebook. Outside IPython (a chapter run as a script,
+    ``python notebooks/02_tied_joint_drill.py``) the source is printed.
     """
     import inspect
     import textwrap
 
-    from IPython.display import Code, display
-
-    display(Code(textwrap.dedent(inspect.getsource(obj)), language="python"))
+    source = textwrap.dedent(inspect.getsource(obj))
+    try:
+        from IPython.display import Code, display
+    except ImportError:
+        print(source)
+        return
+    display(Code(source, language="python"))

@@ -36,31 +36,40 @@ def git_state() -> dict:
     differ from that commit). A long run should read this when it starts: the checkout
     may move on while it trains.
 
-    A copy without git (a machine the working tree was copied to, an unpacked archive)
-    reads them from the stamp :func:`stamp_source` wrote beside the package before the
-    copy, and counts as dirty when its files no longer hash as stamped; with neither,
-    both are None."""
+    A copy of the working tree (a machine it was copied to, an unpacked archive) reads
+    them from the stamp :func:`stamp_source` wrote beside the package before the copy:
+    when its files still hash as stamped, the stamp's clean commit is exactly the code
+    that runs, whatever git says there (a copy may carry an older ``.git`` whose HEAD is
+    not the commit copied: a GPU window of 2026-11-26 recorded such a HEAD, dirty). A
+    stamp that no longer matches counts as dirty; with neither git nor a stamp, both
+    are None."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
                               cwd=_PACKAGE).stdout.strip()
 
     try:
-        return {"commit": git("rev-parse", "HEAD"),
-                "dirty": bool(git("status", "--porcelain", "--", str(_PACKAGE)))}
+        state = {"commit": git("rev-parse", "HEAD"),
+                 "dirty": bool(git("status", "--porcelain", "--", str(_PACKAGE)))}
     except (OSError, subprocess.CalledProcessError):
-        pass
+        state = {"commit": None, "dirty": None}
+    if state["dirty"] is False:
+        return state  # a clean checkout names its code itself
     try:
         stamp = json.loads(STAMP.read_text(encoding="utf-8"))
-        return {"commit": stamp["commit"],
-                "dirty": bool(stamp["dirty"]) or stamp["source_hash"] != source_hash()}
+        stamped = {"commit": stamp["commit"],
+                   "dirty": bool(stamp["dirty"]) or stamp["source_hash"] != source_hash()}
     except (OSError, ValueError, KeyError, TypeError):
-        return {"commit": None, "dirty": None}
+        return state
+    if state["commit"] is None or stamped["dirty"] is False:
+        return stamped
+    return state
 
 
 def stamp_source() -> Path:
-    """Write :data:`STAMP` from git (the commit, whether the package's files differ from
-    it, their :func:`source_hash`), for a copy of this checkout that will have no git:
-    ``python -m drillbook.provenance``. Returns the stamp's path.
+    """Write the stamp ``drillbook/SOURCE.json`` from git (the commit, whether the
+    package's files differ from it, their :func:`source_hash`), for a copy of this
+    checkout that will have no git: ``python -m drillbook.provenance``. Returns the
+    stamp's path.
 
     Raises:
         RuntimeError: this checkout is not in git (there is nothing to stamp).

@@ -36,13 +36,16 @@ from drillbook.experiments.evidence import (
     plot_f1,
     rank_rows,
     table_results,
+    val_at_epoch,
+    window_rows,
 )
 from drillbook.experiments.results import gpu_results, load_results, unpack_results
 from drillbook.experiments.speed import first_epochs, speed_rows
 from drillbook.experiments.tables import TABLES, baseline_row
 from drillbook.papers import RECORD
 
-FP32, BF16 = gpu_results("fp32"), gpu_results("bf16")
+FP32, BF16 = (gpu_results("fp32", table="speed"),
+              gpu_results("bf16", table="speed"))
 
 LOG = """\
 Model total parameters: 24221600
@@ -254,8 +257,10 @@ def test_table_results_come_in_the_tables_row_order():
 
 
 def test_a_plan_is_read_from_the_newest_window_that_ran_it(tmp_path):
-    assert plan_results("gpu-ptb") == []  # no window has run it yet
+    assert plan_results("gpu-ptb", tmp_path) == []  # no window has run it yet
     assert "make evidence PLAN=gpu-ptb MINUTES=9" in missing_evidence("gpu-ptb")
+    committed = {d["row"] for d in plan_results("gpu-ptb")}  # the H200 window of 2026-11-26
+    assert committed == {"tied", "drill-4", "mos-15", "doc"}
     base = table_results("cpu-scale")[0]
     old = _with_analyses(base, "tied", "gpu-ptb", [6.0, 5.0, 4.0])
     new = _with_analyses(base, "drill-4", "gpu-ptb", [5.0, 4.5, 4.0])
@@ -319,3 +324,17 @@ def test_plan_folder_names_the_window(tmp_path):
     doc = _with_analyses(table_results("cpu-scale")[0], "tied", "gpu-ptb", [1.0, 1.0, 1.0])
     _window(tmp_path, "2026-02-01-h200-fp32", [doc])
     assert plan_folder("gpu-ptb", tmp_path) == tmp_path / "gpu" / "2026-02-01-h200-fp32"
+
+
+def test_a_window_says_what_each_row_reached_and_compares_rows_at_one_epoch():
+    """The committed H200 window: the deadline stopped tied and DRILL-4 after five epochs,
+    before their test evaluation; MoS-15 and DOC stopped at their budget after two, with
+    test perplexities. After two epochs every row has a validation perplexity."""
+    docs = plan_results("gpu-ptb")
+    rows = {r["row"]: r for r in window_rows(docs)}
+    assert {r: (rows[r]["status"], rows[r]["epochs"], rows[r]["test"] is None)
+            for r in rows} == {"tied": ("deadline", 5, True), "drill-4": ("deadline", 5, True),
+                               "mos-15": ("budget", 2, False), "doc": ("budget", 2, False)}
+    second = val_at_epoch(docs, 2)
+    assert set(second) == set(rows) and set(val_at_epoch(docs, 5)) == {"tied", "drill-4"}
+    assert second["tied"] == docs[[d["row"] for d in docs].index("tied")]["curve"][1]["val_ppl"]

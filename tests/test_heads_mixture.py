@@ -433,3 +433,50 @@ def test_mixtures_mix_in_float32_under_bf16_autocast(kind):
     torch.testing.assert_close(mixed.logsumexp(-1), torch.zeros(6, 2), atol=1e-5, rtol=0)
     torch.testing.assert_close(mixed, full, atol=0.05, rtol=0.02)
     assert not torch.equal(mixed, full)
+
+
+def test_a_memory_budget_chooses_the_chunk():
+    """``chunk_mb`` gives the most positions whose scores, in the copies training keeps
+    at once, fit the budget; both ways of choosing a chunk together are refused."""
+    from drillbook.heads.mixture import SCORE_COPIES, chunk_for_budget
+
+    per_position = SCORE_COPIES * 15 * 33278 * 4
+    assert chunk_for_budget(1024, 15, 33278) == 1024 * 2**20 // per_position == 179
+    assert chunk_for_budget(1e-6, 15, 33278) == 1  # never less than one position
+    emb = nn.Embedding(100, 8)
+    mos = build_head("mos", vocab_size=100, d_hidden=8, embedding=emb, n_experts=4,
+                     chunk_mb=SCORE_COPIES * 4 * 100 * 4 * 7 / 2**20)
+    assert mos.chunk_size == 7
+    logits = build_head("mos", vocab_size=100, d_hidden=8, embedding=emb, n_experts=4,
+                        mix="logits", chunk_mb=SCORE_COPIES * 100 * 4 * 7 / 2**20)
+    assert logits.chunk_size == 7  # one softmax per position when mixing logits
+    doc = build_head("doc", vocab_size=100, d_hidden=8, embedding=emb,
+                     vectors_per_layer=[0, 5], chunk_mb=SCORE_COPIES * 5 * 100 * 4 * 3 / 2**20)
+    assert doc.chunk_size == 3
+    with pytest.raises(ConfigError, match="both chunk_size and chunk_mb"):
+        build_head("mos", vocab_size=100, d_hidden=8, embedding=emb, chunk_size=4, chunk_mb=1)
+    with pytest.raises(ConfigError, match="chunk_mb must be a positive number"):
+        build_head("mos", vocab_size=100, d_hidden=8, embedding=emb, chunk_mb=0)
+
+
+@pytest.mark.parametrize("kind", ["mos", "doc"])
+def test_what_training_keeps_for_backward_falls_with_the_chunk(kind):
+    """Measured with the benchmarks' saved-tensor counter: unchunked, a training step
+    keeps about one float32 copy of the ``J x n x V`` scores for its backward pass;
+    chunked, each chunk is recomputed there and nothing of that size is kept."""
+    from drillbook.experiments.bench.measure import saved_bytes
+
+    vocab, d, n, j = 2000, 16, 256, 6
+    opts = {"n_experts": j} if kind == "mos" else {"vectors_per_layer": [0, j],
+                                                    "cv_weight": 0.0}
+    kept = {}
+    for chunk in (None, 64, 16):
+        torch.manual_seed(0)
+        head = build_head(kind, vocab_size=vocab, d_hidden=d, embedding=nn.Embedding(vocab, d),
+                          chunk_size=chunk, **opts).train()
+        x, y = torch.randn(n, d), torch.randint(0, vocab, (n,))
+        kept[chunk] = saved_bytes(lambda head=head, x=x, y=y: head.loss(x, y),
+                                  exclude=list(head.parameters()))
+    one_copy = j * n * vocab * 4
+    assert kept[None] >= one_copy
+    assert kept[64] < one_copy / 20 and kept[16] <= kept[64]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -32,3 +33,27 @@ def test_a_copy_without_git_reads_its_commit_from_the_stamp(tmp_path, monkeypatc
     assert provenance.git_state() == {"commit": "c" * 40, "dirty": True}
     (package / "SOURCE.json").write_text("{not json")
     assert provenance.git_state() == {"commit": None, "dirty": None}
+
+
+def test_a_matching_stamp_outranks_a_copied_git_that_disagrees(tmp_path, monkeypatch):
+    """A copy that carries an older ``.git``: git names that HEAD, dirty. A stamp whose
+    hash matches the files names the commit that is really there; one that does not
+    match leaves git's answer."""
+    package = tmp_path / "drillbook"
+    package.mkdir()
+    (package / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(provenance, "_PACKAGE", package)
+    monkeypatch.setattr(provenance, "STAMP", package / "SOURCE.json")
+    old = {"commit": "o" * 40, "dirty": True}
+
+    def fake_git(args, **kwargs):
+        out = "o" * 40 if "rev-parse" in args else " M drillbook/a.py"
+        return subprocess.CompletedProcess(args, 0, stdout=out)
+
+    monkeypatch.setattr(provenance.subprocess, "run", fake_git)
+    assert provenance.git_state() == old
+    stamp = {"commit": "n" * 40, "dirty": False, "source_hash": provenance.source_hash()}
+    (package / "SOURCE.json").write_text(json.dumps(stamp))
+    assert provenance.git_state() == {"commit": "n" * 40, "dirty": False}
+    (package / "a.py").write_text("x = 2\n")
+    assert provenance.git_state() == old

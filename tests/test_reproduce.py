@@ -372,3 +372,28 @@ def test_the_report_shows_a_table_across_seeds_once_a_row_has_two(tmp_path):
     assert report.index("| tied | 3 |") < report.index("| mos | 3 |") < report.index("| doc | 1 |")
     assert ("Pairs of rows with at least two seeds each: 1; resolved (ranges do not "
             "overlap): tied < mos.") in report
+
+
+def test_a_row_writes_its_test_metric_before_its_long_analyses(tmp_path, monkeypatch):
+    """The rank (a float64 SVD) and the analyses come after the test metric: the file is
+    written first with them ``pending``, so a deadline that stops the row during them
+    leaves the test metric (an H200 window lost two rows' metrics that way)."""
+    import sys
+
+    reproducing = sys.modules["drillbook.experiments.reproduce"]
+    seen = {}
+    rank_of = reproducing.rank_of
+
+    def rank_while_looking(model, data, bptt, positions):
+        path = tmp_path / "r" / "gpu-ptb" / "tied.json"
+        seen.update(json.loads(path.read_text()))
+        return rank_of(model, data, bptt, 40)
+
+    monkeypatch.setattr(reproducing, "rank_of", rank_while_looking)
+    [path] = reproduce("gpu-ptb", rows=["tied"], **tiny_reproduce(
+        tmp_path, [*TINY_LM, "train.epochs=1"]))
+    assert seen["pending"] == ["rank", "analyses"] and "test_ppl" in seen["metrics"]
+    assert validate_result(seen) == [] and "rank_tol_1" not in seen["metrics"]
+    doc = json.loads(path.read_text())
+    assert "pending" not in doc and "rank_tol_1" in doc["metrics"]
+    assert doc["metrics"]["test_ppl"] == seen["metrics"]["test_ppl"]

@@ -102,7 +102,9 @@ def _svd(matrix: Tensor, device: torch.device) -> Spectrum:
     m = matrix.to(device=device, dtype=torch.float64)
     n_rows, n_cols = m.shape
     _check_2d(m, None)
-    if n_rows > 2 * n_cols:  # tall: R of a QR has the same singular values
+    if n_cols > 2 * n_rows:  # wide: its transpose has the same singular values
+        m = m.T
+    if m.shape[0] > 2 * m.shape[1]:  # tall: R of a QR has the same singular values
         m = torch.linalg.qr(m, mode="r")[1]
     values = torch.linalg.svdvals(m).cpu().numpy()
     smax = float(values[0]) if values.size else 0.0

@@ -26,7 +26,7 @@ from .tables import TABLES
 
 __all__ = ["band_differences", "curve_points", "f1_rows", "missing_evidence",
            "mixture_usage", "plan_folder", "plan_results", "plot_band_differences", "plot_f1",
-           "rank_rows", "table_results"]
+           "rank_rows", "table_results", "val_at_epoch", "window_rows"]
 
 
 def table_results(table: str, folder: str | Path | None = None, *,
@@ -70,6 +70,34 @@ def missing_evidence(table: str) -> str:
                if plan else f"`drillbook reproduce {table}`")
     return (f"No GPU run of the {table} table is committed yet; {command} produces it "
             f"(the README's GPU section says how it reaches the book).")
+
+
+def window_rows(docs: Sequence[dict[str, Any]], metric: str = "ppl") -> list[dict[str, Any]]:
+    """What each row of a window reached, for a chapter to say before it draws from them:
+    ``row``, ``status``, ``epochs``, ``last_val`` (the validation ``metric`` after its last
+    epoch, from its curve), ``test`` (its test metric, None where none was written: a row
+    the deadline stopped first) and ``pending`` (analyses it had not finished)."""
+    out = []
+    for d in docs:
+        curve = curve_points(d, f"val_{metric}")
+        out.append({"row": d["row"], "status": d["status"], "epochs": d["epochs_done"],
+                    "last_val": curve[-1]["value"] if curve else None,
+                    "test": d["metrics"].get(f"test_{metric}"),
+                    "pending": d.get("pending", [])})
+    return out
+
+
+def val_at_epoch(docs: Sequence[dict[str, Any]], epoch: int, metric: str = "ppl"
+                 ) -> dict[str, float]:
+    """Row -> its validation ``metric`` after ``epoch`` epochs, for the rows whose curve
+    reaches it: rows of one window compared after the same training, like with like, when
+    the deadline stopped them at different points."""
+    out = {}
+    for d in docs:
+        at = [p["value"] for p in curve_points(d, f"val_{metric}") if p["epoch"] == epoch]
+        if at:
+            out[d["row"]] = at[0]
+    return out
 
 
 def _d_out(config: dict[str, Any]) -> int | None:

@@ -10,9 +10,11 @@ device class, from a stated model (:data:`ASSUMPTIONS`):
   (:func:`step_flops`, forward and backward), ``a`` a fixed cost per step (kernel
   launches, the Python loop), both fitted by least squares to the steps the package
   measured on an H200 (:func:`measured_steps`, the committed ``speed`` rows);
-* **sharing**: rows on one GPU slow each other down by ``max(1, sum of b F / t)``, the
-  share of their steps spent in arithmetic (a row bound by latency leaves the GPU idle
-  most of the time);
+* **sharing**: rows on one GPU slow each other down by ``1 + c (n - 1)`` for ``n`` rows
+  at once (:data:`SHARING_COST` ``c``, fitted to the first window's rows: the GPU
+  time-slices between processes, so latency-bound rows do not fill each other's idle
+  time as hoped), or by the sum of their arithmetic shares ``b F / t`` where that is
+  larger;
 * **validation** each epoch: a window of evaluation costs a third of a training step of
   the same size (forward only);
 * **memory**: weights, gradients and optimiser state (4 bytes each), plus what autograd
@@ -44,17 +46,25 @@ from .bench.measure import saved_bytes
 from .parallel import END_MARGIN_SECONDS, training_budget
 from .reproduce import Job, table_jobs
 
-__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "PLANS", "DeviceClass", "Plan", "Prediction",
-           "activation_bytes", "fit_step_model", "format_predictions", "measured_steps",
-           "predict", "step_flops"]
+__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "PLANS", "SHARING_COST", "DeviceClass", "Plan",
+           "Prediction", "activation_bytes", "fit_step_model", "format_predictions",
+           "measured_steps", "predict", "step_flops"]
+
+#: what each further row on the same GPU adds to a row's time, as a multiple of its time
+#: alone: fitted to the gpu-ptb window of 2026-11-26 (NVIDIA H200, four rows at once, each
+#: 3.33 to 3.62 times its predicted epoch alone, mean 3.45 = 1 + 3 x 0.82;
+#: ``drillbook/results/gpu/2026-11-26-h200-window2-fp32``). The first model (the sum of
+#: the rows' arithmetic shares) predicted 1.39.
+SHARING_COST = 0.82
 
 #: the model's assumptions, in words (printed with every prediction)
 ASSUMPTIONS = (
     "training step t = a + b F, F its forward+backward matrix-product FLOPs, a and b fitted "
     "to the H200 speed rows the package measured (fp32)",
-    "rows sharing one GPU slow each other down by max(1, sum of the arithmetic shares "
-    "b F / t of the rows running together, rows / CPU cores): each worker keeps one core "
-    "busy",
+    "rows sharing one GPU slow each other down by max(1 + c (n - 1) for n rows at once, "
+    "the sum of their arithmetic shares b F / t, rows / CPU cores), c = 0.82 fitted to "
+    "the gpu-ptb window of 2026-11-26 (four rows at once: 3.3 to 3.6 times the predicted "
+    "time alone; the GPU time-slices between processes)",
     "every wave of rows gets an equal share of the deadline, a fifth of it (10 s to 3 min) "
     "kept for evaluation and the result file",
     "an evaluation window costs a third of a training step of the same positions; a "
@@ -381,7 +391,8 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     from .results import gpu_results
 
     device = DEVICE_CLASSES[check_choice(device_class, sorted(DEVICE_CLASSES), "device class")]
-    folder = Path(steps_folder) if steps_folder is not None else gpu_results("fp32")
+    folder = (Path(steps_folder) if steps_folder is not None
+              else gpu_results("fp32", table="speed"))
     a, b = fit_step_model(measured_steps(folder))
     parallel = parallel or plan.parallel
     deadline = 60 * (deadline_minutes or plan.deadline_minutes) - END_MARGIN_SECONDS
@@ -409,7 +420,8 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     budget = max(training_budget(deadline, len(rows), parallel, reserve), 0.0)
     for i, r in enumerate(rows):
         wave = rows[(i // parallel) * parallel:(i // parallel + 1) * parallel]
-        slowdown = max(1.0, sum(w["share"] for w in wave), len(wave) / device.cpu_cores)
+        slowdown = max(1.0 + SHARING_COST * (len(wave) - 1), sum(w["share"] for w in wave),
+                       len(wave) / device.cpu_cores)
         epoch = r["steps"] * r["step"] * slowdown + r["eval"] * slowdown
         epochs = min(r["job"].config.train.epochs, int(budget // epoch))
         out.append(Prediction(r["job"], r["steps"], r["step"], r["share"], slowdown, epoch,
@@ -440,7 +452,8 @@ def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_
     from .results import gpu_results
 
     device = DEVICE_CLASSES[device_class]
-    folder = Path(steps_folder) if steps_folder is not None else gpu_results("fp32")
+    folder = (Path(steps_folder) if steps_folder is not None
+              else gpu_results("fp32", table="speed"))
     measured = measured_steps(folder)
     a, b = fit_step_model(measured)
     lines = [f"plan {plan.name}: table {plan.table}, {len(predictions)} row(s), {parallel} at "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,12 +189,22 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
         torch.cuda.reset_peak_memory_stats(trainer.device)
     data = loaded.setdefault(data_key, trainer.corpus)
     status = trainer.fit(max_minutes=budget_minutes)
+
+    def document(metrics: dict, curve: list, extra: dict) -> dict:
+        doc = _result_doc(job.table, row, config, trainer, source,
+                          status=_status(status.reason), epochs_done=status.epoch,
+                          budget_minutes=budget_minutes, metrics=metrics, curve=curve)
+        doc.update(extra)
+        return doc
+
+    def early(metrics: dict, curve: list, extra: dict, pending: list[str]) -> None:
+        finetuned = _earlier_finetuned(path) if row.finetunes else None
+        _write(path, {**document(metrics, curve, extra), "pending": pending,
+                      **({"finetuned": finetuned} if finetuned is not None else {})})
+
     metrics, curve, extra = _stage_metrics(task, trainer, status, data, max_eval_tokens,
-                                           rank_cap, analyses=True)
-    doc = _result_doc(job.table, row, config, trainer, source, status=_status(status.reason),
-                      epochs_done=status.epoch, budget_minutes=budget_minutes,
-                      metrics=metrics, curve=curve)
-    doc.update(extra)
+                                           rank_cap, analyses=True, early=early)
+    doc = document(metrics, curve, extra)
     if row.finetunes and status.reason == "done":
         left = (None if budget_minutes is None
                 else budget_minutes - (time.monotonic() - started) / 60)
@@ -257,7 +267,8 @@ def _curve(log: list[dict]) -> list[dict]:
 
 def _stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
                    max_eval_tokens: int | None, rank_cap: int | None = _NO_RANK,
-                   analyses: bool = False
+                   analyses: bool = False,
+                   early: Callable[[dict, list, dict, list[str]], None] | None = None
                    ) -> tuple[dict[str, float], list[dict], dict[str, Any]]:
     """What one training stage (a run folder) measured: seconds per epoch (and per step)
     and the learning curve from its log; the best validation metric and the test metric of
@@ -266,7 +277,11 @@ def _stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
     :data:`_NO_RANK`: no rank), with the device's peak memory on CUDA. Returns ``(metrics,
     curve, extra)``, ``extra`` the result's top-level fields (a translation's
     ``bleu_signature``, and with ``analyses`` the task's ``analyses`` block of the test
-    split, :attr:`~drillbook.train.tasks.Task.analyses`)."""
+    split, :attr:`~drillbook.train.tasks.Task.analyses`).
+
+    ``early(metrics, curve, extra, pending)`` is called once the test metric is known and
+    before the rank and the analyses (``pending`` names them), which can take long (a
+    float64 SVD): a row stopped at a deadline meanwhile keeps its test metric."""
     run_dir, config, key = trainer.run_dir, trainer.config, task.metric_key
     log = read_log(run_dir) if (run_dir / LOG).exists() else []
     metrics: dict[str, float] = {}
@@ -285,6 +300,10 @@ def _stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
         metrics["output_layer_params"] = run.model.head.param_counts().dedicated
         if "bleu_signature" in result:
             extra["bleu_signature"] = result["bleu_signature"]
+        pending = [name for name, due in (("rank", rank_cap != _NO_RANK),
+                                          ("analyses", analyses)) if due]
+        if early is not None and pending:
+            early(dict(metrics), _curve(log), dict(extra), pending)
         if rank_cap != _NO_RANK:  # the rank tables are language-model tables
             test = split_stream(config, data, "test").to(trainer.device)
             metrics.update(rank_of(run.model, test, config.train.bptt, rank_cap))

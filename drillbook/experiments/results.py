@@ -54,6 +54,9 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     "world_size": (int,),  # processes that trained together
     "error": (str,),  # why a row failed (status failed, out-of-memory or deadline)
     "analyses": (dict,),  # what the chapters draw beyond the metrics (ANALYSES)
+    # what a row was still measuring (rank, analyses) when it wrote this file: the file
+    # of a row that the deadline stopped after its test metric and before the rest
+    "pending": (list,),
 }
 
 #: the keys an ``analyses`` block may hold, and their types
@@ -228,22 +231,26 @@ def book_results() -> Path:
     return folder
 
 
-def gpu_results(precision: str = "fp32", window: str | None = None) -> Path:
+def gpu_results(precision: str = "fp32", window: str | None = None,
+                table: str | None = None) -> Path:
     """A results folder of a GPU window the package ships, ``drillbook/results/gpu/<window>-
-    <precision>`` (``window`` like ``2026-11-26-h200``; default: the newest one), read like
-    any results folder (:func:`load_results`, ``drillbook report --results``). A window's
-    rows of one precision are kept apart from the other's: the same table and row, trained
-    in float32 and in bfloat16, are two results.
+    <precision>`` (``window`` like ``2026-11-26-h200``; default: the newest one, by name,
+    that holds result files of ``table`` when one is named), read like any results folder
+    (:func:`load_results`, ``drillbook report --results``). A window's rows of one
+    precision are kept apart from the other's: the same table and row, trained in float32
+    and in bfloat16, are two results.
 
     Raises:
         MissingFileError: no such window.
     """
     root = book_results() / "gpu"
     found = sorted(p for p in root.glob(f"*-{precision}") if p.is_dir()
-                   and (window is None or p.name == f"{window}-{precision}"))
+                   and (window is None or p.name == f"{window}-{precision}")
+                   and (table is None or any((p / table).glob("*.json"))))
     if not found:
         raise MissingFileError(f"no GPU results of precision {precision!r}"
                                + (f" from window {window!r}" if window else "")
+                               + (f" with a {table!r} table" if table else "")
                                + f" under {root}; the windows there: "
                                f"{sorted(p.name for p in root.glob('*') if p.is_dir())}")
     return found[-1]

@@ -21,14 +21,39 @@ from .softmax import EmbeddingHead
 __all__ = [
     "CV_FORMS",
     "MIX_MODES",
+    "SCORE_COPIES",
     "DOCHead",
     "MixtureHead",
     "MoSHead",
+    "chunk_for_budget",
     "coefficient_of_variation",
     "context_mixture_log_prob",
     "mixture_log_prob",
     "mixture_log_prob_reference",
 ]
+
+
+#: float32 copies of one chunk's ``J x n x V`` scores alive at once in training: the scores,
+#: their normaliser's exponentials and, in the backward pass (the chunk recomputed), the
+#: softmax that is their gradient
+SCORE_COPIES = 3
+
+
+def chunk_for_budget(budget_mb: float, n_softmaxes: int, vocab_size: int) -> int:
+    """The most positions a mixture head may score at once within ``budget_mb`` megabytes
+    (``2**20`` bytes) of scores: ``floor(budget / (SCORE_COPIES x J x V x 4 bytes))``, at
+    least 1. WikiText-2's MoS-15 (``J = 15``, ``V = 33,278``) gets 179 positions from
+    1,024 MB, where the whole batch of 80 x 70 positions would need about 31 GiB.
+
+    Raises:
+        ConfigError: a budget that is not a positive number.
+    """
+    if isinstance(budget_mb, bool) or not isinstance(budget_mb, (int, float)) \
+            or not budget_mb > 0:
+        raise ConfigError(f"chunk_mb must be a positive number of megabytes, got "
+                          f"{budget_mb!r}")
+    per_position = SCORE_COPIES * n_softmaxes * vocab_size * 4
+    return max(1, int(budget_mb * 2**20 // per_position))
 
 
 def mixture_log_prob(vectors: Tensor, log_prior: Tensor, weight: Tensor,
@@ -192,7 +217,9 @@ class MixtureHead(EmbeddingHead):
     therefore work through the positions in chunks of ``chunk_size`` (``None``: all at once):
     at most ``J x chunk_size x V`` scores exist at a time, in training too (each chunk's
     scores are recomputed in the backward pass instead of being stored), at the price of
-    that recomputation (about one extra forward pass of the output layer).
+    that recomputation (about one extra forward pass of the output layer). ``chunk_mb``
+    chooses the chunk from a memory budget instead (:func:`chunk_for_budget`): the scores
+    of one chunk, in all the copies training keeps of them at once, stay within it.
 
     Subclasses implement :meth:`components`.
     """
@@ -202,7 +229,7 @@ class MixtureHead(EmbeddingHead):
     def __init__(self, vocab_size: int, d_hidden: int, embedding, *, bias: bool,
                  n_vectors: int, latent_dropout: float, shared_mask: bool,
                  chunk_size: int | None, cv_weight: float, cv_form: str = "paper",
-                 mix: str = "probs") -> None:
+                 mix: str = "probs", chunk_mb: float | None = None) -> None:
         super().__init__(vocab_size, d_hidden, embedding, bias=bias)
         if mix not in MIX_MODES:
             raise ConfigError(f"unknown mix {mix!r} for the {self.kind} head; choose 'probs' "
@@ -214,6 +241,12 @@ class MixtureHead(EmbeddingHead):
             raise ValueError(f"latent_dropout must lie in [0, 1), got {latent_dropout}")
         chunk_size = POSITIVE_INT.saying("a positive number of positions").or_none(
             "all at once").check(chunk_size, "chunk_size")
+        if chunk_mb is not None:
+            if chunk_size is not None:
+                raise ConfigError(f"the {self.kind} head got both chunk_size and chunk_mb; "
+                                  f"give one (chunk_mb chooses chunk_size from a budget)")
+            chunk_size = chunk_for_budget(chunk_mb, n_vectors if mix == "probs" else 1,
+                                          vocab_size)
         if cv_weight < 0:
             raise ValueError(f"cv_weight must be >= 0, got {cv_weight}")
         check_choice(cv_form, CV_FORMS, "cv_form",
@@ -329,6 +362,8 @@ class MoSHead(MixtureHead):
         latent_dropout: locked dropout on the ``K d`` latent (``dropoutl``, 0.29 on PTB);
             one mask per sequence and latent dimension, shared over time.
         chunk_size: positions processed at once (see the module docstring).
+        chunk_mb: or the chunk from a memory budget for its scores, in MB
+            (:func:`chunk_for_budget`; not with ``chunk_size``).
         bias: the shared per-word bias ``b``.
         mix: ``"probs"`` (MoS) or ``"logits"`` (mixture of contexts).
 
@@ -344,14 +379,15 @@ class MoSHead(MixtureHead):
     """
 
     kind = "mos"
-    options = ("n_experts", "latent_dropout", "chunk_size", "bias", "mix")
+    options = ("n_experts", "latent_dropout", "chunk_size", "chunk_mb", "bias", "mix")
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *, n_experts: int = 15,
                  latent_dropout: float = 0.0, chunk_size: int | None = None,
-                 bias: bool = True, mix: str = "probs") -> None:
+                 bias: bool = True, mix: str = "probs", chunk_mb: float | None = None
+                 ) -> None:
         super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=n_experts,
                          latent_dropout=latent_dropout, shared_mask=False,
-                         chunk_size=chunk_size, cv_weight=0.0, mix=mix)
+                         chunk_size=chunk_size, cv_weight=0.0, mix=mix, chunk_mb=chunk_mb)
         factory = {"device": self.embedding_weight.device, "dtype": self.embedding_weight.dtype}
         self.latent = nn.Linear(d_hidden, n_experts * self.d_embedding, **factory)
         self.prior = nn.Linear(d_hidden, n_experts, bias=False, **factory)
@@ -406,7 +442,7 @@ class DOCHead(MixtureHead):
             over time and over all ``J`` vectors (0.6 on PTB).
         cv_weight: ``lambda_beta`` (0.001 on PTB).
         cv_form: ``"authors"`` (default) or ``"paper"``, the form of ``beta`` (above).
-        chunk_size, bias: as for :class:`MoSHead`.
+        chunk_size, chunk_mb, bias: as for :class:`MoSHead`.
 
     Parameters:
         dedicated ``sum_n i_n (d_n d + d)`` (the ``W_j``) ``+ d_N J`` (prior) ``+ V``.
@@ -414,20 +450,22 @@ class DOCHead(MixtureHead):
 
     kind = "doc"
     options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight", "cv_form",
-               "chunk_size", "bias")
+               "chunk_size", "chunk_mb", "bias")
     reads_layers = True
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *,
                  vectors_per_layer: Sequence[int] = (0, 0, 5, 15),
                  layer_sizes: Sequence[int] | None = None, latent_dropout: float = 0.0,
                  cv_weight: float = 0.001, cv_form: str = "authors",
-                 chunk_size: int | None = None, bias: bool = True) -> None:
+                 chunk_size: int | None = None, bias: bool = True,
+                 chunk_mb: float | None = None) -> None:
         counts = [int(i) for i in vectors_per_layer]
         if any(i < 0 for i in counts):
             raise ValueError(f"vectors_per_layer must be counts >= 0, got {counts}")
         super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=sum(counts),
                          latent_dropout=latent_dropout, shared_mask=True,
-                         chunk_size=chunk_size, cv_weight=cv_weight, cv_form=cv_form)
+                         chunk_size=chunk_size, cv_weight=cv_weight, cv_form=cv_form,
+                         chunk_mb=chunk_mb)
         if layer_sizes is None:
             if any(counts[:-1]):
                 raise ValueError("the doc head reads several layers: pass layer_sizes=[d_0, "
