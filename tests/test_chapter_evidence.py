@@ -74,7 +74,8 @@ def window(tmp_path, monkeypatch):
                 doc = _row(template, table, spec.name, task, seed)
                 (folder / table / sub).mkdir(parents=True, exist_ok=True)
                 (folder / table / sub / f"{spec.name}.json").write_text(json.dumps(doc))
-    monkeypatch.setattr("drillbook.experiments.evidence.book_results", lambda: tmp_path)
+    for module in ("evidence", "results"):  # plan_folder finds windows through results
+        monkeypatch.setattr(f"drillbook.experiments.{module}.book_results", lambda: tmp_path)
     return folder
 
 

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import MissingFileError
 from ..plotting import head_color, head_kind
 from .plans import PLANS
-from .results import book_results, load_results, read_result
+from .results import book_results, gpu_results, load_results, read_result
 from .tables import TABLES
 
 __all__ = ["band_differences", "curve_points", "f1_rows", "missing_evidence",
@@ -48,10 +49,10 @@ def plan_folder(table: str, results: str | Path | None = None,
     """The newest GPU window of ``precision`` that holds result files of ``table``
     (``<results>/gpu/<window>-<precision>/``; ``results`` defaults to the book's
     folder), or None while no window has run it."""
-    root = Path(results) if results is not None else book_results()
-    windows = sorted((p for p in (root / "gpu").glob(f"*-{precision}") if p.is_dir()),
-                     reverse=True)
-    return next((w for w in windows if table_results(table, w, seeds=True)), None)
+    try:
+        return gpu_results(precision, table=table, results=results)
+    except MissingFileError:
+        return None
 
 
 def plan_results(table: str, results: str | Path | None = None,

@@ -231,22 +231,29 @@ def book_results() -> Path:
     return folder
 
 
+def _holds(folder: Path) -> bool:
+    """Whether a table's folder holds a result file, in a seed folder (``seed-<N>/``) or
+    not."""
+    return any(folder.glob("*.json")) or any(folder.glob("seed-*/*.json"))
+
+
 def gpu_results(precision: str = "fp32", window: str | None = None,
-                table: str | None = None) -> Path:
+                table: str | None = None, results: str | Path | None = None) -> Path:
     """A results folder of a GPU window the package ships, ``drillbook/results/gpu/<window>-
     <precision>`` (``window`` like ``2026-11-26-h200``; default: the newest one, by name,
-    that holds result files of ``table`` when one is named), read like any results folder
-    (:func:`load_results`, ``drillbook report --results``). A window's rows of one
-    precision are kept apart from the other's: the same table and row, trained in float32
-    and in bfloat16, are two results.
+    that holds result files of ``table``, its seed folders included, when one is named),
+    read like any results folder (:func:`load_results`, ``drillbook report --results``). A
+    window's rows of one precision are kept apart from the other's: the same table and
+    row, trained in float32 and in bfloat16, are two results. ``results``: another
+    folder holding ``gpu/`` than the book's.
 
     Raises:
         MissingFileError: no such window.
     """
-    root = book_results() / "gpu"
+    root = (Path(results) if results is not None else book_results()) / "gpu"
     found = sorted(p for p in root.glob(f"*-{precision}") if p.is_dir()
                    and (window is None or p.name == f"{window}-{precision}")
-                   and (table is None or any((p / table).glob("*.json"))))
+                   and (table is None or _holds(p / table)))
     if not found:
         raise MissingFileError(f"no GPU results of precision {precision!r}"
                                + (f" from window {window!r}" if window else "")

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..errors import ConfigError
-from ..validation import POSITIVE_INT, check_choice
+from ..validation import POSITIVE_INT, POSITIVE_NUMBER, check_choice
 from .base import Features
 from .softmax import EmbeddingHead
 
@@ -48,10 +48,8 @@ def chunk_for_budget(budget_mb: float, n_softmaxes: int, vocab_size: int) -> int
     Raises:
         ConfigError: a budget that is not a positive number.
     """
-    if isinstance(budget_mb, bool) or not isinstance(budget_mb, (int, float)) \
-            or not budget_mb > 0:
-        raise ConfigError(f"chunk_mb must be a positive number of megabytes, got "
-                          f"{budget_mb!r}")
+    budget_mb = POSITIVE_NUMBER.saying("a positive number of megabytes").check(
+        budget_mb, "chunk_mb")
     per_position = SCORE_COPIES * n_softmaxes * vocab_size * 4
     return max(1, int(budget_mb * 2**20 // per_position))
 

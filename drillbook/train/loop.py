@@ -502,7 +502,7 @@ class TrainingLoop:
         else:
             finite = torch.stack([torch.isfinite(p).all() for p in self.model.parameters()
                                   ]).all()
-            self._unchecked.append((self.step, tokens, checks, reported, finite))
+            self._unchecked.append((self.step, tokens, checks, finite))
         self.step += 1
         return reported
 
@@ -516,12 +516,12 @@ class TrainingLoop:
         queued, self._unchecked = self._unchecked, []
         if not queued:
             return None
-        numbers = torch.stack([torch.stack([v.double(), r.double()]) for *_, checks, _, _
+        numbers = torch.stack([torch.stack([v.double(), r.double()]) for _, _, checks, _
                                in queued for v, r, _ in checks]).tolist()
         flags = torch.stack([f for *_, f in queued]).tolist()
         pieces = iter(numbers)
         reported = None
-        for (step, tokens, checks, _, _), finite in zip(queued, flags, strict=True):
+        for (step, tokens, checks, _), finite in zip(queued, flags, strict=True):
             read = [next(pieces) for _ in checks]
             for value, raw in read:
                 if not math.isfinite(value) or raw > self.max_loss:
