@@ -2,7 +2,7 @@
 files and benchmarks, and one :func:`~drillbook.precision.autocast`.
 
 A config asks for a precision with ``train.amp`` (:data:`AMP_CHOICES`); on a given device
-that resolves (:func:`resolve_precision`) to one of three precisions, each known by three
+that resolves (:func:`resolve_precision`) to one of four precisions, each known by three
 names (:data:`PRECISIONS`):
 
 =========  ==========  =================  =============================================
@@ -11,7 +11,15 @@ names (:data:`PRECISIONS`):
 ``off``    ``fp32``    ``fp32``           float32 throughout
 ``bf16``   ``bf16``    ``bf16-autocast``  bfloat16 autocast (CPU too)
 ``fp16``   ``fp16``    ``fp16-autocast``  float16 autocast with a gradient scaler (CUDA)
+``tf32``   ``tf32``    ``tf32-matmul``    float32 tensors, TF32 matrix products (CUDA)
 =========  ==========  =================  =============================================
+
+``fp32`` keeps torch's defaults: cuBLAS matrix products in full float32, while cuDNN (the
+LSTM layers) may already use TF32 tensor cores on an NVIDIA GPU of compute capability 8.0
+or newer (``torch.backends.cudnn.allow_tf32``, on by default), as in the authors' code.
+``tf32`` lets the cuBLAS products (the output heads, the translation model's linear
+layers) use them too, for the training step only (:func:`matmul_precision`); evaluation
+stays in float32, so its numbers compare with an ``fp32`` run's.
 
 ``amp`` is what a config says, ``name`` what ``drillbook bench --precision`` and its
 reports say, ``label`` what result files and log records say.
@@ -20,6 +28,7 @@ reports say, ``label`` what result files and log records say.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -27,8 +36,8 @@ import torch
 from .errors import ConfigError
 from .validation import check_choice
 
-__all__ = ["AMP_CHOICES", "PRECISIONS", "Precision", "autocast", "precision_label",
-           "precision_named", "resolve_precision"]
+__all__ = ["AMP_CHOICES", "PRECISIONS", "Precision", "autocast", "matmul_precision",
+           "precision_label", "precision_named", "resolve_precision"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ PRECISIONS: dict[str, Precision] = {
     "off": Precision("off", "fp32", "fp32", None),
     "bf16": Precision("bf16", "bf16", "bf16-autocast", torch.bfloat16),
     "fp16": Precision("fp16", "fp16", "fp16-autocast", torch.float16),
+    "tf32": Precision("tf32", "tf32", "tf32-matmul", None),
 }
 #: what ``train.amp`` may say: a precision, or ``auto`` (:func:`resolve_precision`)
 AMP_CHOICES = (*PRECISIONS, "auto")
@@ -87,9 +97,14 @@ def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = F
     Evaluation numbers stay comparable across precisions: the mixtures mix in float32
     log space whatever the autocast.
 
+    ``tf32`` is never chosen by ``auto``: it is offered for measurement, and needs a CUDA
+    device of compute capability 8.0 or newer (older ones have no TF32 and would run
+    float32 under a ``tf32`` label).
+
     Raises:
-        ConfigError: ``amp`` is not one of :data:`AMP_CHOICES`, or ``fp16`` off CUDA and
-            CPU (torch has no float16 gradient scaler for that device).
+        ConfigError: ``amp`` is not one of :data:`AMP_CHOICES`, ``fp16`` off CUDA and CPU
+            (torch has no float16 gradient scaler for that device), or ``tf32`` on a
+            device without TF32.
     """
     device = torch.device(device)
     if amp not in AMP_CHOICES:
@@ -101,19 +116,51 @@ def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = F
     if amp == "fp16" and device.type not in ("cuda", "cpu"):
         raise ConfigError(f"train.amp=fp16 needs a gradient scaler, which torch has for "
                           f"cuda and cpu, not {device.type}; use train.amp=bf16 or off")
+    if amp == "tf32" and not (device.type == "cuda"
+                              and torch.cuda.get_device_capability(device)[0] >= 8):
+        raise ConfigError(f"train.amp=tf32 needs an NVIDIA GPU of compute capability 8.0 "
+                          f"or newer (TF32 tensor cores), not {_describe(device)}; use "
+                          f"train.amp=off there")
     return amp
 
 
+def _describe(device: torch.device) -> str:
+    if device.type != "cuda":
+        return f"the {device.type}"
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{torch.cuda.get_device_name(device)} ({major}.{minor})"
+
+
 def precision_label(precision: str) -> str:
-    """How result files name a resolved precision: ``fp32``, ``bf16-autocast`` or
-    ``fp16-autocast``."""
+    """How result files name a resolved precision: ``fp32``, ``bf16-autocast``,
+    ``fp16-autocast`` or ``tf32-matmul``."""
     return PRECISIONS[precision].label
 
 
 def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractContextManager:
-    """The autocast context of a resolved precision (``off``, ``bf16``, ``fp16``): a no-op
-    context for ``off``."""
+    """The autocast context of a resolved precision (``off``, ``bf16``, ``fp16``,
+    ``tf32``): a no-op context for ``off`` and ``tf32`` (whose products are set by
+    :func:`matmul_precision`)."""
     dtype = PRECISIONS[precision].dtype
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str) -> Iterator[None]:
+    """Inside, float32 matrix products use TF32 for the ``tf32`` precision; for the others
+    nothing changes. Torch keeps this setting per process
+    (``torch.backends.cuda.matmul.allow_tf32``): it is restored on the way out, so code
+    outside (an evaluation, another run in the same process) is untouched. Wrap the whole
+    training step in it, the backward pass included."""
+    if precision != "tf32":
+        yield
+        return
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        matmul.allow_tf32 = before

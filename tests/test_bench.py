@@ -383,7 +383,8 @@ def test_run_targets_measures_what_the_targets_need(monkeypatch):
     def fake_model(names, sizes, *, encoder_config, **kw):
         calls.append((encoder_config, tuple(names), tuple(sizes), kw["overrides"]))
         return model_report([model_row(n, size=sizes[0], train_ratio=1.0, eval_ratio=1.0,
-                                       tokens_per_s=1.0) for n in names], encoder_config)
+                                       tokens_per_s=1.0, peak_bytes=peak)
+                             for n in names], encoder_config)
 
     def fake_sweep(vocab_sizes, **kw):
         calls.append(("sweep", tuple(vocab_sizes), kw["d"]))
@@ -392,13 +393,23 @@ def test_run_targets_measures_what_the_targets_need(monkeypatch):
 
     monkeypatch.setattr(bench_report, "run_model_bench", fake_model)
     monkeypatch.setattr(bench_report, "vocab_sweep", fake_sweep)
+    peak = 14 * 10**9
     report = run_targets()
     assert calls == [("ptb/awd-lstm", ("tied", "drill-4", "mos-15"), ("ptb",), []),
-                     ("wt2/awd-lstm", ("tied", "mos-15"), ("wt2",), []),
+                     ("wt2/awd-lstm", ("tied", "mos-15", "mos-15-chunk256",
+                                       "doc-15+5-chunk256"), ("wt2",), []),
                      ("sweep", (50_000,), 1024)]
     assert report["mode"] == "targets" and len(report["reports"]) == 3
     assert all(t["met"] is True for t in report["targets"])
     assert "met" in format_report(report) and "yes" in format_report(report)
+    memory = [t for t in report["targets"] if "15 GB" in t["target"]]
+    assert [t["measured"] for t in memory] == [peak, peak]  # the chunked WikiText-2 configs
+    peak = 16 * 10**9  # over a T4's memory: not met
+    assert [t["met"] for t in run_targets()["targets"] if "15 GB" in t["target"]] == \
+        [False, False]
+    peak = None  # a CPU has no peak: not measured, and saying why
+    assert {t["note"] for t in run_targets()["targets"] if "15 GB" in t["target"]} == \
+        {"not measured: peak memory is measured on CUDA only"}
 
 
 def test_format_report_and_write_report_refuse_what_they_cannot_handle(tmp_path):
@@ -563,7 +574,8 @@ def test_committed_bench_reports_are_valid_and_name_their_machine():
     for report in reports:
         by_device.setdefault(report["settings"]["device"], []).append(report)
     assert sorted(by_device) == ["cpu", "cuda"]  # the CPU's and the H200's
-    assert all(len(evaluate_targets(r)) == 7 for r in by_device.values())
+    assert all(len(evaluate_targets(r)) == len(bench_report.TARGETS)
+               for r in by_device.values())
 
 
 def test_peak_memory_counts_only_what_the_measurement_allocated(monkeypatch):

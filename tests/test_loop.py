@@ -44,12 +44,56 @@ def transformer(**train) -> Config:
 def test_precision_resolves_per_device_and_names_itself_in_results():
     assert [resolve_precision(a, "cpu") for a in ("off", "bf16", "fp16", "auto")] == \
         ["off", "bf16", "fp16", "off"]  # auto: no bf16 arithmetic on most CPUs
-    assert [precision_label(p) for p in ("off", "bf16", "fp16")] == \
-        ["fp32", "bf16-autocast", "fp16-autocast"]
-    with pytest.raises(ConfigError, match=r"train\.amp='half'.*off, bf16, fp16, auto"):
+    assert [precision_label(p) for p in ("off", "bf16", "fp16", "tf32")] == \
+        ["fp32", "bf16-autocast", "fp16-autocast", "tf32-matmul"]
+    with pytest.raises(ConfigError, match=r"train\.amp='half'.*off, bf16, fp16, tf32, auto"):
         resolve_precision("half", "cpu")
     with pytest.raises(ConfigError, match=r"fp16 needs a gradient scaler.*not meta"):
         resolve_precision("fp16", "meta")
+
+
+def test_tf32_is_refused_where_there_is_no_tf32(monkeypatch):
+    """``tf32`` on a CPU, or on a GPU older than compute capability 8.0 (a T4 is 7.5),
+    would train float32 under a ``tf32`` label: refused, naming the device."""
+    with pytest.raises(ConfigError, match=r"tf32 needs an NVIDIA GPU of compute "
+                                          r"capability 8\.0.*not the cpu; use train\.amp=off"):
+        resolve_precision("tf32", "cpu")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    with pytest.raises(ConfigError, match=r"not Tesla T4 \(7\.5\)"):
+        resolve_precision("tf32", "cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert resolve_precision("tf32", "cuda") == "tf32"
+    assert resolve_precision("auto", "cuda") == "off"  # offered, never chosen for you
+
+
+def test_tf32_covers_the_whole_step_and_nothing_after(tmp_path, monkeypatch):
+    """TF32 products in the forward pass, the backward pass and the update, and float32
+    again once the step is over (evaluation, other code in the process). The flag is
+    torch's, per process; a CPU ignores it, so here it is read, not measured."""
+    import drillbook.train.loop as loop
+
+    monkeypatch.setattr(loop, "resolve_precision", lambda amp, device, mixture=False: "tf32")
+    trainer = make(tmp_path / "run", tiny_config(epochs=1, max_batches_per_epoch=2))
+    flag = torch.backends.cuda.matmul
+    assert flag.allow_tf32 is False
+    seen = []
+    head_loss = trainer.model.head.loss
+
+    def loss(*args, **kwargs):
+        out = head_loss(*args, **kwargs)
+        seen.append(("forward", flag.allow_tf32))
+        if out.requires_grad:
+            out.register_hook(lambda grad: seen.append(("backward", flag.allow_tf32)))
+        return out
+
+    monkeypatch.setattr(trainer.model.head, "loss", loss)
+    trainer._train_step(next(iter(trainer._epoch_batches())))
+    assert seen == [("forward", True), ("backward", True)]
+    assert flag.allow_tf32 is False
+    seen.clear()
+    trainer._validate()
+    assert seen == [("forward", False)] * len(seen) and seen
 
 
 def test_auto_precision_is_bf16_only_for_mixtures_on_a_bf16_gpu(monkeypatch):
@@ -155,6 +199,23 @@ def test_fp16_on_cuda_trains_with_a_scaler(tmp_path):
     trainer.fit()
     assert trainer.scaler is not None and trainer.scaler.get_scale() > 0
     assert read_log(tmp_path / "run")[0]["precision"] == "fp16-autocast"
+
+
+@CUDA
+def test_tf32_on_cuda_trains_names_itself_and_leaves_float32_behind(tmp_path):
+    """On a GPU with TF32 (compute capability 8.0 or newer; skipped on older ones): the
+    run trains, every record says ``tf32-matmul``, its validation loss is a float32
+    evaluation's (the same weights evaluated again outside the run agree), and the
+    process's matmul setting is float32 again afterwards."""
+    if torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("this GPU has no TF32")
+    trainer = Trainer(no_dropout(epochs=1, amp="tf32"), tmp_path / "run", device="cuda",
+                      corpus=tiny_corpus(), progress=False)
+    trainer.fit()
+    record = read_log(tmp_path / "run")[0]
+    assert record["precision"] == "tf32-matmul"
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert trainer._validate() == record["val_loss"]
 
 
 # ------------------------------------------------------------------ accumulation

@@ -78,9 +78,10 @@ class LoopConfig:
     log_interval: int = 200  #: optimiser steps between two progress-bar updates
     checkpoint_minutes: float = 10.0  #: periodic checkpoint interval
     checkpoint_steps: int | None = None  #: ... or every N steps
-    #: precision: "off", "bf16", "fp16" (with a gradient scaler) or "auto" (bf16 for a
-    #: mixture head on a GPU with bfloat16, else float32: the rule measured on an H200,
-    #: drillbook.precision.resolve_precision); old files' false/true read as off/bf16
+    #: precision: "off", "bf16", "fp16" (with a gradient scaler), "tf32" (TF32 matrix
+    #: products in the training step, GPUs of compute capability >= 8.0) or "auto" (bf16
+    #: for a mixture head on a GPU with bfloat16, else float32: the rule measured on an
+    #: H200, drillbook.precision.resolve_precision); old files' false/true read as off/bf16
     amp: str = "off"
     #: gradient accumulation: each step's batch in this many pieces
     accum_steps: int = 1

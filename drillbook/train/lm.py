@@ -94,9 +94,13 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
     windows = tqdm(eval_windows(model, data, bptt, max_tokens), total=-(-steps // bptt),
                    desc="evaluating", leave=False,
                    disable=None if progress is None else not progress)
+    summed = None  # on the device: read back once, after the last window
     for out, y in windows:
-        total += float(model.head.loss(out.features, y)) * y.numel()
+        loss = model.head.loss(out.features, y).double() * y.numel()
+        summed = loss if summed is None else summed + loss
         count += y.numel()
+    if summed is not None:
+        total = float(summed)
     if count == 0:
         raise DataError(f"the evaluation stream of shape {tuple(data.shape)} is too short "
                         f"for one window: use a smaller batch size (or more tokens)")

@@ -34,7 +34,7 @@ from ..errors import (
     TrainingInterrupted,
 )
 from ..metrics import perplexity
-from ..precision import autocast, precision_label, resolve_precision
+from ..precision import autocast, matmul_precision, precision_label, resolve_precision
 from ..runtime import is_out_of_memory, resolve_device
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DDP, rank_and_world_size
@@ -155,7 +155,8 @@ class TrainingLoop:
 
     **Precision** (``train.amp``): ``off`` (float32), ``bf16`` (bfloat16 autocast; on CPU
     too), ``fp16`` (float16 autocast with a :class:`torch.amp.GradScaler`, whose state is
-    checkpointed), ``auto`` (bf16 for a mixture head on a GPU with bfloat16, float32
+    checkpointed), ``tf32`` (float32 with TF32 matrix products in the training step, on
+    a GPU that has them), ``auto`` (bf16 for a mixture head on a GPU with bfloat16, float32
     otherwise, as measured; :func:`resolve_precision`). The old boolean values of config
     files still load (``false`` = ``off``, ``true`` = ``bf16``).
 
@@ -440,7 +441,12 @@ class TrainingLoop:
         its checks (finite, not overflowing; the weights finite after the update) are
         queued for :meth:`_check_steps`, which reads them all back at once at a logging
         point and before anything is saved. Several processes compare their numbers
-        every step (a collective waits anyway)."""
+        every step (a collective waits anyway). Under ``train.amp=tf32`` the whole step,
+        backward pass included, runs with TF32 matrix products."""
+        with matmul_precision(self.precision):
+            return self._step(batch)
+
+    def _step(self, batch: Any) -> float | Tensor:
         t = self.config.train
         parts, world = t.accum_steps, self.world_size
         self.model.train()
@@ -500,8 +506,10 @@ class TrainingLoop:
             if bad:  # stop before a checkpoint could save them
                 raise self._diverged(bad)
         else:
-            finite = torch.stack([torch.isfinite(p).all() for p in self.model.parameters()
-                                  ]).all()
+            # the largest |weight|: finite exactly when every weight is (a NaN spreads),
+            # in one multi-tensor kernel instead of a test per parameter
+            finite = torch.isfinite(torch.nn.utils.get_total_norm(
+                list(self.model.parameters()), math.inf, foreach=True))
             self._unchecked.append((self.step, tokens, checks, finite))
         self.step += 1
         return reported

@@ -201,6 +201,8 @@ BENCH_HEADS: dict[str, tuple[str, dict]] = {
     "mos-15": ("mos", {"n_experts": 15, "latent_dropout": 0.29}),
     "mos-15-chunk256": ("mos", {"n_experts": 15, "latent_dropout": 0.29, "chunk_size": 256}),
     "doc-15+5": ("doc", {"vectors_per_layer": [0, 5, 15], "latent_dropout": 0.6}),
+    "doc-15+5-chunk256": ("doc", {"vectors_per_layer": [0, 5, 15], "latent_dropout": 0.6,
+                                  "cv_weight": 0.001, "chunk_size": 256}),
     "sigsoftmax": ("sigsoftmax", {}),
     "vmf-300": ("vmf", {"dim": 300}),
 }

@@ -1,0 +1,246 @@
+"""One AWD-LSTM training step and one evaluation window, drillbook's and the authors', timed
+side by side in one process, with the kernels each spends its device time in.
+
+    python tools/authors_step.py --authors ../awd-lstm-lm --device cuda --out step.json
+
+``--authors`` is a checkout of the authors' code (``salesforce/awd-lstm-lm``); its
+``model.py`` and ``splitcross.py`` are imported from there, unmodified, and driven the way
+their ``main.py`` drives them: ``repackage_hidden``, ``model(x, h, return_h=True)``, their
+split cross-entropy (no splits at PTB's 10,000 words), AR and TAR, clipping, SGD with the
+learning rate scaled by the window's length. drillbook's step is the trainer's own
+(``Trainer._train_step``, its deferred checks included). Both train the paper's PTB
+AWD-LSTM (``ptb/awd-lstm``) on the same real batches, at the same sizes and
+hyper-parameters, alternating ``--rounds`` times ``--steps`` steps each, so a slower clock
+or a warmer GPU favours neither. Evaluation: the same validation windows (batch 10 x 70),
+drillbook's ``evaluate`` against their ``evaluate`` loop.
+
+Prints milliseconds per step and the ratios (drillbook / authors); with ``--profile N`` it
+also profiles N steps of each and prints the kernels that take most device time, so a gap
+can be traced to the work that makes it. Writes everything to ``--out`` (JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from drillbook.atomic import write_json  # noqa: E402
+from drillbook.configs import apply_overrides, get_config  # noqa: E402
+from drillbook.provenance import environment, git_state  # noqa: E402
+from drillbook.train.lm import Trainer, evaluate  # noqa: E402
+
+
+def authors_model(authors: Path, config, vocab_size: int, device: torch.device):
+    """The authors' ``RNNModel`` and criterion at ``config``'s sizes, on ``device``."""
+    sys.path.insert(0, str(authors))
+    import model as their_model
+    from splitcross import SplitCrossEntropyLoss
+
+    m = config.model
+    net = their_model.RNNModel("LSTM", vocab_size, m.emsize, m.nhid, m.nlayers, m.dropout,
+                               m.dropouth, m.dropouti, m.dropoute, m.wdrop, True).to(device)
+    criterion = SplitCrossEntropyLoss(m.emsize, splits=[], verbose=False).to(device)
+    return net, criterion
+
+
+class AuthorsStep:
+    """Their ``train()`` loop body for one batch (``x``, ``y`` of shape ``(T, B)``)."""
+
+    def __init__(self, net, criterion, config, batch_size: int, device) -> None:
+        t = config.train
+        self.net, self.criterion, self.t = net, criterion, t
+        self.params = list(net.parameters()) + list(criterion.parameters())
+        self.optimizer = torch.optim.SGD(self.params, lr=t.lr, weight_decay=t.wdecay)
+        self.hidden = net.init_hidden(batch_size)
+        self.total = torch.zeros((), device=device)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        t, net = self.t, self.net
+        net.train()
+        self.hidden = detach(self.hidden)
+        self.optimizer.zero_grad()
+        group = self.optimizer.param_groups[0]
+        base = group["lr"]
+        group["lr"] = base * x.shape[0] / t.bptt
+        out, self.hidden, rnn_hs, dropped = net(x, self.hidden, return_h=True)
+        raw = self.criterion(net.decoder.weight, net.decoder.bias, out, y.reshape(-1))
+        loss = raw + t.alpha * dropped[-1].pow(2).mean()
+        loss = loss + t.beta * (rnn_hs[-1][1:] - rnn_hs[-1][:-1]).pow(2).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, t.clip)
+        self.optimizer.step()
+        group["lr"] = base
+        self.total += raw.data
+
+    @torch.no_grad()
+    def evaluate(self, data: torch.Tensor, bptt: int) -> float:
+        """Their ``evaluate()``: the loss summed on the device, read once."""
+        net = self.net
+        net.eval()
+        hidden = net.init_hidden(data.shape[1])
+        total = 0
+        for i in range(0, data.shape[0] - 1, bptt):
+            x, y = data[i:i + bptt], data[i + 1:i + 1 + bptt]
+            x = x[:y.shape[0]]
+            out, hidden = net(x, hidden)
+            total += len(x) * self.criterion(net.decoder.weight, net.decoder.bias, out,
+                                             y.reshape(-1)).data
+            hidden = detach(hidden)
+        return total.item() / len(data)
+
+
+def detach(h):
+    return h.detach() if isinstance(h, torch.Tensor) else tuple(detach(v) for v in h)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(call, n: int, device: torch.device) -> float:
+    """Seconds per call of ``call(i)`` over ``n`` calls, the device caught up at both ends."""
+    sync(device)
+    began = time.perf_counter()
+    for i in range(n):
+        call(i)
+    sync(device)
+    return (time.perf_counter() - began) / n
+
+
+def top_kernels(call, n: int, device: torch.device, top: int, per: int = 1) -> dict:
+    """Profile ``n`` calls: the kernels' time, the wall time and the launches per unit
+    (a call holds ``per`` units: evaluation windows), and the ``top`` kernels. Kernel time
+    close to the wall time means the device is busy throughout: nothing to gain from
+    launching faster (CUDA graphs)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                           if device.type == "cuda" else [])
+    sync(device)
+    with profile(activities=activities) as prof:
+        began = time.perf_counter()
+        for i in range(n):
+            call(i)
+        sync(device)
+        wall = time.perf_counter() - began
+    events = prof.key_averages()
+    n = n * per
+    use_device = device.type == "cuda"
+
+    def device_us(e) -> float:
+        return e.self_device_time_total if use_device else e.self_cpu_time_total
+
+    kernels = sorted((e for e in events if device_us(e) > 0), key=device_us, reverse=True)
+    total = sum(device_us(e) for e in kernels)
+    return {"device_ms_per_call": total / 1000 / n, "wall_ms_per_call": 1000 * wall / n,
+            "launches_per_call": sum(e.count for e in kernels
+                                     if not use_device or e.device_type.name == "CUDA") / n,
+            "top": [{"name": e.key[:90], "ms_per_call": device_us(e) / 1000 / n,
+                     "calls_per_step": e.count / n} for e in kernels[:top]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--authors", type=Path, required=True,
+                        help="a checkout of salesforce/awd-lstm-lm")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--steps", type=int, default=100, help="steps per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--eval-windows", type=int, default=40)
+    parser.add_argument("--profile", type=int, default=10, help="steps to profile (0: none)")
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="overrides of ptb/awd-lstm for drillbook's side (e.g. "
+                             "train.amp=tf32); the authors' side is unchanged")
+    parser.add_argument("--out", type=Path, default=Path("authors-step.json"))
+    args = parser.parse_args(argv)
+    if not (args.authors / "model.py").is_file():
+        parser.error(f"{args.authors} holds no model.py: give a checkout of "
+                     f"salesforce/awd-lstm-lm")
+    device = torch.device(args.device)
+    config = apply_overrides(get_config("ptb/awd-lstm"), ["train.log_interval=100000",
+                                                          *args.set])
+    torch.manual_seed(config.train.seed)
+    with tempfile.TemporaryDirectory() as work:
+        ours = Trainer(config, Path(work) / "run", device=str(device), progress=False)
+        net, criterion = authors_model(args.authors, config, len(ours.corpus.vocab), device)
+        theirs = AuthorsStep(net, criterion, config, config.train.batch_size, device)
+        batches = [b for _, b in zip(range(args.steps), ours._epoch_batches(), strict=False)]
+        valid = ours.valid_data[:args.eval_windows * config.train.bptt + 1]
+
+        def our_step(i: int) -> None:
+            ours._train_step(batches[i % len(batches)])
+
+        def their_step(i: int) -> None:
+            batch = batches[i % len(batches)]
+            theirs(batch.x, batch.y)
+
+        def our_eval(i: int) -> None:
+            evaluate(ours.model, valid, config.train.bptt)
+
+        def their_eval(i: int) -> None:
+            theirs.evaluate(valid, config.train.bptt)
+
+        for call in (our_step, their_step, our_eval):
+            # warm-up: cuDNN plans, the allocator
+            timed(call, 10 if call is not our_eval else 1, device)
+        rounds = [{"round": r} for r in range(args.rounds)]
+        for row in rounds:
+            row["ours_train_ms"] = 1000 * timed(our_step, args.steps, device)
+            row["theirs_train_ms"] = 1000 * timed(their_step, args.steps, device)
+            ours._check_steps()
+            print(f"round {row['round']}: train {row['ours_train_ms']:.2f} ms (drillbook) "
+                  f"against {row['theirs_train_ms']:.2f} ms (authors)", flush=True)
+        profiles = {}
+        if args.profile:
+            for name, call in (("drillbook", our_step), ("authors", their_step)):
+                profiles[name] = top_kernels(call, args.profile, device, args.top)
+            ours._check_steps()
+        # evaluation last: their WeightDrop, once evaluated, cannot train again on
+        # today's torch (in eval mode it re-registers the raw weight as a parameter)
+        for row in rounds:
+            row["ours_eval_ms"] = 1000 * timed(our_eval, 1, device) / args.eval_windows
+            row["theirs_eval_ms"] = 1000 * timed(their_eval, 1, device) / args.eval_windows
+            print(f"round {row['round']}: eval window {row['ours_eval_ms']:.2f} ms "
+                  f"(drillbook) against {row['theirs_eval_ms']:.2f} ms (authors)", flush=True)
+        if args.profile:
+            for name, call in (("drillbook-eval", our_eval), ("authors-eval", their_eval)):
+                profiles[name] = top_kernels(call, 1, device, args.top, args.eval_windows)
+        best = {k: min(r[k] for r in rounds) for k in rounds[0] if k != "round"}
+        summary = {"train_ratio": best["ours_train_ms"] / best["theirs_train_ms"],
+                   "eval_ratio": best["ours_eval_ms"] / best["theirs_eval_ms"], **best}
+    print(f"\nfastest round: train {best['ours_train_ms']:.2f} against "
+          f"{best['theirs_train_ms']:.2f} ms per step, ratio {summary['train_ratio']:.3f}; "
+          f"eval {best['ours_eval_ms']:.2f} against {best['theirs_eval_ms']:.2f} ms per "
+          f"window, ratio {summary['eval_ratio']:.3f}")
+    for name, p in profiles.items():
+        unit = "window" if name.endswith("eval") else "step"
+        print(f"\n{name}: {p['device_ms_per_call']:.2f} ms of kernels per {unit} "
+              f"(wall {p['wall_ms_per_call']:.2f} ms, profiled), "
+              f"{p['launches_per_call']:.0f} launches")
+        for k in p["top"]:
+            print(f"  {k['ms_per_call']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
+    write_json(args.out, {"format": "drillbook-authors-step/1",
+                          "environment": environment(str(device)), "source": git_state(),
+                          "settings": {**vars(args), "authors": str(args.authors),
+                                       "out": str(args.out),
+                                       "threads": torch.get_num_threads(),
+                                       "omp": os.environ.get("OMP_NUM_THREADS")},
+                          "config": config.to_dict(), "rounds": rounds, "summary": summary,
+                          "profiles": profiles})
+    print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
