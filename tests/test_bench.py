@@ -277,6 +277,31 @@ def test_sweep_skips_sizes_that_do_not_fit_and_goes_on(monkeypatch):
     assert "max_seconds" in rows[0]["skipped"] and all("skipped" in r for r in rows)
 
 
+def test_a_compiled_sweep_compiles_both_losses_and_counts_for_no_target(monkeypatch):
+    """``compile=True`` sends each head's loss through ``torch.compile`` (stood in for
+    here: compiling takes minutes on a CPU), says so in its settings and rows, and the
+    cost targets, stated for the heads as they are, do not read it."""
+    compiled = []
+
+    def fake_compile(fn):
+        compiled.append(fn.__self__.kind)
+        return fn
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    report = vocab_sweep((40,), d=8, dim=6, tokens=8, repeats=1, warmup=1, compile=True)
+    assert compiled == ["softmax", "vmf"]
+    assert report["settings"]["compile"] is True
+    assert all(r["compiled"] is True for r in report["rows"])
+    report["settings"].update(d=1024, dim=300)
+    for r in report["rows"]:
+        r.update(vocab_size=50_000, name=r["name"].replace("vmf-6", "vmf-300"))
+    vmf = next(t for t in evaluate_targets([report]) if t["target"].startswith("vMF-300 train"))
+    assert vmf["met"] is None and "only with compile=True" in vmf["note"]
+    report["settings"]["compile"] = False
+    vmf = next(t for t in evaluate_targets([report]) if t["target"].startswith("vMF-300 train"))
+    assert vmf["measured"] is not None
+
+
 def test_vmf_decode_in_the_sweep_is_nearest_neighbour(monkeypatch):
     calls = []
 

@@ -10,6 +10,8 @@ target check on its device path (the one a GPU takes), and finds none that reads
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from test_nmt import small
@@ -21,6 +23,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from drillbook.configs import HeadConfig
 from drillbook.heads import HEADS
+from drillbook.losses import LOSSES as VMF_LOSSES
 from drillbook.train import NMTTrainer
 
 #: operations that make the host wait for the device
@@ -29,6 +32,15 @@ READS_BACK = {"_local_scalar_dense", "nonzero", "masked_select", "item", "is_non
 #: outputs (by position) that stay on the CPU whatever the device: a packed sequence's
 #: batch sizes
 HOST_OUTPUTS = {"_pack_padded_sequence": (1,)}
+
+
+def bool_indexing(name: str, args) -> bool:
+    """``x[mask]`` with a boolean mask: its size depends on the mask's values, so a GPU
+    computes ``nonzero`` and waits for it (a CPU's kernel does it inside ``index``)."""
+    if name not in ("index", "index_put", "index_put_", "_index_put_impl_"):
+        return False
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool
+               for i in (args[1] if len(args) > 1 else ()) if i is not None)
 
 
 class Recorder(TorchDispatchMode):
@@ -52,7 +64,7 @@ class Recorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         device = self._device(inputs)
-        if name in READS_BACK and device:
+        if device and (name in READS_BACK or bool_indexing(name, args)):
             self.read_back.append(name)
         out = func(*args, **(kwargs or {}))
         if device and self.on_device is not None:
@@ -88,23 +100,42 @@ LM_HEADS = [kind for kind, cls in HEADS.items() if cls.is_distribution]
 @pytest.mark.parametrize("accum", [1, 2])
 def test_a_language_model_step_reads_nothing_back(tmp_path, kind, accum):
     config = tiny_config(log_interval=1000, accum_steps=accum)
-    config.head = HeadConfig(kind, {"mos": {"n_experts": 2},
-                                    "doc": {"vectors_per_layer": [1, 1, 2]},
-                                    "drill": {"depth": 1}, "dual": {"d_joint": 4}}
-                             .get(kind, {}))
+    config.head = HeadConfig(kind, OPTIONS.get(kind, {}))
     trainer = make(tmp_path / "run", config)
     assert steps_between_logs(trainer, iter(trainer._epoch_batches())) == []
     assert trainer._check_steps() is not None  # ... and one read at the logging point
 
 
+#: small options of the heads that need them
+OPTIONS = {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer": [1, 1, 2]},
+           "drill": {"depth": 1}, "dual": {"d_joint": 4}}
+#: every head a translation model takes (all but those that read an LM encoder's layers),
+#: as overrides of the softmax config; the vMF head through its configs, one per loss
+NMT_CASES = [("multi30k/de-en-softmax", f"head.kind={kind}",
+              *(f"head.options.{k}={json.dumps(v)}" for k, v in OPTIONS.get(kind, {}).items()))
+             for kind, cls in HEADS.items() if cls.is_distribution and not cls.reads_layers]
+NMT_CASES += [("multi30k/de-en-vmf", f"head.options.loss={loss}") for loss in VMF_LOSSES]
+
+
+def test_the_translation_cases_cover_every_head_a_translation_model_takes():
+    from drillbook.nmt.model import Seq2Seq
+
+    kinds = {small(*case).head.kind for case in NMT_CASES}
+    assert kinds == {k for k, cls in HEADS.items() if not cls.reads_layers}
+    assert {small(*case).head.options.get("loss") for case in NMT_CASES} - {None} == \
+        set(VMF_LOSSES)
+    assert Seq2Seq  # the model that refuses the rest (test_nmt checks the refusal)
+
+
+@pytest.mark.parametrize("case", NMT_CASES, ids=lambda case: case[1].split("=")[-1])
 @pytest.mark.parametrize("accum", [1, 2])
-def test_a_translation_step_reads_nothing_back(tmp_path, monkeypatch, accum):
+def test_a_translation_step_reads_nothing_back(tmp_path, monkeypatch, accum, case):
     """A translation batch keeps its lengths on the CPU (``TranslationBatch.to``): the
     packed encoder and the token counts read them there. What would be on the GPU (the
     weights, the batch's ids once moved, all computed from them) is never read back."""
     from drillbook.nmt.batching import TranslationBatch
 
-    trainer = NMTTrainer(small("multi30k/de-en-drill", "train.log_interval=1000",
+    trainer = NMTTrainer(small(*case, "train.log_interval=1000",
                                f"train.accum_steps={accum}"),
                          tmp_path / "run", device="cpu", corpus=tiny_parallel(),
                          progress=False)

@@ -117,6 +117,10 @@ def timed(call, n: int, device: torch.device) -> float:
     return (time.perf_counter() - began) / n
 
 
+#: what the CUDA profiler records about itself, not kernels
+PROFILER_RECORDS = {"Command Buffer Full", "Activity Buffer Request", "Buffer Flush"}
+
+
 def top_kernels(call, n: int, device: torch.device, top: int, per: int = 1) -> dict:
     """Profile ``n`` calls: the kernels' time, the wall time and the launches per unit
     (a call holds ``per`` units: evaluation windows), and the ``top`` kernels. Kernel time
@@ -140,11 +144,17 @@ def top_kernels(call, n: int, device: torch.device, top: int, per: int = 1) -> d
     def device_us(e) -> float:
         return e.self_device_time_total if use_device else e.self_cpu_time_total
 
-    kernels = sorted((e for e in events if device_us(e) > 0), key=device_us, reverse=True)
+    def is_kernel(e) -> bool:  # on a GPU: work the device did, not the host ops that
+        # launched it (they carry its time too) nor the profiler's own records
+        if not use_device:
+            return device_us(e) > 0
+        return (e.device_type.name == "CUDA" and device_us(e) > 0
+                and e.key not in PROFILER_RECORDS)
+
+    kernels = sorted((e for e in events if is_kernel(e)), key=device_us, reverse=True)
     total = sum(device_us(e) for e in kernels)
     return {"device_ms_per_call": total / 1000 / n, "wall_ms_per_call": 1000 * wall / n,
-            "launches_per_call": sum(e.count for e in kernels
-                                     if not use_device or e.device_type.name == "CUDA") / n,
+            "launches_per_call": sum(e.count for e in kernels) / n,
             "top": [{"name": e.key[:90], "ms_per_call": device_us(e) / 1000 / n,
                      "calls_per_step": e.count / n} for e in kernels[:top]]}
 

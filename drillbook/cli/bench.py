@@ -64,7 +64,8 @@ def _bench_step(args: argparse.Namespace) -> dict:
 def _bench_sweep(args: argparse.Namespace) -> dict:
     from ..experiments import SWEEP_SIZES, vocab_sweep
 
-    return vocab_sweep(args.vocab_sizes or SWEEP_SIZES, **_sweep(args), **_measure(args))
+    return vocab_sweep(args.vocab_sizes or SWEEP_SIZES, **_sweep(args), **_measure(args),
+                       compile=args.compile)
 
 
 def _bench_targets(args: argparse.Namespace) -> dict:
@@ -198,6 +199,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     _add_feature_flags(p, d=1024)
     _add_decode_flags(p)
     _add_measure_flags(p)
+    p.add_argument("--compile", action="store_true",
+                   help="both heads' losses through torch.compile (compiled in the first, "
+                        "untimed step; such a sweep does not count for the cost targets)")
     p.set_defaults(bench=_bench_sweep)
 
     p = mode("targets", help="measure and check the cost targets",

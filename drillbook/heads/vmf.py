@@ -234,11 +234,15 @@ class VMFHead(OutputHead):
     def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
                   ignore_index: int) -> Tensor:
         """Mean of the chosen loss over kept positions (``nan`` when none is kept, as for
-        the other heads). Only the kept positions are projected."""
+        the other heads). Every position is projected and scored, the ignored ones against
+        word 0, and masked out of the mean: selecting the kept ones first (``x[keep]``)
+        would give a tensor whose size depends on the targets' values, which a GPU stops
+        to compute on every step."""
         hidden = self._hidden(features).reshape(-1, self.d_hidden)
         keep = flat_target != ignore_index
-        ids = flat_target[keep]
-        return self.position_losses(self.proj(hidden[keep]), ids).mean()
+        ids = torch.where(keep, flat_target, torch.zeros_like(flat_target))
+        losses = self.position_losses(self.proj(hidden), ids)
+        return torch.where(keep, losses, torch.zeros_like(losses)).sum() / keep.sum()
 
     # --------------------------------------------------------------- counts
     def frozen_count(self) -> int:

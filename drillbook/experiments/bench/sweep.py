@@ -6,7 +6,7 @@ step does not, but its decoding does (a nearest-neighbour search over ``V`` vect
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import torch
@@ -52,17 +52,19 @@ def greedy_decode(head: OutputHead, hidden: Tensor) -> Tensor:
         return head.log_prob(hidden).argmax(-1)
 
 
-def _train_once(head: OutputHead, hidden: Tensor, target: Tensor, precision: str) -> None:
+def _train_once(loss: Callable[[Tensor, Tensor], Tensor], hidden: Tensor, target: Tensor,
+                precision: str) -> None:
     with autocast(amp_of(precision), hidden.device):
-        loss = head.loss(hidden, target)
-    loss.backward()
+        value = loss(hidden, target)
+    value.backward()
 
 
-def _measure(head: OutputHead, hidden: Tensor, target: Tensor, queries: Tensor,
-             device: torch.device, *, repeats: int, warmup: int, precision: str) -> dict:
+def _measure(head: OutputHead, loss: Callable[[Tensor, Tensor], Tensor], hidden: Tensor,
+             target: Tensor, queries: Tensor, device: torch.device, *, repeats: int,
+             warmup: int, precision: str) -> dict:
     def loss_fn() -> Tensor:
         with autocast(amp_of(precision), device):
-            return head.loss(hidden, target)
+            return loss(hidden, target)
 
     def decode() -> None:
         with autocast(amp_of(precision), device):
@@ -80,7 +82,7 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                 tokens: int = 1400, decode_positions: int | None = None,
                 device: str | torch.device = "cpu", repeats: int = 5, warmup: int = 2,
                 precision: str = "fp32", max_seconds: float | None = None,
-                seed: int = 0) -> dict:
+                seed: int = 0, compile: bool = False) -> dict:
     """An untied softmax and a vMF head (``dim``-d table) at every vocabulary size.
 
     Per size and head: a training step of the head alone (forward and backward of its
@@ -104,6 +106,9 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
             per-call work that does not scale with positions matters there (the vMF
             head's table is stored unit-length, so it is not normalised per call).
         precision: ``"fp32"``, or ``"bf16"`` for autocast around forward and loss.
+        compile: each head's loss through ``torch.compile`` (both heads, so the ratio
+            still compares like with like); its compilation happens in the first,
+            untimed step. The cost targets count only sweeps without it.
 
     Returns:
         a JSON-ready dict: ``format``, ``mode`` (``"sweep"``), ``environment``,
@@ -130,7 +135,7 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
         for name, (kind, options) in heads.items():
             row = {"name": name, "kind": kind, "options": options, "vocab_size": vocab_size,
                    "d": d, "tokens": tokens, "decode_positions": decode_positions,
-                   "precision": precision, "device": str(device)}
+                   "precision": precision, "device": str(device), "compiled": compile}
             if name in stopped:
                 rows.append({**row, "skipped": stopped[name]})
                 continue
@@ -140,15 +145,17 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                 torch.manual_seed(seed)
                 head = build_head(kind, vocab_size=vocab_size, d_hidden=d,
                                   **with_random_table(kind, vocab_size, options)).to(device)
-                first = time_once(partial(_train_once, head, hidden, target, precision),
+                loss = torch.compile(head.loss) if compile else head.loss
+                first = time_once(partial(_train_once, loss, hidden, target, precision),
                                   device)
                 if max_seconds is not None and first > max_seconds:
                     reason = f"a training step took {first:.1f} s > max_seconds={max_seconds}"
                     stopped[name] = f"V={vocab_size}: {reason}"
                     rows.append({**row, "skipped": reason})
                     continue
-                row.update(_measure(head, hidden, target, queries, device, repeats=repeats,
-                                    warmup=max(warmup - 1, 0), precision=precision))
+                row.update(_measure(head, loss, hidden, target, queries, device,
+                                    repeats=repeats, warmup=max(warmup - 1, 0),
+                                    precision=precision))
             except (RuntimeError, MemoryError) as err:
                 if not is_out_of_memory(err):
                     raise
@@ -156,7 +163,7 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                 rows.append({**row, "skipped": out_of_memory_note(err)})
                 continue
             finally:
-                head = None
+                head = loss = None
                 hidden.grad = None
                 free_memory(device)
             measured[name] = row
@@ -171,5 +178,5 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                          "decode_positions": decode_positions,
                          "device": str(device), "repeats": repeats, "warmup": warmup,
                          "precision": precision, "max_seconds": max_seconds,
-                         "baseline": "softmax"},
+                         "baseline": "softmax", "compile": compile},
             "rows": rows}
