@@ -713,10 +713,121 @@ for r in goals:
 # times the authors' code. The AWD-LSTM went from 16.4 to 16.0 ms (1.09 to 1.06 times), a
 # change that one measurement of each cannot tell from noise. MoS-15 stays at 0.13 times
 # its authors' code.
-# The project's goal, 0.9 times the authors' for the AWD-LSTM and DRILL, is not reached:
-# what remains is work the step does and theirs does not, which the next change has to
-# find. (The "before" numbers are lower than the first window's 18.1 ms: that one
+# The project's goal, 0.9 times the authors' for the AWD-LSTM and DRILL, is not reached
+# this way. (The "before" numbers are lower than the first window's 18.1 ms: that one
 # divided the whole first epoch, warm-up included.)
+#
+# ### Side by side in one process
+#
+# The ratios above set a time measured today against a log written in another run. A
+# third window asked the question directly: `tools/authors_step.py` imports the authors'
+# model and loss from their repository, unmodified, and drives them as their training
+# script does, beside drillbook's own training step, on the same Penn Treebank batches,
+# alternating 100 steps of each, three times. It also profiled ten steps of each and
+# timed an evaluation window (10 x 70 positions). The window was opened twice; both times:
+
+# %% tags=["nbval-check-output"]
+window3 = book_results() / "gpu" / "2026-11-26-h200-window3-fp32" / "bench"
+
+
+def window3_json(path):
+    return json.loads((window3 / path).read_text())
+
+
+for call in ("call1", "call2"):
+    s = window3_json(f"{call}/authors-step-fp32.json")["summary"]
+    print(f"{call}: training step {s['ours_train_ms']:.2f} ms, authors {s['theirs_train_ms']:.2f}"
+          f" ({s['train_ratio']:.3f} x); evaluation window {s['ours_eval_ms']:.2f} ms, "
+          f"authors {s['theirs_eval_ms']:.2f} ({s['eval_ratio']:.2f} x)")
+profiles = window3_json("call2/authors-step-fp32.json")["profiles"]
+for name in ("drillbook", "authors"):
+    p = profiles[name]
+    print(f"{name}: {p['device_ms_per_call']:.2f} ms of GPU kernels per step, "
+          f"{p['launches_per_call']:.0f} kernel launches; the two largest: "
+          f"{p['top'][0]['ms_per_call']:.2f} and {p['top'][1]['ms_per_call']:.2f} ms")
+
+# %% [markdown]
+# The two training steps take the same time, 15.2 ms, to within half a percent. The
+# profile says why: they launch the same kernels (1,118 against 1,114 per step) for the
+# same 12.1 ms of GPU work. Most of
+# it is cuDNN's LSTM, whose matrix products already run in TF32 by PyTorch's default
+# (their kernel names say `tf32`). The remaining 3 ms of each step are gaps between
+# kernels, the same for both. So there is no work left to remove: the 1.06 times above
+# was the distance between two measurements, not between two steps. A step 0.9 times the
+# authors' has to do *less* GPU work than theirs, or fill the gaps (one CUDA graph for
+# the whole step, which the varying window length and the dropout masks make hard; not
+# attempted). Evaluation is, if anything, faster (0.98 and 0.85 times): drillbook's
+# evaluation now adds each window's loss on the GPU and reads the sum once, as the
+# authors' loop does.
+#
+# Three options were offered for this, each off by default and measured:
+# `train.amp=tf32` (TF32 also for the products cuBLAS computes: the output layer, DRILL's
+# label encoder), `train.compile=true` (`torch.compile` of the model) and, for the vMF
+# head, `drillbook bench sweep --compile` (its loss compiled).
+
+# %% tags=["nbval-check-output"]
+runs = [("fp32", "call1/speed-goals-fp32.json"), ("tf32", "call1/speed-goals-tf32.json"),
+        ("compile", "call1/speed-goals-compile.json"),
+        ("fp32", "call2/speed-goals-drill-fp32.json"),
+        ("tf32", "call2/speed-goals-drill-tf32.json")]
+for label, path in runs:
+    for r in window3_json(path)["rows"]:
+        print(f"{path.split('/')[0]} {label:<7} {r['model']:<8} {r['ms_per_update']:5.1f} "
+              f"ms/update: {r['ratio']:.2f} x the authors' (met: {r['meets_goal']})")
+eager = {r["name"]: r for r in window3_json("call2/targets.json")["reports"][2]["rows"]}
+compiled = {r["name"]: r for r in window3_json("call2/sweep-compiled.json")["rows"]}
+for name in ("softmax", "vmf-300"):
+    print(f"{name} at V = 50,000: {1e3 * eager[name]['train_step_s']:.2f} ms per training "
+          f"step as it is, {1e3 * compiled[name]['train_step_s']:.2f} ms compiled")
+
+# %% [markdown]
+# TF32 helps where cuBLAS does the work: DRILL-4's step fell from 16.7 to 15.2 ms in one
+# call (0.90 times the authors', just above the goal's bound) and from 18.8 to 15.5 ms
+# in the other. The AWD-LSTM, whose big products are cuDNN's, gains nothing within the
+# noise (14.8 against 15.3 ms). That 18.8 against 16.7 ms for the same float32 run is
+# the spread between two calls, the reason to trust only side-by-side ratios.
+# `torch.compile` made every step slower: the AWD-LSTM 24.2 ms, DRILL-4 18.1 ms, and the
+# vMF loss 3.91 against 2.94 ms. (The training window's length varies from step to step,
+# which a compiler must handle by recompiling or by compiling for any length; this page
+# did not profile which of the two it did.) So `tf32` is offered and off by default (it
+# changes the arithmetic of a run that asks for float32), and compile stays off.
+#
+# The same window measured the other two changes of this chapter's code: the mixtures
+# in chunks, and the vMF step.
+
+# %% tags=["nbval-check-output"]
+for call in ("call1", "call2"):
+    for t in window3_json(f"{call}/targets.json")["targets"]:
+        if t["target"].startswith(("vMF-300 train", "MoS-15 in chunks", "DOC-15+5 in chunks")):
+            value = (f"{t['measured'] / 1e9:.2f} GB" if "bytes" in t["target"]
+                     else f"{t['measured']:.2f} x")
+            print(f"{call}: {t['target'].split(':')[0]}: {value} (met: {t['met']})")
+wt2 = {r["name"]: r for r in window3_json("call2/targets.json")["reports"][1]["rows"]}
+for name in ("mos-15", "mos-15-chunk256", "doc-15+5-chunk256"):
+    print(f"{name}, WikiText-2, batch 80 x 70: {wt2[name]['peak_bytes'] / 1e9:.1f} GB peak, "
+          f"{1e3 * wt2[name]['train_step_s']:.0f} ms per step")
+
+# %% [markdown]
+# MoS-15 on WikiText-2 at the authors' batch of 80 needed 45.5 GB for one training step
+# when it scored all 5,600 positions at once. In chunks of 256 positions, each recomputed
+# in the backward pass, it needs 3.2 GB, and DOC 3.8 GB: both fit a 15 GB T4, at 1.33
+# times the unchunked step's time for MoS (304 against 229 ms). The vMF head trains 2.74
+# times faster than a 50,000-word softmax after its Bessel functions were rewritten to
+# launch 156 operations a step instead of 532 (the first window measured 1.39 times),
+# and 3.18 times once its loss stopped selecting the positions to keep with a boolean
+# mask: the size of such a selection depends on the data, so the GPU had to stop and
+# report it on every step. That meets the project's target of 3 times. It is the head
+# alone, not the paper's comparison: Table 4 of the vMF paper times a batch of its whole
+# translation model, 400 ms with a softmax against 160 to 178 ms with continuous
+# outputs (2.25 to 2.5 times), encoder and decoder included.
+
+# %% tags=["nbval-check-output"]
+print(assert_quoted({"vmf:table4:word-ce": {"ms_per_batch": 400},
+                     "vmf:table4:emb-cosine": {"ms_per_batch": 160},
+                     "vmf:table4:emb-maxmargin": {"ms_per_batch": 178}}))
+print(f"{400 / 178:.2f} to {400 / 160:.2f} times")
+
+# %% [markdown]
 #
 # ## Takeaways
 #
@@ -730,6 +841,9 @@ for r in goals:
 #   Chunking bounds its memory, not its time.
 # * vMF removes the $V$-sized term from training, and its advantage grows with the
 #   vocabulary. Decoding still compares against every word, with a narrower product.
+# * Time two codes side by side, in one process, on the same batches. Against the log of
+#   another run drillbook's AWD-LSTM step looked 6% slower than its authors'; side by
+#   side it is the same step, kernel for kernel.
 # * Read a published ratio as a recipe, not a head: DRILL's Table 3 ratio for MoS is
 #   mostly its smaller batch (more updates per epoch). On an H200 DRILL keeps its 1.2,
 #   and bfloat16 autocast slows the AWD-LSTM down.

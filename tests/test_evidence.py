@@ -139,6 +139,10 @@ def test_the_report_gives_each_window_its_sections(tmp_path):
     lines = [line for line in text.splitlines() if line.startswith("| awd-ptb |")]
     assert len(lines) == 1 and "| ptb-awd-lstm |" in lines[0]
     assert render_report(tmp_path) == text  # the same files give the same bytes
+    benchmarks_only = tmp_path / "gpu" / "2099-01-01-gpu-fp32" / "bench"
+    benchmarks_only.mkdir(parents=True)
+    (benchmarks_only / "speed.json").write_text("{}")
+    assert render_report(tmp_path) == text  # no empty section for a window of benchmarks
 
 
 # ------------------------------------------------------------------ analyses

@@ -44,12 +44,14 @@ def render_report(folder: str | Path) -> str:
              "The papers' numbers come from `drillbook/papers.py`.", ""]
     lines += _tables(folder, "##")
     for window in sorted(p for p in (Path(folder) / "gpu").glob("*") if p.is_dir()):
+        tables, authors = _tables(window, "###"), _authors_section(window)
+        if not tables and not authors:
+            continue  # a window of benchmarks only: no result files to tabulate
         lines += [f"## GPU window {window.name}", "",
                   f"The result files of `{Path(folder).name}/gpu/{window.name}`, kept apart "
                   "from the other precision's and from the CPU rows above "
                   "(`drillbook report --results` on the folder gives the same tables).", ""]
-        lines += _tables(window, "###")
-        lines += _authors_section(window)
+        lines += tables + authors
     by_device: dict[str, list[dict]] = {}  # the targets on each kind of device apart
     for path in sorted((Path(folder) / "bench").glob("*.json")):
         report = _read_bench(path)
