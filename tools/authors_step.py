@@ -14,7 +14,9 @@ hyper-parameters, alternating ``--rounds`` times ``--steps`` steps each, so a sl
 or a warmer GPU favours neither. Evaluation: the same validation windows (batch 10 x 70),
 drillbook's ``evaluate`` against their ``evaluate`` loop.
 
-Prints milliseconds per step and the ratios (drillbook / authors); with ``--profile N`` it
+Prints the operations one training step of each dispatches (forward, backward and update,
+counted on their way to the kernels, where the two differ), milliseconds per step and the
+ratios (drillbook / authors); with ``--profile N`` it
 also profiles N steps of each and prints the kernels that take most device time, so a gap
 can be traced to the work that makes it. Writes everything to ``--out`` (JSON).
 """
@@ -22,6 +24,7 @@ can be traced to the work that makes it. Writes everything to ``--out`` (JSON).
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 import tempfile
@@ -29,6 +32,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -115,6 +119,25 @@ def timed(call, n: int, device: torch.device) -> float:
         call(i)
     sync(device)
     return (time.perf_counter() - began) / n
+
+
+class _Operations(TorchDispatchMode):
+    """Counts the operations dispatched inside it, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_operations(call) -> collections.Counter[str]:
+    """The operations one call of ``call(0)`` dispatches (forward, backward, update)."""
+    with _Operations() as mode:
+        call(0)
+    return mode.counts
 
 
 #: what the CUDA profiler records about itself, not kernels
@@ -204,6 +227,17 @@ def main(argv: list[str] | None = None) -> int:
         for call in (our_step, their_step, our_eval):
             # warm-up: cuDNN plans, the allocator
             timed(call, 10 if call is not our_eval else 1, device)
+        operations = {"drillbook": count_operations(our_step), "authors":
+                      count_operations(their_step)}
+        ours._check_steps()
+        totals = {name: sum(c.values()) for name, c in operations.items()}
+        print(f"operations dispatched by one training step: {totals['drillbook']} "
+              f"(drillbook) against {totals['authors']} (authors); where they differ:")
+        for op in sorted(set().union(*operations.values()),
+                         key=lambda op: operations["authors"][op] - operations["drillbook"][op]):
+            a, b = operations["drillbook"][op], operations["authors"][op]
+            if a != b:
+                print(f"  {op:<28} {a:4d} {b:4d}")
         rounds = [{"round": r} for r in range(args.rounds)]
         for row in rounds:
             row["ours_train_ms"] = 1000 * timed(our_step, args.steps, device)
@@ -247,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "threads": torch.get_num_threads(),
                                        "omp": os.environ.get("OMP_NUM_THREADS")},
                           "config": config.to_dict(), "rounds": rounds, "summary": summary,
+                          "operations": {k: dict(v) for k, v in operations.items()},
                           "profiles": profiles})
     print(f"written: {args.out}")
     return 0
