@@ -20,13 +20,16 @@ capability below 8.0), and ``full`` on any other CUDA device.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from .errors import ConfigError, DeviceError, ResourceError
 
@@ -40,6 +43,7 @@ __all__ = [
     "check_model_fits",
     "default_device",
     "is_out_of_memory",
+    "read_back",
     "resolve_device",
     "resolve_profile",
     "seed_everything",
@@ -86,6 +90,17 @@ def is_out_of_memory(err: BaseException) -> bool:
     text = str(err)
     return isinstance(err, RuntimeError) and ("out of memory" in text
                                                or "can't allocate memory" in text)
+
+
+def read_back(values: Sequence[Tensor]) -> list[float]:
+    """Scalar tensors, all on one device, as Python floats, with one wait for it.
+
+    What ``[float(v) for v in values]`` gives, bit for bit, without stopping for each
+    value: they are stacked in the widest of their dtypes (never a wider one, so float32
+    values stay float32 on a device without float64, Apple's MPS) and copied back once.
+    """
+    dtype = functools.reduce(torch.promote_types, (v.dtype for v in values))
+    return torch.stack([v.detach().reshape(()).to(dtype) for v in values]).tolist()
 
 
 def check_model_fits(n_parameters: int, device: str | torch.device, what: str) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -132,3 +133,32 @@ def test_run_folders_go_under_runs_or_to_a_fresh_temporary_folder(tmp_path, monk
     assert kept.run_dir("ch02").is_dir()  # the same folder again: runs can resume
     assert setup(seed=0, device="cpu", quiet=True, runs="").runs is None  # an empty form field
     assert setup(seed=0, device="cpu", quiet=True, profile="full").progress
+
+
+def test_read_back_gives_what_float_gives_and_never_widens_float32():
+    """One copy back for many values, each the float ``float(t)`` gives (bit for bit), in
+    the widest dtype among them: float32 values are never made float64, which Apple's
+    MPS cannot hold."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from drillbook.runtime import read_back
+
+    values = [torch.tensor(1 / 3), torch.tensor(2.7, dtype=torch.bfloat16),
+              torch.tensor([1e-8]), torch.tensor(float("inf")), torch.tensor(float("nan"))]
+    got = read_back(values)
+    assert got[:4] == [float(v) for v in values[:4]] and math.isnan(got[4])
+    assert read_back([torch.tensor(1 / 3, dtype=torch.float64)]) == [1 / 3]
+
+    class Casts(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dtypes: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket.__name__ == "_to_copy":
+                self.dtypes.append((kwargs or {}).get("dtype"))
+            return func(*args, **(kwargs or {}))
+
+    with Casts() as casts:
+        read_back(values)
+    assert torch.float64 not in casts.dtypes

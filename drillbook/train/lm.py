@@ -39,7 +39,7 @@ from ..data import BPTTSampler, Corpus, batchify, load_corpus
 from ..errors import CheckpointError, ConfigError, DataError, RunFolderError
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
-from ..runtime import check_model_fits, resolve_device
+from ..runtime import check_model_fits, read_back, resolve_device
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
 from .loop import RunStatus, StepLoss, TrainingLoop
 from .runs import BEST, CONFIG, LoadedRun, checkpoint_path, read_run_config
@@ -94,13 +94,14 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
     windows = tqdm(eval_windows(model, data, bptt, max_tokens), total=-(-steps // bptt),
                    desc="evaluating", leave=False,
                    disable=None if progress is None else not progress)
-    summed = None  # on the device: read back once, after the last window
+    losses, sizes = [], []  # the windows' losses stay on the device until the last one
     for out, y in windows:
-        loss = model.head.loss(out.features, y).double() * y.numel()
-        summed = loss if summed is None else summed + loss
+        losses.append(model.head.loss(out.features, y).detach())
+        sizes.append(y.numel())
         count += y.numel()
-    if summed is not None:
-        total = float(summed)
+    if losses:  # one read back, then the sum in Python's float64 as window by window
+        for loss, size in zip(read_back(losses), sizes, strict=True):
+            total += loss * size
     if count == 0:
         raise DataError(f"the evaluation stream of shape {tuple(data.shape)} is too short "
                         f"for one window: use a smaller batch size (or more tokens)")

@@ -35,7 +35,7 @@ from ..errors import (
 )
 from ..metrics import perplexity
 from ..precision import autocast, matmul_precision, precision_label, resolve_precision
-from ..runtime import is_out_of_memory, resolve_device
+from ..runtime import is_out_of_memory, read_back, resolve_device
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DDP, rank_and_world_size
 from .runs import FollowerFolder, apply_learning_rate, diverged, nonfinite_update, open_run_folder
@@ -524,10 +524,10 @@ class TrainingLoop:
         queued, self._unchecked = self._unchecked, []
         if not queued:
             return None
-        numbers = torch.stack([torch.stack([v.double(), r.double()]) for _, _, checks, _
-                               in queued for v, r, _ in checks]).tolist()
+        numbers = read_back([x for _, _, checks, _ in queued for v, r, _ in checks
+                             for x in (v, r)])
         flags = torch.stack([f for *_, f in queued]).tolist()
-        pieces = iter(numbers)
+        pieces = iter(zip(numbers[::2], numbers[1::2], strict=True))
         reported = None
         for (step, tokens, checks, _), finite in zip(queued, flags, strict=True):
             read = [next(pieces) for _ in checks]
