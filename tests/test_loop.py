@@ -367,3 +367,24 @@ def test_checkpoints_written_before_the_loop_still_resume(tmp_path):
     save_atomic(state, tmp_path / "lm" / "last.pt")
     finished = lm(tmp_path / "lm", config, resume=True)
     assert finished.step == 3 and finished.fit().reason == "done"
+
+
+def test_the_largest_weight_is_finite_exactly_when_every_weight_is(monkeypatch):
+    """The step's weight check: NaN and inf anywhere are seen, huge finite weights are
+    not mistaken for them (no sum to overflow), on torch with and without
+    ``get_total_norm`` (2.6+)."""
+    from drillbook.train.loop import largest_weight
+
+    def weights(*bad):
+        ws = [torch.randn(3, 4), torch.full((5,), 3e38), torch.randn(2)]
+        for i, value in bad:
+            ws[i][0] = value
+        return ws
+
+    for fallback in (False, True):
+        if fallback:
+            monkeypatch.delattr(torch.nn.utils, "get_total_norm")
+        assert largest_weight(weights()) == 3e38
+        assert torch.isfinite(largest_weight(weights()))
+        assert not torch.isfinite(largest_weight(weights((0, float("nan")))))
+        assert not torch.isfinite(largest_weight(weights((2, -float("inf")))))
