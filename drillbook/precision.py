@@ -81,7 +81,8 @@ def precision_named(name: str, allowed: tuple[str, ...] | None = None) -> Precis
 
 
 def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = False) -> str:
-    """What ``train.amp`` means on ``device``: ``"off"``, ``"bf16"`` or ``"fp16"``.
+    """What ``train.amp`` means on ``device``: ``"off"``, ``"bf16"``, ``"fp16"`` or
+    ``"tf32"``.
 
     ``auto`` follows what was measured, not what the device supports: ``bf16`` for a
     mixture head (``mixture``: MoS, DOC, whose step is dominated by ``K`` softmaxes over

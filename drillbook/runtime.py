@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,13 +103,17 @@ def read_back(values: Sequence[Tensor]) -> list[float]:
     return torch.stack([v.detach().reshape(()).to(dtype) for v in values]).tolist()
 
 
-def check_model_fits(n_parameters: int, device: str | torch.device, what: str) -> None:
+def check_model_fits(build: Callable[[], torch.nn.Module], device: str | torch.device,
+                     what: str) -> None:
     """Refuse, before anything is allocated, a model whose training cannot fit on
-    ``device``: at least :data:`BYTES_TO_TRAIN_A_PARAMETER` bytes a parameter.
+    ``device``: ``build()`` is called on the meta device (no memory), its parameters
+    counted, and each costs at least :data:`BYTES_TO_TRAIN_A_PARAMETER` bytes.
 
     Raises:
         ResourceError: one line with the count, the memory it needs and what there is.
     """
+    with torch.device("meta"):
+        n_parameters = sum(p.numel() for p in build().parameters())
     need, have = BYTES_TO_TRAIN_A_PARAMETER * n_parameters, available_memory(device)
     if have is not None and need > have:
         raise ResourceError(

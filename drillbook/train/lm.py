@@ -87,7 +87,7 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
     AWD-LSTM's evaluation. Returns ``(loss, n_tokens)``; perplexity is ``exp(loss)``.
     ``progress``: a bar over the windows (None: on a terminal only).
     """
-    total, count = 0.0, 0
+    total = 0.0
     steps = data.size(0) - 1
     if max_tokens is not None:
         steps = min(steps, -(-max_tokens // max(data.size(1), 1)))
@@ -98,10 +98,10 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
     for out, y in windows:
         losses.append(model.head.loss(out.features, y).detach())
         sizes.append(y.numel())
-        count += y.numel()
     if losses:  # one read back, then the sum in Python's float64 as window by window
         for loss, size in zip(read_back(losses), sizes, strict=True):
             total += loss * size
+    count = sum(sizes)
     if count == 0:
         raise DataError(f"the evaluation stream of shape {tuple(data.shape)} is too short "
                         f"for one window: use a smaller batch size (or more tokens)")
@@ -187,9 +187,8 @@ class Trainer(TrainingLoop):
         t = config.train
         self.corpus = corpus if corpus is not None else load_lm_data(config)
         vocab_size = len(self.corpus.vocab)
-        with torch.device("meta"):  # counted before a byte is allocated
-            counted = sum(p.numel() for p in build_model(config, vocab_size).parameters())
-        check_model_fits(counted, self.device, f"config {config.name!r}")
+        check_model_fits(lambda: build_model(config, vocab_size), self.device,
+                         f"config {config.name!r}")
         self.model = build_model(config, vocab_size).to(self.device)
         world = self.world_size
         for key, split, size in (("train.batch_size", "train", t.batch_size),
