@@ -17,7 +17,7 @@ import torch
 
 from drillbook.analysis import loss_by_band, loss_by_word, rare_word_f1
 from drillbook.analysis.frequency import DRILL_BANDS, band_label
-from drillbook.errors import ResultFileError
+from drillbook.errors import MissingFileError, ResultFileError
 from drillbook.experiments import render_report, validate_result
 from drillbook.experiments.authors_code import (
     PACKAGE_ROWS,
@@ -328,6 +328,20 @@ def test_plan_folder_names_the_window(tmp_path):
     doc = _with_analyses(table_results("cpu-scale")[0], "tied", "gpu-ptb", [1.0, 1.0, 1.0])
     _window(tmp_path, "2026-02-01-h200-fp32", [doc])
     assert plan_folder("gpu-ptb", tmp_path) == tmp_path / "gpu" / "2026-02-01-h200-fp32"
+
+
+def test_the_newest_window_is_one_that_holds_result_files(tmp_path):
+    """Without a table named, ``gpu_results`` passes over a newer window of benchmark
+    reports only (nothing for ``load_results`` there); named, such a window is returned."""
+    doc = _with_analyses(table_results("cpu-scale")[0], "tied", "gpu-ptb", [1.0, 1.0, 1.0])
+    _window(tmp_path, "2026-02-01-h200-fp32", [doc])
+    benchmarks = tmp_path / "gpu" / "2026-03-01-h200-fp32" / "bench"
+    benchmarks.mkdir(parents=True)
+    (benchmarks / "targets.json").write_text("{}")
+    assert gpu_results("fp32", results=tmp_path) == tmp_path / "gpu" / "2026-02-01-h200-fp32"
+    assert gpu_results("fp32", "2026-03-01-h200", results=tmp_path) == benchmarks.parent
+    with pytest.raises(MissingFileError, match="with a 'speed' table"):
+        gpu_results("fp32", table="speed", results=tmp_path)
 
 
 def test_a_window_says_what_each_row_reached_and_compares_rows_at_one_epoch():

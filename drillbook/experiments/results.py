@@ -237,11 +237,20 @@ def _holds(folder: Path) -> bool:
     return any(folder.glob("*.json")) or any(folder.glob("seed-*/*.json"))
 
 
+def _holds_results(window: Path, table: str | None) -> bool:
+    """Whether a window holds result files of ``table``, or of any table (``None``; its
+    ``bench/`` reports are not result files, as for :func:`load_results`)."""
+    if table is not None:
+        return _holds(window / table)
+    return any(_holds(t) for t in window.iterdir() if t.is_dir() and t.name != "bench")
+
+
 def gpu_results(precision: str = "fp32", window: str | None = None,
                 table: str | None = None, results: str | Path | None = None) -> Path:
     """A results folder of a GPU window the package ships, ``drillbook/results/gpu/<window>-
     <precision>`` (``window`` like ``2026-11-26-h200``; default: the newest one, by name,
-    that holds result files of ``table``, its seed folders included, when one is named),
+    that holds result files: of ``table`` when one is named, its seed folders included;
+    a window of benchmark reports only is passed over),
     read like any results folder (:func:`load_results`, ``drillbook report --results``). A
     window's rows of one precision are kept apart from the other's: the same table and
     row, trained in float32 and in bfloat16, are two results. ``results``: another
@@ -253,7 +262,8 @@ def gpu_results(precision: str = "fp32", window: str | None = None,
     root = (Path(results) if results is not None else book_results()) / "gpu"
     found = sorted(p for p in root.glob(f"*-{precision}") if p.is_dir()
                    and (window is None or p.name == f"{window}-{precision}")
-                   and (table is None or _holds(p / table)))
+                   and ((window is not None and table is None)
+                        or _holds_results(p, table)))
     if not found:
         raise MissingFileError(f"no GPU results of precision {precision!r}"
                                + (f" from window {window!r}" if window else "")
