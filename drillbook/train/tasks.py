@@ -16,7 +16,15 @@ from typing import Any
 
 from ..configs import LANGUAGE_MODEL, TRANSLATION, SectionedConfig, config_classes
 from ..validation import check_choice
-from .lm import Trainer, evaluate_lm_run, lm_analyses, load_lm_data, load_lm_run
+from .lm import (
+    Trainer,
+    evaluate_lm_run,
+    finetune_trainer,
+    lm_analyses,
+    load_lm_data,
+    load_lm_run,
+    split_stream,
+)
 from .loop import RunStatus, TrainingLoop
 from .runs import LoadedRun, read_run_config
 from .translation import (
@@ -56,6 +64,13 @@ class Task:
         analyses: ``(run, split, *, data, max_items) -> dict``: what a result file carries
             for the chapters beyond the metric (the ``analyses`` block of
             :mod:`drillbook.experiments.results`).
+        finetune_trainer: ``(run_dir, *, out, device, resume, progress, corpus, lr) ->
+            TrainingLoop``: the trainer of the task's second stage (AWD-LSTM's averaged-SGD
+            fine-tuning), or None where the task has none.
+        split_stream: ``(config, data, split) -> Tensor``: a split as one batchified token
+            stream, what rank and dynamic evaluation read, or None where the task's text
+            is not one stream (translation pairs).
+        decodes: whether the task's models decode (beam search, ``translate``).
     """
 
     name: str
@@ -70,6 +85,19 @@ class Task:
     evaluate: Callable[..., dict[str, Any]]
     describe: Callable[[dict[str, Any]], str]
     analyses: Callable[..., dict[str, Any]]
+    finetune_trainer: Callable[..., TrainingLoop] | None = None
+    split_stream: Callable[..., Any] | None = None
+    decodes: bool = False
+
+    @property
+    def finetunes(self) -> bool:
+        """The task has a fine-tuning stage (``drillbook finetune``)."""
+        return self.finetune_trainer is not None
+
+    @property
+    def streams(self) -> bool:
+        """Its splits are token streams: rank and dynamic evaluation apply."""
+        return self.split_stream is not None
 
     def best(self, status: RunStatus) -> str:
         """The best validation metric of ``status`` in words (``"best valid ppl
@@ -87,7 +115,7 @@ TASKS: dict[str, Task] = {
         best_value=lambda s: s.best_val_ppl, load_data=load_lm_data, load_run=load_lm_run,
         evaluate=evaluate_lm_run,
         describe=lambda r: f"perplexity {r['ppl']:.2f} over {r['tokens']:,} tokens",
-        analyses=lm_analyses),
+        analyses=lm_analyses, finetune_trainer=finetune_trainer, split_stream=split_stream),
     TRANSLATION: Task(
         name=TRANSLATION, config_class=config_classes()[TRANSLATION], trainer=NMTTrainer,
         metric="BLEU", metric_key="bleu", short="BLEU",
@@ -95,7 +123,7 @@ TASKS: dict[str, Task] = {
         load_run=load_translation_run, evaluate=evaluate_translation_run,
         describe=lambda r: (f"BLEU {r['bleu']:.2f} over {r['sentences']:,} sentences with "
                             f"beam {r['beam']}"),
-        analyses=translation_analyses),
+        analyses=translation_analyses, decodes=True),
 }
 
 
