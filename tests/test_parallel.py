@@ -14,14 +14,15 @@ import pytest
 
 from drillbook.cli import main
 from drillbook.experiments import load_results, validate_result
-from drillbook.experiments.parallel import training_budget
-from drillbook.experiments.plans import PLANS, fit_step_model, measured_steps, predict
 from drillbook.experiments.results import (
     PACK_LIMIT_BYTES,
     gpu_results,
     pack_results,
     unpack_results,
 )
+from drillbook.experiments.run.plans import fit_step_model, measured_steps, predict
+from drillbook.experiments.run.scheduler import training_budget
+from drillbook.experiments.tables import PLANS
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_data = pytest.mark.skipif(
@@ -75,7 +76,7 @@ def test_the_pack_refuses_more_than_it_may_hold(tmp_path, monkeypatch):
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "row.json").write_bytes(os.urandom(4096))  # incompressible
-    monkeypatch.setattr("drillbook.experiments.results.PACK_LIMIT_BYTES", 1024)
+    monkeypatch.setattr("drillbook.experiments.results.files.PACK_LIMIT_BYTES", 1024)
     with pytest.raises(ResultFileError, match="over the 0 MiB an archive may hold"):
         pack_results(tmp_path, tmp_path / "x.tar.gz")
     assert not (tmp_path / "x.tar.gz").exists()
@@ -128,8 +129,8 @@ def test_the_sharing_cost_is_what_the_committed_window_measured():
     from the committed result files (the first model, the arithmetic shares, said 1.39)."""
     from statistics import mean
 
-    from drillbook.experiments.plans import SHARING_COST
     from drillbook.experiments.results import gpu_results, read_result
+    from drillbook.experiments.run.plans import SHARING_COST
 
     folder = gpu_results("fp32", table="gpu-ptb")
     predictions = predict(PLANS["gpu-ptb"], parallel=4, deadline_minutes=5.65)

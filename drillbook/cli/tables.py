@@ -52,7 +52,7 @@ def _reproduce_in_process(args: argparse.Namespace) -> list[Path] | None:
 
 
 def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
-    from ..experiments.parallel import run_parallel
+    from ..experiments.run.scheduler import run_parallel
     from ..runtime import resolve_device
     from ..train.distributed import rank_and_world_size
 
@@ -72,7 +72,8 @@ def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from ..experiments.plans import PLANS, Plan, format_predictions, predict
+    from ..experiments.run.plans import format_predictions, predict
+    from ..experiments.tables import PLANS, Plan
 
     plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
     parallel = args.parallel or plan.parallel
@@ -127,13 +128,15 @@ def _curve_figures(results: str, folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     from ..experiments import TABLES, load_results, plot_curves, table_rows
+    from ..experiments.results import result_task
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for table in sorted({d["table"] for d in load_results(results)} & set(TABLES)):
+    docs = {d["table"]: d for d in load_results(results)}
+    for table in sorted(set(docs) & set(TABLES)):
         rows = table_rows(table, results)
-        bleu = any(p.get("val_bleu") is not None for r in rows for p in r["curve"])
-        ax = plot_curves(rows, metric="val_bleu" if bleu else "val_ppl", title=table)
+        key = result_task(docs[table]).metric_key
+        ax = plot_curves(rows, metric=f"val_{key}", title=table)
         path = folder / f"{table}.png"
         ax.figure.tight_layout()
         ax.figure.savefig(path, dpi=120)
@@ -188,7 +191,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--dry-run", nargs="?", const="h200", metavar="CLASS",
         help="train nothing: print each row's predicted seconds per epoch, epochs reached "
              "by the deadline and peak memory on a device class (%(names)s; default h200), "
-             "and the model's assumptions"), "drillbook.experiments.plans", "DEVICE_CLASSES")
+             "and the model's assumptions"), "drillbook.experiments.run.plans", "DEVICE_CLASSES")
     p.add_argument("--label", help=argparse.SUPPRESS)  # a worker's console lines
     p.set_defaults(func=_cmd_reproduce,
                    interrupted="; run the same command again to continue each row from its "

@@ -31,10 +31,6 @@ from .bench import (
     vocab_sweep,
     write_report,
 )
-from .compare import format_rows, full_command, plot_curves, ratios_to, table_rows
-from .format import fmt
-from .report import render_report
-from .reproduce import reproduce
 from .results import (
     RESULT_FORMAT,
     book_results,
@@ -45,12 +41,17 @@ from .results import (
     validate_result,
     write_result,
 )
-from .speed import speed_rows
-from .tables import TABLES, Row, baseline_row, find_row, paper_params, records_for
+from .results.compare import format_rows, full_command, plot_curves, ratios_to, table_rows
+from .results.format import fmt
+from .results.report import render_report
+from .results.speed import speed_rows
+from .run.reproduce import reproduce
+from .tables import PLANS, TABLES, Plan, Row, Table, find_row, paper_params, records_for
 
 __all__ = [
     "BENCH_FORMAT",
     "BENCH_HEADS",
+    "PLANS",
     "RESULT_FORMAT",
     "SIZES",
     "SWEEP_SIZES",
@@ -58,9 +59,10 @@ __all__ = [
     "TARGETS",
     "HeadCost",
     "ModelCost",
+    "Plan",
     "Row",
+    "Table",
     "Target",
-    "baseline_row",
     "book_results",
     "compare_heads",
     "compare_models",

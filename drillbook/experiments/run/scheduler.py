@@ -3,7 +3,7 @@
 One language model of the papers' size keeps only a small part of a large GPU busy (a batch
 of 20 sequences is bound by kernel latency, not arithmetic), so several rows trained at once
 each run at nearly their solo speed. :func:`run_parallel` trains the jobs of a table
-(:func:`~drillbook.experiments.reproduce.table_jobs`) in up to ``parallel`` worker
+(:func:`~drillbook.experiments.run.reproduce.table_jobs`) in up to ``parallel`` worker
 processes, each a ``drillbook reproduce`` of one job on its device, and keeps the whole call
 within ``deadline_minutes``:
 
@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..provenance import git_state
-from ..validation import POSITIVE_INT, POSITIVE_NUMBER
-from .format import fmt
+from ...provenance import git_state
+from ...train.tasks import task_of
+from ...validation import POSITIVE_INT, POSITIVE_NUMBER
+from ..results import write_result
+from ..results.format import fmt
 from .reproduce import Job, failure_doc, table_jobs
-from .results import write_result
 
 __all__ = ["Worker", "run_parallel", "summary_table", "training_budget"]
 
@@ -118,7 +119,7 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
 
     Args:
         table, rows, seeds, overrides, max_eval_tokens, out, runs: as for
-            :func:`~drillbook.experiments.reproduce.reproduce`.
+            :func:`~drillbook.experiments.run.reproduce.reproduce`.
         parallel: jobs at once.
         devices: the devices the jobs are spread over, in turn (``cuda:0 cuda:1``); one
             device takes several jobs when ``parallel`` exceeds their number.
@@ -247,8 +248,7 @@ def summary_table(jobs: Sequence[Job], out: str | Path, seconds: float) -> str:
     for job in jobs:
         path = job.result_path(out)
         doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-        m = doc.get("metrics", {})
-        key = "bleu" if "val_bleu" in m else "ppl"
+        m, key = doc.get("metrics", {}), task_of(job.config).metric_key
         lines.append(f"{job.name:<28} {doc.get('status', 'missing'):<14} "
                      f"{fmt(doc.get('epochs_done')):>6} {fmt(m.get(f'val_{key}')):>9} "
                      f"{fmt(m.get(f'test_{key}')):>9} {fmt(doc.get('wall_seconds'), 0):>7}")
