@@ -99,7 +99,7 @@ def _have(module: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", nargs="+", default=["gpu-ptb"],
-                        help="plans of drillbook.experiments.run.plans.PLANS, in order")
+                        help="plans of drillbook.experiments.tables.PLANS, in order")
     parser.add_argument("--minutes", type=float, default=9.0, help="the whole window")
     parser.add_argument("--out", type=Path, default=Path("evidence"))
     parser.add_argument("--runs", type=Path, help="run folders (default OUT/../evidence-runs)")

@@ -38,7 +38,8 @@ class JobSpec:
 
     Attributes:
         table, row, seed: the job (:class:`~drillbook.experiments.run.reproduce.Job`).
-        device: where it trains (``cpu``, ``cuda``, ``cuda:1``).
+        device: where it trains (``cpu``, ``cuda``, ``cuda:1``; None: the default device
+            where the worker runs).
         out, runs: the results folder and the run folders' root.
         budget_minutes: wall-clock minutes of training (None: to the end).
         overrides: ``key=value`` applied after the row's own.
@@ -50,7 +51,7 @@ class JobSpec:
     table: str
     row: str
     seed: int
-    device: str
+    device: str | None
     out: str
     runs: str
     budget_minutes: float | None = None
