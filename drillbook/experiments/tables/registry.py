@@ -149,36 +149,38 @@ def _tables() -> list[Table]:
     models side by side, the translation models on the whole of Multi30k, and the small
     models on whole passes over PTB."""
     return [
-        Table("drill-table4", tuple(_table4())),
+        Table("drill-table4", tuple(_table4()), baseline="tied"),
         # DRILL Tables 1 and 2: each row's speed against the AWD-LSTM of its corpus
-        Table("drill-main", tuple(_drill_main()), baseline=None),
-        Table("mos-doc", tuple(_mixtures()), baseline=None),
-        Table("rank", tuple(_rank()), rank=True, paper_columns=PAPER_RANKS),
-        Table("speed", tuple(_speed()), baseline=None, paper_columns=PAPER_SPEED),
+        Table("drill-main", tuple(_drill_main())),
+        Table("mos-doc", tuple(_mixtures())),
+        Table("rank", tuple(_rank()), rank=True, baseline="tied", paper_columns=PAPER_RANKS),
+        Table("speed", tuple(_speed()), paper_columns=PAPER_SPEED),
         # vMF Table 1 and joint-embedding Table 3 analogues on Multi30k (de->en)
-        Table("multi30k-vmf", tuple(_multi30k_vmf()), baseline=None),
+        Table("multi30k-vmf", tuple(_multi30k_vmf())),
         Table("multi30k-joint", tuple(Row(h, f"multi30k/de-en-{c}") for h, c in (
             ("softmax", "softmax"), ("tied", "softmax-tied"), ("bilinear", "bilinear"),
-            ("dual", "dual"), ("drill", "drill")))),
+            ("dual", "dual"), ("drill", "drill"))), baseline="tied"),
         # a CPU-sized table: the tests and a first look
         Table("tutorial", (Row("tied", "tutorial/ptb-tied"),
-                           Row("drill", "tutorial/ptb-drill")), device="cpu"),
+                           Row("drill", "tutorial/ptb-drill")), device="cpu", baseline="tied"),
         # every head at CPU scale, one budget for all: Table 4's ordering, the mixtures'
         # rank and Table 3's speed ratios, small enough for a laptop: 6 epochs of 150
         # updates of 32 x 35 tokens, about one pass over PTB's training text
         Table("cpu-scale", tuple(_cpu_scale()), epochs=6, device="cpu", rank=True,
-              rank_positions=2000),
+              rank_positions=2000, baseline="tied"),
         # the tables of a GPU window's plans (drillbook.experiments.run.plans)
         Table("gpu-ptb", tuple(_gpu_ptb()), epochs=7, rank=True, rank_positions=4000,
+              baseline="tied",
               plans=(Plan("gpu-ptb", "gpu-ptb", parallel=4, description=(
                   "tied AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size and settings "
                   "on PTB, the same epochs each: curves, rank, frequency bands, mixture "
                   "usage")),)),
-        Table("gpu-multi30k", tuple(_gpu_multi30k()), epochs=20, baseline=None,
+        Table("gpu-multi30k", tuple(_gpu_multi30k()), epochs=20,
               plans=(Plan("gpu-multi30k", "gpu-multi30k", parallel=9, description=(
                   "softmax, tied softmax, bilinear, dual, DRILL and the vMF losses on the "
                   "whole of Multi30k de-en: BLEU, rare-word F1, decoding speed")),)),
         Table("gpu-small", tuple(_gpu_small()), epochs=10, rank=True, rank_positions=2000,
+              baseline="tied",
               plans=(Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=15,
                           description=("every cpu-scale row at its small size on whole "
                                        "passes over PTB, three seeds each: the ordering "
@@ -196,8 +198,8 @@ PLANS: dict[str, Plan] = {p.name: p for t in TABLES.values() for p in t.plans}
 
 def table_of(name: str) -> Table:
     """The table ``name``; a table no longer declared (a result file may outlive it) is an
-    empty one with the defaults."""
-    return TABLES.get(name) or Table(name, ())
+    empty one whose speed ratios divide by a ``tied`` row."""
+    return TABLES.get(name) or Table(name, (), baseline="tied")
 
 
 def records_for(config) -> list[str]:

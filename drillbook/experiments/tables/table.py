@@ -167,7 +167,7 @@ class Table(Sequence[Row]):
     device: str = "gpu"
     rank: bool = False
     rank_positions: int | None = None
-    baseline: str | None = "tied"
+    baseline: str | None = None
     paper_columns: tuple[PaperColumn, ...] = ()
     plans: tuple[Plan, ...] = field(default=())
 
