@@ -1,6 +1,6 @@
 """A table is one declaration: its rows, epochs, device, rank, baseline rows, the papers'
-columns and its plans, read by the runner, the planner and the report; and every task
-question of a row or a result file asked of its task record."""
+columns and its plans, read by the runner, the planner and the report; every task
+question of a row or a result file asked of its task record; one name per precision."""
 
 from __future__ import annotations
 
@@ -131,3 +131,38 @@ def test_the_report_names_a_translation_tables_metric_when_no_row_measured_one(t
     text = render_report(tmp_path)
     assert "## multi30k-joint\n\nMetric: BLEU." in text
     assert "| softmax | `multi30k/de-en-softmax` |" in text
+
+
+# ------------------------------------------------------------------ one spelling of precision
+def test_old_result_files_name_their_precision_as_today(tmp_path):
+    """The committed bf16 window's files say ``bf16-autocast`` (written before precisions
+    had one name): they load, and read as ``bf16``; a seed run of today (``train.amp`` =
+    ``fp32``) and an old one (``false``, later ``off``) are seeds of one row; an unknown
+    name is refused."""
+    import json
+    import shutil
+
+    from drillbook.errors import ResultFileError
+    from drillbook.experiments import book_results, gpu_results, load_results, validate_result
+    from drillbook.experiments.results import result_precision
+    from drillbook.experiments.results.seeds import seed_runs
+
+    old = load_results(gpu_results("bf16", table="speed"))
+    assert {d["precision"] for d in old} == {"bf16-autocast"}
+    assert {result_precision(d) for d in old} == {"bf16"}
+    assert result_precision({}) == "fp32"  # the first files recorded none
+    doc = json.loads((book_results() / "cpu-scale" / "tied.json").read_text())
+    assert doc["config"]["train"]["amp"] is False and validate_result(doc) == []
+    assert validate_result({**doc, "precision": "half"}) == [
+        "precision 'half' is not one of ['fp32', 'bf16', 'fp16', 'tf32']"]
+    (tmp_path / "cpu-scale" / "seed-7").mkdir(parents=True)
+    shutil.copy(book_results() / "cpu-scale" / "tied.json", tmp_path / "cpu-scale")
+    today = {**doc, "seed": 7, "precision": "fp32",
+             "config": {**doc["config"], "train": {**doc["config"]["train"], "amp": "fp32",
+                                                   "seed": 7}}}
+    (tmp_path / "cpu-scale" / "seed-7" / "tied.json").write_text(json.dumps(today))
+    assert [d["seed"] for d in seed_runs(tmp_path, "cpu-scale")["tied"]] == [doc["seed"], 7]
+    today["config"]["train"]["amp"] = "bf16"  # a different precision is a different run
+    (tmp_path / "cpu-scale" / "seed-7" / "tied.json").write_text(json.dumps(today))
+    with pytest.raises(ResultFileError, match="differ in config"):
+        seed_runs(tmp_path, "cpu-scale")

@@ -16,6 +16,7 @@ from .files import (
     load_results,
     pack_results,
     read_result,
+    result_precision,
     result_task,
     unpack_results,
     validate_result,
@@ -24,5 +25,5 @@ from .files import (
 
 __all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
            "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
-           "gpu_results", "load_results", "pack_results", "read_result", "result_task",
-           "unpack_results", "validate_result", "write_result"]
+           "gpu_results", "load_results", "pack_results", "read_result", "result_precision",
+           "result_task", "unpack_results", "validate_result", "write_result"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...validation import check_choice
 from ..tables import TABLES
-from .files import load_results
+from .files import load_results, result_precision
 from .format import fmt
 
 __all__ = ["always_falls", "cpu_tables", "format_rows", "full_command",
@@ -88,7 +88,7 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
             "budget_minutes": doc["budget_minutes"] if doc else None,
             "wall_seconds": doc["wall_seconds"] if doc else None,
             "device": doc["device"] if doc else None,
-            "precision": doc.get("precision") if doc else None,
+            "precision": result_precision(doc) if doc else None,
             **{k: v for k, v in metrics.items() if k not in (valid, test)},
             "curve": doc["curve"] if doc else [],
         })

@@ -15,12 +15,13 @@ from typing import Any
 from ...atomic import write_atomic, write_json
 from ...configs import task_named_by
 from ...errors import MissingFileError, ResultFileError
+from ...precision import PRECISIONS, canonical_precision
 from ...train.tasks import Task, task_of
 
 __all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
            "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
-           "gpu_results", "load_results", "pack_results", "read_result", "result_task",
-           "unpack_results", "validate_result", "write_result"]
+           "gpu_results", "load_results", "pack_results", "read_result", "result_precision",
+           "result_task", "unpack_results", "validate_result", "write_result"]
 
 RESULT_FORMAT = "drillbook-result/3"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers; the
@@ -52,7 +53,7 @@ REQUIRED: dict[str, tuple[type, ...]] = {
 #: fields a document may lack, checked when present: field -> allowed Python types
 OPTIONAL: dict[str, tuple[type, ...]] = {
     "bleu_signature": (str,),  # sacrebleu's signature of a translation row's test_bleu
-    "precision": (str,),  # fp32, bf16-autocast or fp16-autocast
+    "precision": (str,),  # fp32, bf16, fp16 or tf32 (old files: their labels)
     "world_size": (int,),  # processes that trained together
     "error": (str,),  # why a row failed (status failed, out-of-memory or deadline)
     "analyses": (dict,),  # what the chapters draw beyond the metrics (ANALYSES)
@@ -137,6 +138,9 @@ def validate_result(doc: Any) -> list[str]:
         return [f"expected a JSON object, got {type(doc).__name__}"]
     problems = _check_fields(doc, REQUIRED, "", STATUSES)
     problems += _check_types(doc, {k: t for k, t in OPTIONAL.items() if k in doc}, "")
+    if isinstance(doc.get("precision"), str) and canonical_precision(
+            doc["precision"]) not in PRECISIONS:
+        problems.append(f"precision {doc['precision']!r} is not one of {list(PRECISIONS)}")
     if doc.get("format") not in (None, *READABLE_FORMATS):
         problems.append(f"format {doc.get('format')!r} is not one of {READABLE_FORMATS}")
     if "finetuned" in doc:
@@ -381,3 +385,10 @@ def result_task(doc: dict[str, Any]) -> Task:
     instead of guessing from the metrics: the metric's name and key, whether the row
     fine-tunes, ranks or decodes."""
     return task_of(task_named_by(doc.get("config") or {}))
+
+
+def result_precision(doc: dict[str, Any]) -> str:
+    """The precision a result file's row trained in, by its one name
+    (:data:`drillbook.precision.PRECISIONS`): an old file's label (``bf16-autocast``) read
+    as its name, a file written before precisions were recorded as ``fp32``."""
+    return canonical_precision(doc.get("precision") or "fp32")

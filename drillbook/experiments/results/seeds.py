@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import MissingPackageError, ResultFileError
+from ...precision import canonical_precision
 from ..tables import table_of
 from .files import read_result
 from .format import fmt
@@ -235,6 +236,8 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
         # description or an old file's copied paper numbers do not)
         config = {k: dict(doc["config"].get(k, {})) for k in _TRAINED_BY}
         config["train"].pop("seed", None)
+        if "amp" in config["train"]:  # an old file's spelling ("off") is today's name
+            config["train"]["amp"] = canonical_precision(config["train"]["amp"])
         return config
 
     # (updates may differ: the variable-length BPTT windows depend on the seed)
