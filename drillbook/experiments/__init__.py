@@ -1,6 +1,19 @@
-"""Experiments built from the package parts: the papers' tables, trained row by row into
-result files that the report, the comparisons with the papers and the spread across seeds
-read, and the cost benchmarks (:mod:`drillbook.experiments.bench`)."""
+"""Experiments built from the package parts, in layers that import only downwards:
+
+* :mod:`~drillbook.experiments.tables`: the papers' tables, each one declaration
+  (:class:`~drillbook.experiments.tables.table.Table`) of its rows and of what the runner,
+  the planner and the report read of it;
+* :mod:`~drillbook.experiments.bench`: the cost benchmarks, which know no table;
+* :mod:`~drillbook.experiments.results`: the result files (their schema, the analyses they
+  carry), what the report, the comparisons with the papers and the spread across seeds
+  read from them, and how they are shown;
+* :mod:`~drillbook.experiments.run`: the runner, which trains a table's rows into result
+  files: in this process, or as workers (the worker entry point) started by a launcher,
+  processes here or jobs of a cluster's queue through submitit, within a deadline, and
+  the plans of a GPU window with their predictions.
+
+The names most used are importable from here.
+"""
 
 from ..provenance import environment
 from .bench import (
