@@ -54,7 +54,7 @@ class Handle:
         self.lines: list[str] = []
 
     def keep(self, line: str) -> None:
-        """Remember one of the job's console lines (the last :data:`KEPT_LINES`)."""
+        """Remember one of the job's console lines (the last ``KEPT_LINES``)."""
         self.lines = [*self.lines[-(KEPT_LINES - 1):], line]
 
     def poll(self) -> int | None:

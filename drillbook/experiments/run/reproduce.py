@@ -1,11 +1,12 @@
 """Reproduce the papers' tables row by row, at a stated budget, resumably.
 
-``drillbook reproduce TABLE`` trains every row of a table (:data:`~.tables.TABLES`) into
-``runs/<table>/<row>/`` and writes ``results/<table>/<row>.json``
-(:mod:`~drillbook.experiments.results`) when the row finishes or its budget runs out; run
-again, every interrupted row resumes from its last checkpoint. A row whose paper number is
-after AWD-LSTM's fine-tuning stage is fine-tuned within the same budget once its main run is
-done, and its result file records both stages (compare like with like).
+``drillbook reproduce TABLE`` trains every row of a table
+(:data:`~drillbook.experiments.tables.TABLES`) into ``runs/<table>/<row>/`` and writes
+``results/<table>/<row>.json`` (:mod:`~drillbook.experiments.results`) when the row
+finishes or its budget runs out; run again, every interrupted row resumes from its last
+checkpoint. A row whose paper number is after AWD-LSTM's fine-tuning stage is fine-tuned
+within the same budget once its main run is done, and its result file records both stages
+(compare like with like).
 """
 
 from __future__ import annotations
@@ -128,14 +129,15 @@ def reproduce(table: str, *, rows: list[str] | None = None,
               label: str | None = None) -> list[Path]:
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
-    A row with a fine-tuned paper number (:attr:`~.tables.Row.finetunes`) is fine-tuned
-    once its main run is done (``status: done``), in ``<runs>/<table>/<row>/finetune``, at
-    the authors' fine-tuning learning rate (:func:`drillbook.configs.finetune_lr`). The
-    budget covers both stages: fine-tuning gets what the main run left of this call's
+    A row with a fine-tuned paper number
+    (:attr:`~drillbook.experiments.tables.table.Row.finetunes`) is fine-tuned once its main
+    run is done (``status: done``), in ``<runs>/<table>/<row>/finetune``, at the authors'
+    fine-tuning learning rate (:func:`drillbook.configs.finetune_lr`). The budget covers
+    both stages: fine-tuning gets what the main run left of this call's
     minutes, and resumes at the next call when none was left.
 
     Args:
-        table: a key of :data:`~.tables.TABLES`.
+        table: a key of :data:`~drillbook.experiments.tables.TABLES`.
         rows: row names to run (default: all).
         budget_minutes: wall-clock minutes of training per row *per call* (None: train to
             the end); the evaluation follows.
@@ -378,9 +380,10 @@ def _earlier_finetuned(path: Path) -> dict | None:
 def _result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dict, *,
                 status: str, epochs_done: int, budget_minutes: float | None, metrics: dict,
                 curve: list) -> dict:
-    """The result document of one row (:mod:`.results`): what was run, where, with which
-    code, how far it got and what it measured. The papers' numbers are not copied in: the
-    report reads them from the record when it shows the row."""
+    """The result document of one row (:mod:`~drillbook.experiments.results.files`): what
+    was run, where, with which code, how far it got and what it measured. The papers'
+    numbers are not copied in: the report reads them from the record when it shows the
+    row."""
     return {
         "format": RESULT_FORMAT, "table": table, "row": row.name,
         "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),

@@ -22,7 +22,7 @@ from ...heads import HEADS
 from ...train.tasks import task_of
 from ..bench.measure import saved_bytes
 
-__all__ = ["SIZINGS", "TaskSizing", "mean_bptt", "sizing_of"]
+__all__ = ["SIZINGS", "Probe", "TaskSizing", "mean_bptt", "sizing_of"]
 
 #: a probe of autograd's saved tensors: ``(config, vocab_size, generator, **extra) ->
 #: ((n1, n2), bytes_at)``, two small sizes and the bytes one step of ``n`` positions (or
