@@ -1,7 +1,7 @@
 """Experiments built from the package parts, in layers that import only downwards:
 
 * :mod:`~drillbook.experiments.tables`: the papers' tables, each one declaration
-  (:class:`~drillbook.experiments.tables.table.Table`) of its rows and of what the runner,
+  (:class:`~drillbook.experiments.tables.Table`) of its rows and of what the runner,
   the planner and the report read of it;
 * :mod:`~drillbook.experiments.bench`: the cost benchmarks, which know no table;
 * :mod:`~drillbook.experiments.results`: the result files (their schema, the analyses they

@@ -29,7 +29,7 @@ def render_report(folder: str | Path) -> str:
     our fine-tuned run next to that number, our main run next to the paper's before
     fine-tuning (a dash where the paper gives none). Speed ratios divide each row's seconds
     per epoch by its baseline row in the same table, and the papers' columns are those the
-    table declares (:class:`~drillbook.experiments.tables.table.Table`); rank columns
+    table declares (:class:`~drillbook.experiments.tables.Table`); rank columns
     appear for tables that measure a rank. A table with a row run under two or more seeds
     gets a table across seeds (:mod:`drillbook.experiments.results.seeds`), and the
     benchmark reports in ``folder/bench`` give a section on the cost targets

@@ -130,7 +130,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
     A row with a fine-tuned paper number
-    (:attr:`~drillbook.experiments.tables.table.Row.finetunes`) is fine-tuned once its main
+    (:attr:`~drillbook.experiments.tables.Row.finetunes`) is fine-tuned once its main
     run is done (``status: done``), in ``<runs>/<table>/<row>/finetune``, at the authors'
     fine-tuning learning rate (:func:`drillbook.configs.finetune_lr`). The budget covers
     both stages: fine-tuning gets what the main run left of this call's
