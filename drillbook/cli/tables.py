@@ -210,8 +210,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--launcher submitit submits each row as a job through submitit (pip install "
         "'drillbook[cluster]'): to Slurm's queue where there is one, or as processes on "
         "this machine (--cluster local). Console lines, the deadline, --pack and the "
-        "result files are as above; a job the queue stops early is requeued and resumes "
-        "from its last checkpoint. Leave --device out to train on each node's default "
+        "result files are as above; a job that reaches its time limit is requeued and "
+        "resumes from its last checkpoint. Leave --device out to train on each node's default "
         "device.")
     g.add_argument("--launcher", default="local", metavar="NAME",
                    help="where the workers run: local (the default: processes here) or "

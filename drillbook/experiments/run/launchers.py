@@ -10,8 +10,9 @@ each job is the worker entry point (:mod:`~drillbook.experiments.run.worker`) gi
   machines, a Slurm cluster's queue, or submitit's local executor on this machine
   (``cluster="local"``, what the tests use); its console lines read from the job's log as
   they come, cancelled at the deadline. Each job asks for the time it is given (its
-  training budget and reserve) unless ``timeout_min`` is set; a job the queue stops early
-  is requeued and resumes (:meth:`~drillbook.experiments.run.worker.Worker.checkpoint`).
+  training budget and reserve) unless ``timeout_min`` is set; a job that reaches that
+  limit is requeued and resumes
+  (:meth:`~drillbook.experiments.run.worker.Worker.checkpoint`).
 
 Either way the scheduler keeps the deadline, writes the result file of a job that ended
 without one and prints the summary; a launcher only starts, watches and stops.

@@ -10,8 +10,9 @@ the scheduler's processes on this machine start it as a module,
 submitit`` submits :class:`Worker` itself to a cluster's queue (Slurm) or to submitit's
 local executor. A row that fails or runs out of memory gets a result file that says so
 (:func:`~drillbook.experiments.run.reproduce.reproduce` with ``keep_going``); a job
-stopped by its queue before its time (preemption, the time limit) is requeued by
-submitit and resumes from its run folder's last checkpoint (:meth:`Worker.checkpoint`).
+that reaches its time limit in the queue is requeued by submitit and resumes from its run
+folder's last checkpoint (:meth:`Worker.checkpoint`; checked with submitit's local
+executor, whose limit is signalled the same way).
 """
 
 from __future__ import annotations
@@ -106,9 +107,9 @@ def run_job(spec: JobSpec) -> str:
 
 class Worker:
     """The callable a cluster's queue runs (``--launcher submitit``): ``Worker()(spec)`` is
-    :func:`run_job`, and :meth:`checkpoint` is what submitit calls when the queue stops
-    the job early (preemption, its time limit): the same job again, which resumes from the
-    row's last checkpoint."""
+    :func:`run_job`, and :meth:`checkpoint` is what submitit calls when the job reaches
+    its time limit (the signal submitit asks the queue for shortly before it): the same
+    job again, which resumes from the row's last checkpoint."""
 
     def __call__(self, spec: JobSpec) -> str:
         return run_job(spec)
