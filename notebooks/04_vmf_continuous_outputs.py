@@ -56,7 +56,8 @@ import torch
 from drillbook.analysis import accuracy_by_frequency
 from drillbook.configs import apply_overrides, get_nmt_config
 from drillbook.experiments import plot_curves, vocab_sweep
-from drillbook.experiments.evidence import f1_rows, missing_evidence, plan_results, plot_f1
+from drillbook.experiments.results.analyses import translation_analyses
+from drillbook.experiments.results.evidence import f1_rows, missing_evidence, plan_results, plot_f1
 from drillbook.losses import LOSSES, log_cm, nll_vmf, sample_vmf
 from drillbook.nmt import load_glove_50d, load_parallel, make_batches
 from drillbook.nmt.compare import (
@@ -69,7 +70,6 @@ from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
 from drillbook.plotting import head_color, tidy_log_axis
 from drillbook.train import NMTTrainer, has_checkpoint, load_run, read_log, translation_loss
-from drillbook.train.translation import translation_analyses
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google

@@ -67,7 +67,7 @@ from torch import nn
 
 from drillbook.analysis import nearest_neighbours
 from drillbook.configs import apply_overrides, get_nmt_config
-from drillbook.experiments.evidence import missing_evidence, plan_results
+from drillbook.experiments.results.evidence import missing_evidence, plan_results
 from drillbook.heads import DualHead, build_head
 from drillbook.nmt import load_parallel, make_batches
 from drillbook.nmt.compare import (

@@ -73,7 +73,7 @@ from drillbook.experiments import (
     speed_rows,
     time_call,
 )
-from drillbook.experiments.authors_code import authors_code_timings
+from drillbook.experiments.results.authors_code import authors_code_timings
 from drillbook.heads import build_head
 from drillbook.notebook import setup
 from drillbook.papers import assert_quoted

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from drillbook.experiments import TABLES
-from drillbook.experiments.compare import always_falls, cpu_tables, last_change
+from drillbook.experiments.results.compare import always_falls, cpu_tables, last_change
 
 CURVE = [{"epoch": 1, "val_ppl": 800.0}, {"epoch": 2, "val_ppl": 600.0},
          {"epoch": 3, "val_ppl": 570.0, "train_ppl": 500.0}]

@@ -19,12 +19,13 @@ from drillbook.analysis import loss_by_band, loss_by_word, rare_word_f1
 from drillbook.analysis.frequency import DRILL_BANDS, band_label
 from drillbook.errors import MissingFileError, ResultFileError
 from drillbook.experiments import render_report, validate_result
-from drillbook.experiments.authors_code import (
+from drillbook.experiments.results import gpu_results, load_results, unpack_results
+from drillbook.experiments.results.authors_code import (
     PACKAGE_ROWS,
     authors_code_timings,
     read_authors_log,
 )
-from drillbook.experiments.evidence import (
+from drillbook.experiments.results.evidence import (
     band_differences,
     curve_points,
     f1_rows,
@@ -39,9 +40,8 @@ from drillbook.experiments.evidence import (
     val_at_epoch,
     window_rows,
 )
-from drillbook.experiments.results import gpu_results, load_results, unpack_results
-from drillbook.experiments.speed import first_epochs, speed_rows
-from drillbook.experiments.tables import TABLES, baseline_row
+from drillbook.experiments.results.speed import first_epochs, speed_rows
+from drillbook.experiments.tables import TABLES
 from drillbook.papers import RECORD
 
 FP32, BF16 = (gpu_results("fp32", table="speed"),
@@ -97,7 +97,7 @@ def test_speed_rows_divide_by_their_corpus_baseline_and_quote_the_record():
     epochs = first_epochs(FP32)
     assert set(rows) == set(epochs) <= {r.name for r in TABLES["speed"]}
     for name, r in rows.items():
-        base = epochs[baseline_row(name)]
+        base = epochs[TABLES["speed"].baseline_of(name)]
         assert r["ratio"] == epochs[name]["seconds"] / base["seconds"]
         assert r["ms_per_update"] == 1000 * epochs[name]["seconds"] / epochs[name]["updates"]
         assert r["repo_seconds_per_epoch"] == RECORD[f"drill-repo:speed:{name}"][

@@ -3,7 +3,7 @@ CPU runs left them, and the papers' kinds of figure drawn from them.
 
 Every chapter has a section with its paper's central figure. It reads result files only
 (never a checkpoint): :func:`plan_results` finds a GPU plan's rows in the newest window
-that ran it (``drillbook/results/gpu/<window>/``, see :mod:`drillbook.experiments.plans`),
+that ran it (``drillbook/results/gpu/<window>/``, see :mod:`drillbook.experiments.run.plans`),
 and while no window has, the chapter shows a committed CPU table instead and prints
 :func:`missing_evidence`, the one command that would produce the real thing. The
 functions below turn result files into the rows of those figures: ranks
@@ -19,11 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingFileError
-from ..plotting import head_color, head_kind
-from .plans import PLANS
-from .results import book_results, gpu_results, load_results, read_result
-from .tables import TABLES
+from ...errors import MissingFileError
+from ...plotting import head_color, head_kind
+from ..tables import table_of
+from .files import book_results, gpu_results, load_results, read_result
 
 __all__ = ["band_differences", "curve_points", "f1_rows", "missing_evidence",
            "mixture_usage", "plan_folder", "plan_results", "plot_band_differences", "plot_f1",
@@ -39,9 +38,8 @@ def table_results(table: str, folder: str | Path | None = None, *,
     docs = [d for d in load_results(folder) if d["table"] == table]
     if seeds:
         docs += [read_result(p) for p in sorted((folder / table).glob("seed-*/*.json"))]
-    order = [r.name for r in TABLES.get(table, [])]
-    return sorted(docs, key=lambda d: (order.index(d["row"]) if d["row"] in order
-                                       else len(order), d["seed"]))
+    order = table_of(table).order
+    return sorted(docs, key=lambda d: (order(d["row"]), d["seed"]))
 
 
 def plan_folder(table: str, results: str | Path | None = None,
@@ -66,7 +64,7 @@ def plan_results(table: str, results: str | Path | None = None,
 def missing_evidence(table: str) -> str:
     """One sentence for a chapter whose GPU plan has not run yet: what is missing and the
     command that produces it."""
-    plan = next((p for p in PLANS.values() if p.table == table), None)
+    plan = next(iter(table_of(table).plans), None)
     command = (f"`make evidence PLAN={plan.name} MINUTES=9 OUT=evidence` on a GPU"
                if plan else f"`drillbook reproduce {table}`")
     return (f"No GPU run of the {table} table is committed yet; {command} produces it "
