@@ -579,9 +579,11 @@ print("commit of the doc row:", commits.pop("doc"), "| of the others:",
 # perplexity falling at every epoch from 767 to 457, and ends at 409.8 on test: still far
 # behind the tied head at this budget, where the paper puts the dual head ahead of it. Its
 # curve is still falling fast, so this says the head learns more slowly here, not where it
-# would end. In the translation model of {doc}`05_joint_embeddings_nmt` it does beat the
-# tied head, over three seeds. The row was run later than the others, at the commit its
-# file names.
+# would end. In the translation model of {doc}`05_joint_embeddings_nmt` its BLEU stays
+# above the tied head's over three seeds, but there the tied model still writes
+# "a a a a ..." at the end of its short training: that says the tied model starts
+# slowly, nothing about the paper's Table 3. The row was run later than the others, at
+# the commit its file names.
 #
 # Each of these verdicts is one run. Whether a gap of a few points, DRILL-1 against
 # DRILL-4 or DOC against DRILL-1, is larger than what a change of seed alone produces is

@@ -173,7 +173,8 @@ def full_command(table: str, *, colab: bool = False) -> str:
 
 
 def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=None,
-                x: str = "epoch", log_y: bool | None = None, title: str | None = None):
+                x: str = "epoch", log_y: bool | None = None, title: str | None = None,
+                colors: dict[str, str] | None = None):
     """Learning curves of the rows that have one (the output of :func:`table_rows`).
 
     Each line has its head's colour (:func:`drillbook.plotting.head_color`); rows of one
@@ -186,6 +187,8 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
         x: ``epoch`` or ``elapsed_seconds``.
         log_y: log scale (default: on for perplexities), with plain tick labels
             (:func:`drillbook.plotting.tidy_log_axis`).
+        colors: row -> colour, in place of the head's (e.g.
+            :func:`drillbook.plotting.family_colors`, shades for rows of one head).
 
     Returns:
         the matplotlib axes.
@@ -204,7 +207,7 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
                   and math.isfinite(p[metric])]
         if points:
             try:
-                color = head_color(r["row"])
+                color = (colors or {}).get(r["row"]) or head_color(r["row"])
             except KeyError:  # a row that names no head: matplotlib's next colour
                 color = None
             style = styles[used.get(color, 0) % len(styles)]
