@@ -38,7 +38,16 @@ from ..precision import autocast, matmul_precision, precision_label, resolve_pre
 from ..runtime import is_out_of_memory, read_back, resolve_device
 from .checkpoint import rng_state, set_rng_state
 from .distributed import DDP, rank_and_world_size
-from .runs import FollowerFolder, apply_learning_rate, diverged, nonfinite_update, open_run_folder
+from .plateau import PlateauRule, reached_plateau
+from .runs import (
+    LOG,
+    FollowerFolder,
+    apply_learning_rate,
+    diverged,
+    nonfinite_update,
+    open_run_folder,
+    read_log,
+)
 
 __all__ = ["RunStatus", "StepLoss", "TrainingLoop"]
 
@@ -50,7 +59,9 @@ class RunStatus:
     Attributes:
         reason: ``"done"`` (all epochs), ``"epochs"`` (``max_epochs`` reached),
             ``"budget"`` (``max_minutes`` reached), ``"steps"`` (``max_steps`` reached),
-            ``"converged"`` (fine-tuning stopped at its non-monotone trigger).
+            ``"converged"`` (fine-tuning stopped at its non-monotone trigger),
+            ``"plateau"`` (the stopping rule ``train.plateau_epochs`` ended it,
+            :mod:`drillbook.train.plateau`).
         epoch: epochs completed.
         best_val_loss: the best validation loss so far (nats per token), what selects a
             language model's ``best.pt`` (``inf`` for a translation run).
@@ -141,6 +152,13 @@ class TrainingLoop:
       the console line, with the events the task put in ``self._events``, such as
       ``"saved best"``); ``_summary(record)``: the record's metric in words
       (``"val ppl 123.45"``); ``self.finished = True`` ends training early.
+
+    **Stopping rule** (``train.plateau_epochs``, ``train.plateau_tolerance``): after each
+    epoch's record and checkpoint, the run ends (reason ``"plateau"``) once the validation
+    metric the task names (:attr:`plateau_metric`: perplexity, or BLEU) has reached its
+    plateau (:func:`~drillbook.train.plateau.reached_plateau`, over every epoch of the run
+    folder's log, earlier calls' included); a resumed run that had reached it trains no
+    further.
 
     One **optimiser step** (``train.accum_steps = k``): the batch is cut into ``k`` pieces;
     each piece's loss is computed under autocast, checked (a non-finite loss, or one above
@@ -234,6 +252,10 @@ class TrainingLoop:
         its state is not saved: twice a uniform guess's over the task's vocabulary (the
         task's trainer knows it), so that every saved state can be trained on from."""
         return self.max_loss
+    #: the log record's validation metric the stopping rule reads, and whether higher is
+    #: better (a translation's BLEU) or lower (a language model's perplexity)
+    plateau_metric: str = "val_ppl"
+    higher_is_better: bool = False
     #: how the epoch's training loss averages its batches, ``False`` as the mean of the
     #: batches' losses (the language model), ``True`` weighted by their tokens (translation)
     token_weighted: bool = False
@@ -282,7 +304,7 @@ class TrainingLoop:
         def build(state: dict | None) -> None:
             t = self.config.train
             torch.manual_seed(t.seed)
-            self.finished = False
+            self.finished = self.plateaued = False
             self._events: list[str] = []
             self._build(state, *build_args)
             head = getattr(self.model, "head", None)
@@ -637,11 +659,33 @@ class TrainingLoop:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    @property
+    def plateau_rule(self) -> PlateauRule | None:
+        """The config's stopping rule (None: every epoch trains)."""
+        t = self.config.train
+        if t.plateau_epochs is None:
+            return None
+        return PlateauRule(t.plateau_epochs, t.plateau_tolerance, self.higher_is_better)
+
+    def _check_plateau(self) -> bool:
+        """Whether the run has reached its plateau (its log read whole, earlier calls'
+        epochs included); if so it is over: ``finished`` and ``plateaued`` are set."""
+        rule = self.plateau_rule
+        if rule is None or not (self.run_dir / LOG).exists():
+            return False
+        values = [r[self.plateau_metric] for r in read_log(self.run_dir)
+                  if r.get(self.plateau_metric) is not None]
+        if reached_plateau(values, rule):
+            self.finished = self.plateaued = True
+        return self.plateaued
+
     def _run(self, max_epochs: int | None, max_minutes: float | None,
              max_steps: int | None) -> tuple[str, dict[str, Any] | None]:
-        """Train until the config's epochs or a limit; returns ``(reason, last record)``
-        with reason ``done``, ``epochs``, ``converged``, ``budget`` or ``steps``."""
+        """Train until the config's epochs, its stopping rule or a limit; returns
+        ``(reason, last record)`` with reason ``done``, ``epochs``, ``converged``,
+        ``plateau``, ``budget`` or ``steps``."""
         t = self.config.train
+        self._check_plateau()  # a resumed run that had reached it trains no further
         start = time.monotonic()
         started_elapsed = self.elapsed
         self._last_ckpt = (start, self.step)
@@ -679,11 +723,13 @@ class TrainingLoop:
             self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
             self.save()
             self._last_ckpt = (time.monotonic(), self.step)
+            if self._check_plateau():
+                self._events.append(f"plateau reached ({self.plateau_rule.describe()})")
             self._say(record, time.monotonic() - epoch_start)
             if self._signal is not None:  # asked to stop during validation
                 return "interrupted", record
-        reason = ("converged" if self.finished else "done" if self.epoch > t.epochs
-                  else "epochs")
+        reason = ("plateau" if self.plateaued else "converged" if self.finished
+                  else "done" if self.epoch > t.epochs else "epochs")
         return reason, record
 
     def _best(self) -> dict[str, float]:

@@ -147,6 +147,7 @@ class NMTTrainer(TrainingLoop):
 
     checkpoint_format = NMT_CHECKPOINT
     token_weighted = True
+    plateau_metric, higher_is_better = "val_bleu", True  # the stopping rule reads BLEU
 
     def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,
                  corpus=None, target_vectors: tuple[list[str], Any] | None = None,

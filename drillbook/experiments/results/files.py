@@ -60,6 +60,21 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     # what a row was still measuring (rank, analyses) when it wrote this file: the file
     # of a row that the deadline stopped after its test metric and before the rest
     "pending": (list,),
+    # a row trained to its plateau (train.plateau_epochs): the rule and whether it was
+    # reached (PLATEAU), or whether the row stopped first (its epochs, its budget, the
+    # deadline)
+    "plateau": (dict,),
+    # the GPU window (or other run) that wrote it: results of successive windows
+    # accumulate into one table (drillbook.experiments.results.union)
+    "window": (str,),
+}
+
+#: the fields of a ``plateau`` block
+PLATEAU: dict[str, tuple[type, ...]] = {
+    "epochs": (int,),  # the rule's window E
+    "tolerance": (int, float),  # its relative improvement
+    "rule": (str,),  # the rule in words
+    "reached": (bool,),  # the rule ended the row (status "plateau")
 }
 
 #: the keys an ``analyses`` block may hold, and their types
@@ -98,7 +113,9 @@ DYNAMIC_METRICS = ("val_ppl", "test_ppl", "test_tokens", "static_test_ppl")
 
 #: a finished or stopped row's statuses, then those of a row that could not end normally:
 #: an error, the device's memory, or the deadline of ``reproduce --deadline-minutes``
-STATUSES = ("done", "budget", "epochs", "failed", "out-of-memory", "deadline")
+STATUSES = ("done", "plateau", "budget", "epochs", "failed", "out-of-memory", "deadline")
+#: the statuses of a row whose training is over: every epoch, or its stopping rule
+FINAL_STATUSES = ("done", "plateau")
 FINETUNED_STATUSES = ("converged", *STATUSES)
 
 
@@ -152,6 +169,11 @@ def validate_result(doc: Any) -> list[str]:
             problems.append(f"field 'finetuned' must be a dict, got {block!r}")
     if "dynamic" in doc:
         problems += _check_dynamic(doc["dynamic"])
+    if isinstance(doc.get("plateau"), dict):
+        block = doc["plateau"]
+        problems += [f"missing field 'plateau.{k}'" for k in PLATEAU if k not in block]
+        problems += _check_types(block, {k: t for k, t in PLATEAU.items() if k in block},
+                                 "plateau.")
     if isinstance(doc.get("analyses"), dict):
         block = doc["analyses"]
         problems += [f"unknown analysis 'analyses.{k}'" for k in block if k not in ANALYSES]

@@ -30,16 +30,18 @@ from ...provenance import device_name, git_state
 from ...runtime import resolve_device
 from ...train.distributed import rank_and_world_size
 from ...train.loop import RunStatus, TrainingLoop
+from ...train.plateau import PlateauRule
 from ...train.runs import BEST, LOG, has_checkpoint, read_log
 from ...train.tasks import Task, task_of
 from ...validation import check_choice
 from ..bench.measure import free_memory, is_out_of_memory
 from ..results import RESULT_FORMAT, write_result
 from ..results.analyses import result_analyses
+from ..results.files import FINAL_STATUSES
 from ..results.seeds import SEED_FOLDER
 from ..tables import TABLES, Row
 
-__all__ = ["Job", "failure_doc", "reproduce", "table_jobs"]
+__all__ = ["Job", "failure_doc", "plateau_block", "reproduce", "table_jobs"]
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,7 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
     metrics, curve, extra = _stage_metrics(task, trainer, status, data, max_eval_tokens,
                                            rank_cap, analyses=True, early=early)
     doc = document(metrics, curve, extra)
-    if row.finetunes and status.reason == "done":
+    if row.finetunes and status.reason in FINAL_STATUSES:
         left = (None if budget_minutes is None
                 else budget_minutes - (time.monotonic() - started) / 60)
         block = (_finetune_stage(task, row, run_dir, data, device, progress, left,
@@ -259,7 +261,7 @@ def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str 
         "wall_seconds": round(seconds, 1), "budget_minutes": budget_minutes,
         "precision": precision_label(resolve_precision(
             config.train.amp, dev, mixture=HEADS[config.head.kind].is_mixture)),
-        "metrics": {}, "curve": _curve(log),
+        "metrics": {}, "curve": _curve(log), **plateau_block(config, reached=False),
     }
 
 
@@ -394,7 +396,21 @@ def _result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dic
         "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
         "precision": precision_label(trainer.precision), "world_size": trainer.world_size,
         "metrics": metrics, "curve": curve,
+        **plateau_block(config, reached=status == "plateau"),
     }
+
+
+def plateau_block(config, *, reached: bool) -> dict:
+    """``{"plateau": {...}}`` for a result document of a row trained to its plateau
+    (``train.plateau_epochs``): the rule, in numbers and words, and whether it ended the
+    row (False: the row's epochs, its budget or the deadline came first); ``{}`` for a
+    row without a stopping rule."""
+    t = config.train
+    if t.plateau_epochs is None:
+        return {}
+    rule = PlateauRule(t.plateau_epochs, t.plateau_tolerance,
+                       task_of(config).trainer.higher_is_better)
+    return {"plateau": {**rule.as_dict(), "rule": rule.describe(), "reached": reached}}
 
 
 def _write(path: Path, doc: dict) -> Path:
