@@ -381,11 +381,12 @@ print(f"the first model's slowdown for four rows: 1.39; the planner's now: "
 
 # %% [markdown]
 # Two lessons, both now in the package. First, four rows on one GPU do not each run at
-# nearly their speed alone, as the plan had assumed: each epoch took 3.33 to 3.62 times
-# the step model's time alone, not the 1.39 it predicted. The GPU gives each process
-# its turn rather than filling one process's idle moments with another's work, so rows
-# side by side share the GPU's time, and the planner now charges 0.82 of a row's own
-# time for each row beside it. Second, the tied and DRILL-4 rows reached their budget
+# nearly their speed alone, as the plan had assumed: each epoch took 4.20 to 4.63 times
+# the step model's time alone (the model refitted to the third window's solo steps),
+# not the 1.39 it predicted. The GPU gives each process its turn rather than filling one
+# process's idle moments with another's work, so rows side by side share the GPU's time
+# (four processes did less than one alone), and the planner now charges 1.12 of a row's
+# own time for each row beside it. Second, the tied and DRILL-4 rows reached their budget
 # just after their fifth epoch, and their evaluation had written no file when the
 # deadline came: their files say `deadline` and keep only their curves. That evaluation
 # ends with the rank of the test log-probabilities, a float64 singular value

@@ -231,9 +231,11 @@ def test_the_window_command_ends_on_time_and_brings_back_a_few_files(tmp_path):
 
 
 def test_the_sharing_cost_is_what_the_committed_window_measured():
-    """Four gpu-ptb rows at once on an H200 each took about 3.45 times the epoch the step
-    model predicts for it alone; the planner's sharing cost is fitted to exactly that,
-    from the committed result files (the first model, the arithmetic shares, said 1.39)."""
+    """Four gpu-ptb rows at once on an H200 each took about 4.37 times the epoch the step
+    model (refitted to the newest window's solo steps) predicts for it alone; the
+    planner's sharing cost is fitted to exactly that, from the committed result files (the
+    first model, the arithmetic shares, said 1.39; against the first step model, which
+    overestimated a step alone, the rows took 3.33 to 3.62 times)."""
     from statistics import mean
 
     from drillbook.experiments.results import gpu_results, read_result
@@ -246,6 +248,6 @@ def test_the_sharing_cost_is_what_the_committed_window_measured():
         doc = read_result(folder / "gpu-ptb" / f"{p.job.row.name}.json")
         measured = mean(c["epoch_seconds"] for c in doc["curve"])
         ratios.append(measured / (p.steps_per_epoch * p.step_seconds))
-    assert min(ratios) > 3.3 and max(ratios) < 3.7  # every row, not only on average
+    assert min(ratios) > 4.1 and max(ratios) < 4.7  # every row, not only on average
     assert SHARING_COST == pytest.approx((mean(ratios) - 1) / 3, abs=0.01)
     assert {round(p.slowdown, 6) for p in predictions} == {round(1 + 3 * SHARING_COST, 6)}

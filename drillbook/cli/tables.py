@@ -18,7 +18,9 @@ __all__ = ["add_commands"]
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args)
-    if args.parallel or args.deadline_minutes or args.devices or args.launcher != "local":
+    if _continuing_plan(args.table) is not None:
+        paths = _reproduce_side_by_side(args, plan=_continuing_plan(args.table))
+    elif args.parallel or args.deadline_minutes or args.devices or args.launcher != "local":
         paths = _reproduce_side_by_side(args)
     else:
         paths = _reproduce_in_process(args)
@@ -51,7 +53,16 @@ def _reproduce_in_process(args: argparse.Namespace) -> list[Path] | None:
     return None if rank else paths
 
 
-def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
+def _continuing_plan(name: str):
+    """The plan ``name`` if it trains its rows to their plateau (it then continues from
+    window to window), else None."""
+    from ..experiments.tables import PLANS
+
+    plan = PLANS.get(name)
+    return plan if plan is not None and plan.to_plateau else None
+
+
+def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
     from ..experiments.run.launchers import LAUNCHERS, SubmititLauncher, executor_parameters
     from ..experiments.run.scheduler import run_parallel
     from ..runtime import resolve_device
@@ -76,6 +87,18 @@ def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
             raise CommandError("--cluster and --executor are for --launcher submitit")
         devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
         launcher, parallel = None, args.parallel or len(devices)
+    if plan is not None:
+        from ..experiments.run.continuing import run_plan
+
+        if args.rows:
+            raise CommandError(f"{plan.name} is a plan that continues from window to window: "
+                               f"it runs what is left of its rows; drop --rows")
+        return run_plan(plan, out=args.out, runs=args.runs, devices=devices,
+                        deadline_minutes=args.deadline_minutes, parallel=args.parallel,
+                        seeds=args.seed, overrides=args.set or [],
+                        results=args.continue_from, reserve_minutes=args.reserve_minutes,
+                        max_eval_tokens=args.max_eval_tokens, quiet=args.quiet,
+                        launcher=launcher)
     return run_parallel(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
                         devices=devices, deadline_minutes=args.deadline_minutes,
                         budget_minutes=args.budget_minutes,
@@ -85,16 +108,18 @@ def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from ..experiments.run.plans import format_predictions, predict
+    from ..experiments.run.plans import fit_models, format_predictions, predict
     from ..experiments.tables import PLANS, Plan
 
     plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
     parallel = args.parallel or plan.parallel
     minutes = args.deadline_minutes or plan.deadline_minutes
+    model = fit_models()
     predictions = predict(plan, device_class=args.dry_run, deadline_minutes=minutes,
-                          parallel=parallel)
+                          parallel=parallel, sharing=args.sharing, model=model)
     print(format_predictions(plan, predictions, device_class=args.dry_run,
-                             deadline_minutes=minutes, parallel=parallel))
+                             deadline_minutes=minutes, parallel=parallel,
+                             sharing=args.sharing, model=model))
     return 0
 
 
@@ -197,6 +222,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--reserve-minutes", type=positive_float, metavar="M",
                    help="what each row keeps for its evaluation and result file (default: "
                         "a fifth of its share, 10 s to 3 min)")
+    g.add_argument("--continue-from", metavar="DIR",
+                   help="a plan trained to its plateau (gpu-small) continues from window to "
+                        "window: rows final in DIR/gpu/<window>-<precision>/ (default: the "
+                        "book's committed windows) or in --out are skipped, the rest start "
+                        "largest predicted time first while they fit the deadline")
     g.add_argument("--pack", metavar="FILE.tar.gz",
                    help="also write every result file of the table into one archive (at "
                         "most 16 MiB; unpack it and `drillbook report --results DIR`)")
@@ -205,6 +235,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="train nothing: print each row's predicted seconds per epoch, epochs reached "
              "by the deadline and peak memory on a device class (%(names)s; default h200), "
              "and the model's assumptions"), "drillbook.experiments.run.plans", "DEVICE_CLASSES")
+    list_in_help(g.add_argument(
+        "--sharing", metavar="NAME",
+        help="with --dry-run: how the rows share the GPU (%(names)s; default: the plan's)"),
+        "drillbook.experiments.run.plans", "SHARINGS")
     g = p.add_argument_group(
         "on a cluster",
         "--launcher submitit submits each row as a job through submitit (pip install "

@@ -18,10 +18,12 @@ from ...errors import MissingFileError, ResultFileError
 from ...precision import PRECISIONS, canonical_precision
 from ...train.tasks import Task, task_of
 
-__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
-           "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
-           "gpu_results", "load_results", "pack_results", "read_result", "result_precision",
-           "result_task", "unpack_results", "validate_result", "write_result"]
+__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
+           "FINETUNED_REQUIRED", "OPTIONAL", "PACK_LIMIT_BYTES", "PLATEAU", "READABLE_FORMATS",
+           "REQUIRED", "RESULT_FORMAT", "book_results", "gpu_results", "gpu_union",
+           "gpu_windows", "is_final", "load_results", "pack_results", "read_result",
+           "result_precision", "result_task", "unpack_results", "validate_result",
+           "write_result"]
 
 RESULT_FORMAT = "drillbook-result/3"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers; the
@@ -282,7 +284,8 @@ def gpu_results(precision: str = "fp32", window: str | None = None,
     read like any results folder (:func:`load_results`, ``drillbook report --results``). A
     window's rows of one precision are kept apart from the other's: the same table and
     row, trained in float32 and in bfloat16, are two results. ``results``: another
-    folder holding ``gpu/`` than the book's.
+    folder holding ``gpu/`` than the book's. The rows of a plan that several windows
+    trained are read together with :func:`gpu_union`.
 
     Raises:
         MissingFileError: no such window.
@@ -299,6 +302,56 @@ def gpu_results(precision: str = "fp32", window: str | None = None,
                                + f" under {root}; the windows there: "
                                f"{sorted(p.name for p in root.glob('*') if p.is_dir())}")
     return found[-1]
+
+
+def gpu_windows(precision: str = "fp32", results: str | Path | None = None) -> list[Path]:
+    """Every GPU window of ``precision`` the results folder holds (default: the book's),
+    oldest first (by name: ``<date>-<device>[-<name>]-<precision>``)."""
+    root = (Path(results) if results is not None else book_results()) / "gpu"
+    return sorted(p for p in root.glob(f"*-{precision}") if p.is_dir())
+
+
+def is_final(doc: dict[str, Any]) -> bool:
+    """Whether a result file's row is over: it trained every epoch or reached its plateau
+    (:data:`FINAL_STATUSES`), nothing is pending, and a row that fine-tunes has a
+    fine-tuned block that ended too."""
+    if doc.get("status") not in FINAL_STATUSES or doc.get("pending"):
+        return False
+    block = doc.get("finetuned")
+    return block is None or block.get("status") in ("converged", *FINAL_STATUSES)
+
+
+def gpu_union(table: str, precision: str = "fp32", results: str | Path | None = None,
+              extra: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+    """The rows of ``table`` that successive GPU windows of ``precision`` trained, as one
+    table: for each row and seed, the newest window's file that is final
+    (:func:`is_final`), else the newest window's file; each document's ``window`` names
+    the window that wrote it (its folder's name without the precision, where the file
+    does not say). ``extra``: further results folders read after the windows (the folder
+    a running window writes to), named as their folder. Sorted by row (the table's order)
+    and seed.
+
+    Raises:
+        ResultFileError: a file breaks the schema.
+    """
+    from ..tables import table_of
+
+    folders = [*gpu_windows(precision, results), *map(Path, extra)]
+    chosen: dict[tuple[str, int], dict[str, Any]] = {}
+    for folder in folders:
+        base = folder / table
+        paths = sorted(base.glob("*.json")) + sorted(base.glob("seed-*/*.json"))
+        for path in paths:
+            doc = read_result(path)
+            if result_precision(doc) != canonical_precision(precision) and folder in extra:
+                continue
+            doc.setdefault("window", folder.name.removesuffix(f"-{precision}"))
+            key = (doc["row"], doc["seed"])
+            old = chosen.get(key)
+            if old is None or is_final(doc) or not is_final(old):
+                chosen[key] = doc
+    order = table_of(table).order
+    return sorted(chosen.values(), key=lambda d: (order(d["row"]), d["row"], d["seed"]))
 
 
 #: the largest archive :func:`pack_results` writes (the evidence of a GPU window must

@@ -1,0 +1,155 @@
+"""Plans that continue from window to window: windows packed largest first, final rows
+skipped, the rest started while they fit the time left, and the windows' result files read
+as one table, each row naming its window; the recast gpu-small plan's dry run."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from test_parallel import needs_data
+
+from drillbook.cli import main
+from drillbook.experiments.results import gpu_union, is_final
+from drillbook.experiments.results.evidence import plan_results
+from drillbook.experiments.run.continuing import final_jobs
+from drillbook.experiments.run.launchers import Handle
+from drillbook.experiments.run.plans import SHARINGS, pack_windows
+from drillbook.experiments.run.reproduce import failure_doc, table_jobs
+from drillbook.experiments.run.scheduler import run_parallel
+from drillbook.experiments.tables import PLANS, TABLES
+
+
+def test_windows_are_filled_largest_first_and_a_job_longer_than_one_never_fits():
+    # two lanes of 10 s: 8 and 6 first, 4 beside the 6, 3 fits on neither, 2 beside the 8
+    assert pack_windows([4.0, 8.0, 3.0, 6.0, 2.0, 11.0], 2, 10.0) == [1, 1, 2, 1, 1, None]
+    assert pack_windows([5.0] * 4, 4, 5.0) == [1, 1, 1, 1]
+    assert pack_windows([], 3, 5.0) == []
+
+
+def test_the_sharings_say_what_is_measured_and_what_is_assumed():
+    processes, graphs = SHARINGS["processes"], SHARINGS["graphs-assumed"]
+    assert processes.measured and not graphs.measured
+    assert graphs.ratio(16) == pytest.approx(8.0) and graphs.ratio(1) == 1.0
+    assert graphs.ratio(32) == pytest.approx(8.0)  # no more than the goal, past 16 rows
+    # four processes gave less than one process's throughput in the committed window
+    assert processes.ratio(4) < 1.0 and processes.slowdown(4) == pytest.approx(4.36)
+
+
+def _doc(job, status: str, epochs: int, **extra) -> dict:
+    doc = failure_doc(job, {"commit": None, "dirty": False}, status=status, error="x",
+                      device="cpu", seconds=1.0, run_dir=Path("/nonexistent"),
+                      budget_minutes=None)
+    doc.pop("error")
+    return {**doc, "epochs_done": epochs, **extra}
+
+
+def _write(folder: Path, job, doc: dict) -> None:
+    path = job.result_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+def test_windows_accumulate_into_one_table_each_row_naming_its_window(tmp_path):
+    tied, drill = table_jobs("tutorial", seeds=[141])
+    tied_2 = table_jobs("tutorial", rows=["tied"], seeds=[142])[0]
+    first = tmp_path / "gpu" / "2026-12-01-h100-fp32"
+    second = tmp_path / "gpu" / "2026-12-02-h100-fp32"
+    _write(first, tied, _doc(tied, "plateau", 9))  # final in the first window
+    _write(first, drill, _doc(drill, "deadline", 2))
+    _write(second, tied, _doc(tied, "deadline", 1))  # a later, unfinished run of it
+    _write(second, drill, _doc(drill, "done", 6))
+    _write(second, tied_2, _doc(tied_2, "budget", 3))
+    _write(tmp_path / "gpu" / "2026-12-02-h100-bf16", drill, _doc(drill, "done", 1))
+    union = gpu_union("tutorial", "fp32", results=tmp_path)
+    assert [(d["row"], d["seed"], d["status"], d["window"]) for d in union] == [
+        ("tied", 141, "plateau", "2026-12-01-h100"), ("tied", 142, "budget",
+                                                      "2026-12-02-h100"),
+        ("drill", 141, "done", "2026-12-02-h100")]
+    assert [is_final(d) for d in union] == [True, False, True]
+    assert not is_final({**union[0], "pending": ["rank"]})
+    assert len(gpu_union("tutorial", "bf16", results=tmp_path)) == 1
+    # the chapters' loader reads the union
+    assert [d["window"] for d in plan_results("tutorial", tmp_path)] == [
+        "2026-12-01-h100", "2026-12-02-h100", "2026-12-02-h100"]
+    # a final row is skipped only if it trained the config the plan trains now
+    jobs = table_jobs("tutorial", seeds=[141, 142])
+    assert final_jobs(jobs, "fp32", results=tmp_path) == {("tied", 141), ("drill", 141)}
+    changed = table_jobs("tutorial", seeds=[141, 142], overrides=["train.lr=3"])
+    assert final_jobs(changed, "fp32", results=tmp_path) == set()
+    # ... and this window's own folder counts too
+    out = tmp_path / "now"
+    _write(out, tied_2, _doc(tied_2, "plateau", 5))
+    assert ("tied", 142) in final_jobs(jobs, "fp32", results=tmp_path, out=out)
+
+
+class _Instant(Handle):
+    def __init__(self, spec, seconds: float) -> None:
+        super().__init__()
+        self.spec, self.seconds, self.began = spec, seconds, time.monotonic()
+
+    def poll(self):
+        return 0 if time.monotonic() - self.began >= self.seconds else None
+
+    def stop(self) -> None:
+        self.seconds = 0.0
+
+    def kill(self) -> None:
+        self.seconds = 0.0
+
+
+class _FakeLauncher:
+    """Writes each job's result file at once and "runs" for the job's predicted seconds."""
+
+    needs_time_limit = False
+
+    def __init__(self, seconds: dict, out: Path) -> None:
+        self.seconds, self.out, self.started = seconds, out, []
+
+    def start(self, spec, relay, *, seconds: float) -> Handle:
+        job = table_jobs(spec.table, rows=[spec.row], seeds=[spec.seed],
+                         overrides=list(spec.overrides))[0]
+        self.started.append((spec.row, spec.seed, round(seconds)))
+        _write(self.out, job, _doc(job, "plateau", 3))
+        return _Instant(spec, self.seconds[(spec.row, spec.seed)])
+
+
+def test_a_continuing_plan_skips_final_rows_and_starts_only_what_fits(tmp_path, capsys):
+    jobs = table_jobs("tutorial", seeds=[1, 2, 3])
+    predicted = {(j.row.name, j.seed): s for j, s in zip(jobs, [0.2, 0.4, 0.6, 50.0, 0.3,
+                                                                 0.1], strict=True)}
+    launcher = _FakeLauncher({k: min(v, 0.5) for k, v in predicted.items()}, tmp_path / "r")
+    written = run_parallel("tutorial", seeds=[1, 2, 3], parallel=2, deadline_minutes=0.5,
+                           out=tmp_path / "r", runs=tmp_path / "w", launcher=launcher,
+                           skip={("tied", 1)}, predicted=predicted, quiet=True)
+    started = [(row, seed) for row, seed, _ in launcher.started]
+    # largest first; ("drill", 1) needs 50 s of the 20 s left: never started
+    assert started == [("tied", 3), ("tied", 2), ("drill", 2), ("drill", 3)]
+    assert all(budget <= 30 for *_, budget in launcher.started)
+    assert sorted(p.name for p in written) == ["drill.json"] * 2 + ["tied.json"] * 2
+    assert not (tmp_path / "r" / "tutorial" / "seed-1" / "drill.json").exists()
+    err = capsys.readouterr().err
+    assert ("1 job(s) already final, skipped; 1 job(s) fit in no time left and wait for the "
+            "next window: drill seed 1") in err
+
+
+@needs_data
+def test_the_recast_small_plan_says_its_rule_its_sharing_and_its_windows(capsys):
+    plan = PLANS["gpu-small"]
+    assert plan.to_plateau and not PLANS["gpu-ptb"].to_plateau
+    assert len(TABLES["gpu-small"]) == 10 and plan.seeds == (141, 142, 143)
+    for row in TABLES["gpu-small"]:
+        t = row.resolve().train
+        assert (t.plateau_epochs, t.max_batches_per_epoch, t.max_eval_tokens) == (3, None, None)
+        assert row.resolve().data.corpus == "ptb"  # the real PTB, its 10,000 words
+    assert TABLES["gpu-small"].row("dual-lr5").resolve().train.lr == 5
+    assert main(["reproduce", "gpu-small", "--dry-run", "h100", "--deadline-minutes",
+                 "9"]) == 0
+    text = capsys.readouterr().out
+    assert "stopping rule: validation perplexity fell by less than 0.5% over the last 3" in text
+    assert "16 rows at once train 8x one row's updates per second" in text and "ASSUMED" in text
+    assert "whole table at graphs-assumed (ASSUMED), 16 at once" in text
+    assert "whole table at processes (measured), 16 at once" in text
+    assert "step model: a =" in text and "memory model: k =" in text
