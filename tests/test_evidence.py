@@ -263,7 +263,7 @@ def test_table_results_come_in_the_tables_row_order():
     assert {r["d"] for r in ranks} == {d["config"]["model"]["emsize"] for d in docs}
 
 
-def test_a_plan_is_read_from_the_newest_window_that_ran_it(tmp_path):
+def test_a_plan_is_read_from_every_window_that_ran_it_as_one_table(tmp_path):
     assert plan_results("gpu-ptb", tmp_path) == []  # no window has run it yet
     assert "make evidence PLAN=gpu-ptb MINUTES=9" in missing_evidence("gpu-ptb")
     committed = {d["row"] for d in plan_results("gpu-ptb")}  # the H200 window of 2026-11-26
@@ -278,8 +278,9 @@ def test_a_plan_is_read_from_the_newest_window_that_ran_it(tmp_path):
     _window(tmp_path, "2026-02-01-h200-fp32", [seed], seed_folder="seed-142")
     _window(tmp_path, "2026-03-01-h200-bf16", [old])  # another precision: not this one
     found = plan_results("gpu-ptb", tmp_path)
-    assert [(d["row"], d["seed"]) for d in found] == [("drill-4", new["seed"]),
-                                                      ("drill-4", 142)]
+    assert [(d["row"], d["seed"], d["window"]) for d in found] == [
+        ("tied", old["seed"], "2026-01-01-h100"), ("drill-4", new["seed"], "2026-02-01-h200"),
+        ("drill-4", 142, "2026-02-01-h200")]
     assert [d["row"] for d in plan_results("gpu-ptb", tmp_path, "bf16")] == ["tied"]
 
 
