@@ -11,7 +11,7 @@ from ...errors import ResultFileError
 from ...train.tasks import Task
 from ..bench.report import render_targets
 from ..tables import PLANS, table_of
-from .authors_code import PACKAGE_ROWS, authors_code_timings
+from .authors_code import PACKAGE_ROWS, UNEXPLAINED, authors_code_timings
 from .files import gpu_union, load_results, result_task
 from .format import fmt
 from .seeds import (
@@ -215,13 +215,17 @@ def _authors_section(window: Path) -> list[str]:
              "over its updates.", "",
              "| run | authors ms/batch | authors epoch s | authors valid ppl | drillbook row | "
              "drillbook ms/update | drillbook / authors |", "|---|---|---|---|---|---|---|"]
+    notes = []
     for run in runs:
         row = PACKAGE_ROWS.get(run["run"])
         mine, theirs = ours.get(row), run["steady_ms_per_batch"]
+        ratio = fmt(mine / theirs if mine and theirs else None)
+        if run["run"] in UNEXPLAINED:
+            ratio = "withheld"
+            notes.append(f"{run['run']}: {UNEXPLAINED[run['run']]}.")
         lines.append(f"| {run['run']} | {fmt(theirs, 1)} | {fmt(run['epoch_seconds'])} | "
-                     f"{fmt(run['valid_ppl'])} | {row or '-'} | {fmt(mine, 1)} | "
-                     f"{fmt(mine / theirs if mine and theirs else None)} |")
-    return [*lines, ""]
+                     f"{fmt(run['valid_ppl'])} | {row or '-'} | {fmt(mine, 1)} | {ratio} |")
+    return [*lines, "", *[f"{n}\n" for n in notes]]
 
 
 def _read_bench(path: Path) -> dict:
