@@ -19,6 +19,7 @@ The windows' result files then read as one table per plan and precision
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,9 +77,15 @@ def run_plan(plan: Plan, *, out: str | Path, runs: str | Path, devices: Sequence
     skip = final_jobs(jobs, precision, results=results, out=out)
     plan_now = Plan(plan.name, plan.table, tuple(seeds or ()), parallel, minutes,
                     plan.description, sharing, plan.plateau_epochs, plan.plateau_note)
-    predicted = {(p.job.row.name, p.job.seed): p.seconds
-                 for p in predict(plan_now, device_class=device_class, sharing=sharing,
-                                  results=results, overrides=overrides)}
+    rows = predict(plan_now, device_class=device_class, sharing=sharing, results=results,
+                   overrides=overrides)
+    predicted = {(p.job.row.name, p.job.seed): p.seconds for p in rows}
+    print(f"{plan.name}: {len(skip)} of {len(rows)} row(s) final already; predicted on "
+          f"{device_class} ({sharing}, {parallel} at once): "
+          + ", ".join(f"{p.job.name} {p.seconds:.0f} s"
+                      f"{'' if p.plateau_epochs is None else f' ({p.plateau_epochs} ep)'}"
+                      for p in rows if (p.job.row.name, p.job.seed) not in skip),
+          file=sys.stderr, flush=True)
     left = minutes - (time.monotonic() - began) / 60  # the predictions took their time
     return run_parallel(plan.table, seeds=seeds, parallel=parallel, devices=devices,
                         deadline_minutes=max(left, 0.05), out=out, runs=runs, overrides=overrides,
