@@ -269,7 +269,8 @@ def test_table_results_come_in_the_tables_row_order():
 
 def test_a_plan_is_read_from_every_window_that_ran_it_as_one_table(tmp_path):
     assert plan_results("gpu-ptb", tmp_path) == []  # no window has run it yet
-    assert "make evidence PLAN=gpu-ptb MINUTES=9" in missing_evidence("gpu-ptb")
+    assert ("`make evidence MINUTES=9 OUT=evidence` on a GPU (the window's one command, "
+            "whose plans include gpu-ptb)") in missing_evidence("gpu-ptb")
     committed = {d["row"] for d in plan_results("gpu-ptb")}  # the H200 window of 2026-11-26
     assert committed == {"tied", "drill-4", "mos-15", "doc"}
     base = table_results("cpu-scale")[0]

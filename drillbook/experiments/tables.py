@@ -134,7 +134,7 @@ class Plan:
     one, and starts the rows that fit in the time left, largest predicted time first.
 
     Attributes:
-        name: the plan's name (``make evidence PLAN=...``).
+        name: the plan's name (``drillbook reproduce NAME``).
         table: the name of the :class:`Table` it runs (the table that declares it).
         seeds: the seeds of every row (empty: each row's own).
         parallel: rows at once on the GPU.
@@ -460,7 +460,7 @@ def _tables() -> list[Table]:
 #: own paper records (:mod:`drillbook.papers`).
 TABLES: dict[str, Table] = {t.name: t for t in _tables()}
 
-#: the plans of a GPU window (``make evidence PLAN=...``), by name: those the tables declare
+#: the plans of a GPU window (``make evidence`` runs them), by name: those the tables declare
 PLANS: dict[str, Plan] = {p.name: p for t in TABLES.values() for p in t.plans}
 
 

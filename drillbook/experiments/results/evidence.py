@@ -98,8 +98,9 @@ def missing_evidence(table: str) -> str:
     """One sentence for a chapter whose GPU plan has not run yet: what is missing and the
     command that produces it."""
     plan = next(iter(table_of(table).plans), None)
-    command = (f"`make evidence PLAN={plan.name} MINUTES=9 OUT=evidence` on a GPU"
-               if plan else f"`drillbook reproduce {table}`")
+    command = (f"`make evidence MINUTES=9 OUT=evidence` on a GPU (the window's one command, "
+               f"whose plans include {plan.name})" if plan
+               else f"`drillbook reproduce {table}`")
     return (f"No GPU run of the {table} table is committed yet; {command} produces it "
             f"(the README's GPU section says how it reaches the book).")
 

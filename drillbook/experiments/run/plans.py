@@ -3,26 +3,33 @@
 A lent GPU comes rarely and for minutes, so what a window will hold has to be worked out on
 a CPU beforehand. A :class:`Plan` is a table of rows trained side by side
 (:mod:`drillbook.experiments.run.scheduler`) within a deadline; :func:`predict` says, row by
-row, the seconds per epoch, the epochs reached by the deadline and the peak memory on a
-device class, from a stated model (:data:`ASSUMPTIONS`):
+row, the seconds per epoch, the epochs reached by the deadline (or needed to reach the
+plateau, and the window each row runs in, for a plan trained to its plateau) and the peak
+memory on a device class, from a stated model (:data:`ASSUMPTIONS`):
 
 * **time** of a training step, ``t = a + b F``: ``F`` its matrix-product FLOPs
   (:func:`step_flops`, forward and backward), ``a`` a fixed cost per step (kernel
-  launches, the Python loop), both fitted by least squares to the steps the package
-  measured on an H200 (:func:`measured_steps`, the committed ``speed`` rows);
-* **sharing**: rows on one GPU slow each other down by ``1 + c (n - 1)`` for ``n`` rows
-  at once (:data:`SHARING_COST` ``c``, fitted to the first window's rows: the GPU
-  time-slices between processes, so latency-bound rows do not fill each other's idle
-  time as hoped), or by the sum of their arithmetic shares ``b F / t`` where that is
-  larger;
+  launches, the Python loop), both fitted by least squares to the solo steps the newest
+  committed window timed (:func:`bench_steps`; :func:`measured_steps` reads the first
+  window's speed rows), the fit's error on each printed;
+* **sharing**: ``n`` rows at once train ``ratio(n)`` times one row's updates per second
+  (:class:`Sharing`): as processes, measured (:data:`SHARING_COST`, fitted to the first
+  plan window: the GPU time-slices between processes); as graphed steps on streams in one
+  process, an assumption until a window measures it (:data:`ASSUMED_RATIO` at
+  :data:`ASSUMED_ROWS` rows); or by the sum of their arithmetic shares ``b F / t`` where
+  that is larger;
+* **epochs to plateau** of a row with a stopping rule: the mean of the committed windows'
+  runs of that row that reached it (:func:`measured_plateaus`), else the plan's
+  assumption, else its config's epochs;
 * **validation** each epoch: a window of evaluation costs a third of a training step of
   the same size (forward only);
-* **memory**: weights, gradients and optimiser state (4 bytes each), plus what autograd
-  keeps for the backward pass, measured on the CPU at two small batches and extrapolated
-  linearly in the positions of a step (:func:`activation_bytes`), plus a CUDA context.
+* **memory**: weights, gradients and optimiser state (4 bytes each), plus ``k`` times what
+  autograd keeps for the backward pass, measured on the CPU at two small batches and
+  extrapolated linearly in the positions of a step (:func:`activation_bytes`; ``k``
+  fitted to the peaks a window measured, :func:`fit_memory_scale`), plus a CUDA context.
 
-The first real window tests these assumptions; its result files hold what each row
-actually reached.
+Each window tests these assumptions; its result files hold what each row actually
+reached, and the next window's predictions read them.
 """
 
 from __future__ import annotations
