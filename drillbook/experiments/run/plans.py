@@ -50,7 +50,7 @@ from ..results import book_results, gpu_union
 from ..tables import Plan, find_row
 from .reproduce import Job, table_jobs
 from .scheduler import END_MARGIN_SECONDS, training_budget
-from .sizing import sizing_of
+from .sizing import activation_bytes, sizing_of, state_bytes
 
 __all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "SHARINGS", "SHARING_COST", "DeviceClass",
            "Prediction", "Sharing", "StepModel", "activation_bytes", "bench_steps",
@@ -316,27 +316,6 @@ def fit_memory_scale(rows: Sequence[dict[str, Any]]) -> float:
     return max(num / den, 1.0) if den else 1.0
 
 
-def _state_bytes(config, sizes: dict[str, Any]) -> float:
-    """Weights, gradients and optimiser state of ``config``'s model, 4 bytes each."""
-    sizing = sizing_of(config)
-    params = sum(p.numel() for p in sizing.model(config, sizes).parameters())
-    return 4.0 * params * (2 + sizing.optimizer_states(config))
-
-
-def activation_bytes(config, vocab_size: int, positions: float, **extra) -> float:
-    """What autograd keeps for the backward pass of one training step of ``positions``
-    positions (a language model) or sentences (translation, with ``extra``: ``src_vocab``,
-    ``src_len``, ``tgt_len``): measured on the CPU at two small sizes by the task's probe
-    (:attr:`~drillbook.experiments.run.sizing.TaskSizing.saved`, with
-    :func:`~drillbook.experiments.bench.measure.saved_bytes`), extrapolated linearly."""
-    gen = torch.Generator().manual_seed(0)
-    torch.manual_seed(0)
-    (n1, n2), bytes_at = sizing_of(config).saved(config, vocab_size, gen, **extra)
-    y1, y2 = bytes_at(n1), bytes_at(n2)
-    slope = max(y2 - y1, 0.0) / (n2 - n1)
-    return max(y1 + slope * (positions - n1), 0.0)
-
-
 # ------------------------------------------------------------------ predictions
 @dataclass(frozen=True)
 class Prediction:
@@ -496,7 +475,7 @@ def _probe(config) -> tuple:
                         step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"]),
                         step_flops(config, sizes["vocab"], sizes["eval_positions"],
                                    **sizes["extra"]),
-                        _state_bytes(config, sizes),
+                        state_bytes(config, sizes),
                         activation_bytes(config, sizes["vocab"], sizes["positions"],
                                          **sizes["extra"]))
     return _PROBES[key]

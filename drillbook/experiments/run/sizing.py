@@ -22,7 +22,8 @@ from ...heads import HEADS
 from ...train.tasks import task_of
 from ..bench.measure import saved_bytes
 
-__all__ = ["SIZINGS", "Probe", "TaskSizing", "mean_bptt", "sizing_of"]
+__all__ = ["SIZINGS", "Probe", "TaskSizing", "activation_bytes", "mean_bptt", "sizing_of",
+           "state_bytes"]
 
 #: a probe of autograd's saved tensors: ``(config, vocab_size, generator, **extra) ->
 #: ((n1, n2), bytes_at)``, two small sizes and the bytes one step of ``n`` positions (or
@@ -62,6 +63,27 @@ def sizing_of(config) -> TaskSizing:
 def mean_bptt(bptt: int) -> float:
     """The mean window length of AWD-LSTM's variable BPTT (``bptt`` w.p. 0.95, else half)."""
     return 0.95 * bptt + 0.05 * bptt / 2
+
+
+def state_bytes(config, sizes: dict[str, Any]) -> float:
+    """Weights, gradients and optimiser state of ``config``'s model, 4 bytes each."""
+    sizing = sizing_of(config)
+    params = sum(p.numel() for p in sizing.model(config, sizes).parameters())
+    return 4.0 * params * (2 + sizing.optimizer_states(config))
+
+
+def activation_bytes(config, vocab_size: int, positions: float, **extra) -> float:
+    """What autograd keeps for the backward pass of one training step of ``positions``
+    positions (a language model) or sentences (translation, with ``extra``: ``src_vocab``,
+    ``src_len``, ``tgt_len``): measured on the CPU at two small sizes by the task's probe
+    (:attr:`~drillbook.experiments.run.sizing.TaskSizing.saved`, with
+    :func:`~drillbook.experiments.bench.measure.saved_bytes`), extrapolated linearly."""
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    (n1, n2), bytes_at = sizing_of(config).saved(config, vocab_size, gen, **extra)
+    y1, y2 = bytes_at(n1), bytes_at(n2)
+    slope = max(y2 - y1, 0.0) / (n2 - n1)
+    return max(y1 + slope * (positions - n1), 0.0)
 
 
 # ------------------------------------------------------------------ language models
