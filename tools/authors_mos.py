@@ -166,10 +166,55 @@ def timed(call, n: int, device: torch.device) -> float:
 PROFILER_RECORDS = {"Command Buffer Full", "Activity Buffer Request", "Buffer Flush"}
 
 
+def top_kernels(call, n: int, device: torch.device, top: int, per: int = 1,
+                host: tuple[str, ...] = ()) -> dict:
+    """Profile ``n`` calls: the kernels' time, the wall time and the launches per unit
+    (a call holds ``per`` units: evaluation windows), the ``top`` kernels, and the host
+    time of the ``host`` regions (``record_function`` names) per unit. Kernel time close to
+    the wall time means the device is busy throughout: nothing to gain from launching
+    faster (CUDA graphs)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                           if device.type == "cuda" else [])
+    sync(device)
+    with profile(activities=activities) as prof:
+        began = time.perf_counter()
+        for i in range(n):
+            call(i)
+        sync(device)
+        wall = time.perf_counter() - began
+    events = prof.key_averages()
+    n = n * per
+    use_device = device.type == "cuda"
+
+    def device_us(e) -> float:
+        return e.self_device_time_total if use_device else e.self_cpu_time_total
+
+    def is_kernel(e) -> bool:  # on a GPU: work the device did, not the host ops that
+        # launched it (they carry its time too) nor the profiler's own records
+        if e.key in host:
+            return False
+        if not use_device:
+            return device_us(e) > 0
+        return (e.device_type.name == "CUDA" and device_us(e) > 0
+                and e.key not in PROFILER_RECORDS)
+
+    kernels = sorted((e for e in events if is_kernel(e)), key=device_us, reverse=True)
+    total = sum(device_us(e) for e in kernels)
+    out = {"device_ms_per_call": total / 1000 / n, "wall_ms_per_call": 1000 * wall / n,
+           "launches_per_call": sum(e.count for e in kernels) / n,
+           "top": [{"name": e.key[:90], "ms_per_call": device_us(e) / 1000 / n,
+                    "calls_per_step": e.count / n} for e in kernels[:top]]}
+    if host:
+        out["host_ms_per_call"] = {name: sum(e.cpu_time_total for e in events
+                                             if e.key == name) / 1000 / n for name in host}
+    return out
+
+
 def profile_steps(call, n: int, device: torch.device, top: int) -> dict:
-    """Profile ``n`` steps: device time of the kernels and wall time per step, launches,
-    the ``top`` kernels, and the host time spent in the collector."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    """:func:`top_kernels` of ``n`` of their steps, the collector's host time apart."""
+    from torch.profiler import record_function
 
     collect = gc.collect
 
@@ -178,34 +223,10 @@ def profile_steps(call, n: int, device: torch.device, top: int) -> dict:
             return collect(generation)
 
     with_collect(recorded)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
-                                           if device.type == "cuda" else [])
     try:
-        sync(device)
-        with profile(activities=activities) as prof:
-            began = time.perf_counter()
-            for i in range(n):
-                call(i)
-            sync(device)
-            wall = time.perf_counter() - began
+        return top_kernels(call, n, device, top, host=("gc.collect",))
     finally:
         with_collect(collect)
-    events = prof.key_averages()
-    on_gpu = device.type == "cuda"
-
-    def device_us(e) -> float:
-        return e.self_device_time_total if on_gpu else e.self_cpu_time_total
-
-    kernels = sorted((e for e in events if device_us(e) > 0 and e.key != "gc.collect"
-                      and (not on_gpu or (e.device_type.name == "CUDA"
-                                          and e.key not in PROFILER_RECORDS))),
-                     key=device_us, reverse=True)
-    gc_us = sum(e.cpu_time_total for e in events if e.key == "gc.collect")
-    return {"device_ms_per_step": sum(device_us(e) for e in kernels) / 1000 / n,
-            "wall_ms_per_step": 1000 * wall / n, "gc_ms_per_step": gc_us / 1000 / n,
-            "launches_per_step": sum(e.count for e in kernels) / n,
-            "top": [{"name": e.key[:90], "ms_per_step": device_us(e) / 1000 / n,
-                     "calls_per_step": e.count / n} for e in kernels[:top]]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,11 +295,12 @@ def main(argv: list[str] | None = None) -> int:
           f"gc.collect(), {best['without_gc_ms']:.2f} ms without: the collector takes "
           f"{100 * share:.0f}% of their step ({collect_ms:.1f} ms per call alone)")
     for name, p in profiles.items():
-        print(f"\n{name}: {p['device_ms_per_step']:.2f} ms of kernels per step (wall "
-              f"{p['wall_ms_per_step']:.2f} ms, profiled; gc.collect {p['gc_ms_per_step']:.2f}"
-              f" ms), {p['launches_per_step']:.0f} launches")
+        print(f"\n{name}: {p['device_ms_per_call']:.2f} ms of kernels per step (wall "
+              f"{p['wall_ms_per_call']:.2f} ms, profiled; gc.collect "
+              f"{p['host_ms_per_call']['gc.collect']:.2f} ms), "
+              f"{p['launches_per_call']:.0f} launches")
         for k in p["top"]:
-            print(f"  {k['ms_per_step']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
+            print(f"  {k['ms_per_call']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
     doc = {"format": "drillbook-authors-mos/1", "device": str(device),
            "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
                            else "cpu"),

@@ -43,7 +43,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -56,6 +55,9 @@ from drillbook.atomic import write_json  # noqa: E402
 from drillbook.configs import apply_overrides, get_config  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
 from drillbook.train.lm import Trainer, evaluate  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tools"))
+from authors_mos import detach, timed, top_kernels  # noqa: E402
 
 
 def authors_model(authors: Path, config, vocab_size: int, device: torch.device):
@@ -117,25 +119,6 @@ class AuthorsStep:
         return total.item() / len(data)
 
 
-def detach(h):
-    return h.detach() if isinstance(h, torch.Tensor) else tuple(detach(v) for v in h)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(call, n: int, device: torch.device) -> float:
-    """Seconds per call of ``call(i)`` over ``n`` calls, the device caught up at both ends."""
-    sync(device)
-    began = time.perf_counter()
-    for i in range(n):
-        call(i)
-    sync(device)
-    return (time.perf_counter() - began) / n
-
-
 class _Operations(TorchDispatchMode):
     """Counts the operations dispatched inside it, by name."""
 
@@ -153,48 +136,6 @@ def count_operations(call) -> collections.Counter[str]:
     with _Operations() as mode:
         call(0)
     return mode.counts
-
-
-#: what the CUDA profiler records about itself, not kernels
-PROFILER_RECORDS = {"Command Buffer Full", "Activity Buffer Request", "Buffer Flush"}
-
-
-def top_kernels(call, n: int, device: torch.device, top: int, per: int = 1) -> dict:
-    """Profile ``n`` calls: the kernels' time, the wall time and the launches per unit
-    (a call holds ``per`` units: evaluation windows), and the ``top`` kernels. Kernel time
-    close to the wall time means the device is busy throughout: nothing to gain from
-    launching faster (CUDA graphs)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
-                                           if device.type == "cuda" else [])
-    sync(device)
-    with profile(activities=activities) as prof:
-        began = time.perf_counter()
-        for i in range(n):
-            call(i)
-        sync(device)
-        wall = time.perf_counter() - began
-    events = prof.key_averages()
-    n = n * per
-    use_device = device.type == "cuda"
-
-    def device_us(e) -> float:
-        return e.self_device_time_total if use_device else e.self_cpu_time_total
-
-    def is_kernel(e) -> bool:  # on a GPU: work the device did, not the host ops that
-        # launched it (they carry its time too) nor the profiler's own records
-        if not use_device:
-            return device_us(e) > 0
-        return (e.device_type.name == "CUDA" and device_us(e) > 0
-                and e.key not in PROFILER_RECORDS)
-
-    kernels = sorted((e for e in events if is_kernel(e)), key=device_us, reverse=True)
-    total = sum(device_us(e) for e in kernels)
-    return {"device_ms_per_call": total / 1000 / n, "wall_ms_per_call": 1000 * wall / n,
-            "launches_per_call": sum(e.count for e in kernels) / n,
-            "top": [{"name": e.key[:90], "ms_per_call": device_us(e) / 1000 / n,
-                     "calls_per_step": e.count / n} for e in kernels[:top]]}
 
 
 #: drillbook's MoS made small for a rehearsal on a CPU (the sizes of authors_mos.TINY)
