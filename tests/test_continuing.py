@@ -153,3 +153,45 @@ def test_the_recast_small_plan_says_its_rule_its_sharing_and_its_windows(capsys)
     assert "whole table at graphs-assumed (ASSUMED), 16 at once" in text
     assert "whole table at processes (measured), 16 at once" in text
     assert "step model: a =" in text and "memory model: k =" in text
+
+
+def test_each_result_file_says_how_its_row_was_run_and_old_files_still_load(tmp_path):
+    from test_reproduce import TINY_LM, tiny_reproduce
+
+    from drillbook.experiments import reproduce
+    from drillbook.experiments.results import read_result, validate_result
+    from drillbook.experiments.run.reproduce import ALONE, execution
+    from drillbook.experiments.run.worker import JobSpec
+
+    [path] = reproduce("tutorial", rows=["tied"], **tiny_reproduce(
+        tmp_path, [*TINY_LM, "train.epochs=1"]))
+    doc = read_result(path)
+    assert doc["execution"] == ALONE == {"way": "process", "rows": 1, "graphed": False}
+    [path] = reproduce("tutorial", rows=["drill"], execution=execution(
+        "interleaved-eager", 3), **tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=1"]))
+    assert read_result(path)["execution"] == {"way": "interleaved-eager", "rows": 3,
+                                              "graphed": False}
+    del doc["execution"]  # a file written before rows recorded it
+    assert validate_result(doc) == []
+    assert validate_result({**doc, "execution": {"way": "process"}}) == [
+        "missing field 'execution.rows'", "missing field 'execution.graphed'"]
+    with pytest.raises(ValueError, match="way must be one of"):
+        execution("threads")
+    # the scheduler's workers say they are processes, and how many share their device
+    spec = JobSpec("tutorial", "tied", 141, "cuda", "out", "runs", way="process-mps", rows=4)
+    assert JobSpec.from_json(spec.to_json()) == spec
+
+
+def test_together_chooses_the_way_explicitly_and_refuses_what_cannot_run(monkeypatch):
+    from drillbook.cli.common import CommandError
+    from drillbook.cli.tables import _together
+
+    assert _together(None, ["cpu"], launcher="local") == "process"
+    assert _together("processes", ["cuda:0"], launcher="local") == "process"
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    with pytest.raises(CommandError, match="needs an MPS daemon started as this user"):
+        _together("mps", ["cuda:0"], launcher="local")
+    with pytest.raises(CommandError, match="for processes on this machine's CUDA devices"):
+        _together("mps", ["cpu"], launcher="local")
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/mps-pipe")
+    assert _together("mps", ["cuda:0"], launcher="local") == "process-mps"

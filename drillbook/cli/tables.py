@@ -20,7 +20,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         return _dry_run(args)
     if _continuing_plan(args.table) is not None:
         paths = _reproduce_side_by_side(args, plan=_continuing_plan(args.table))
-    elif args.parallel or args.deadline_minutes or args.devices or args.launcher != "local":
+    elif (args.parallel or args.deadline_minutes or args.devices or args.together
+          or args.launcher != "local"):
         paths = _reproduce_side_by_side(args)
     else:
         paths = _reproduce_in_process(args)
@@ -87,6 +88,7 @@ def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
             raise CommandError("--cluster and --executor are for --launcher submitit")
         devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
         launcher, parallel = None, args.parallel or len(devices)
+    way = _together(args.together, devices, launcher=args.launcher)
     if plan is not None:
         from ..experiments.run.continuing import run_plan
 
@@ -98,13 +100,45 @@ def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
                         seeds=args.seed, overrides=args.set or [],
                         results=args.continue_from, reserve_minutes=args.reserve_minutes,
                         max_eval_tokens=args.max_eval_tokens, quiet=args.quiet,
-                        launcher=launcher)
+                        launcher=launcher, way=way)
     return run_parallel(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
                         devices=devices, deadline_minutes=args.deadline_minutes,
                         budget_minutes=args.budget_minutes,
                         reserve_minutes=args.reserve_minutes, out=args.out, runs=args.runs,
                         overrides=args.set or [], max_eval_tokens=args.max_eval_tokens,
-                        quiet=args.quiet, launcher=launcher)
+                        quiet=args.quiet, launcher=launcher, way=way)
+
+
+#: ``--together``: how rows at once share a device
+TOGETHER = ("graphs", "processes", "mps")
+
+
+def _together(together: str | None, devices: list, *, launcher: str) -> str:
+    """The way the rows run (a result file's ``execution.way``) for ``--together``:
+    ``processes`` (the default: a process per row), ``mps`` (processes served by an MPS
+    daemon the caller started, as the window script's concurrency part does: its pipe
+    folder in ``CUDA_MPS_PIPE_DIRECTORY``), ``graphs`` (the rows in one process, each
+    row's steps as CUDA graphs on a stream of its own)."""
+    from ..validation import check_choice
+
+    if together is None:
+        return "process"
+    check_choice(together, TOGETHER, "--together")
+    if together == "graphs":
+        raise CommandError("--together graphs trains the rows in one process "
+                           "(drillbook.train.rows), which this version does not have yet; "
+                           "use --together processes")
+    if together == "mps":
+        if launcher != "local" or not all(str(d).startswith("cuda") for d in devices):
+            raise CommandError("--together mps is for processes on this machine's CUDA "
+                               "devices (--launcher local, --devices cuda...)")
+        if not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+            raise CommandError("--together mps needs an MPS daemon started as this user, "
+                               "its pipe folder in CUDA_MPS_PIPE_DIRECTORY (the window "
+                               "script's concurrency part starts one); or use --together "
+                               "processes")
+        return "process-mps"
+    return "process"
 
 
 def _dry_run(args: argparse.Namespace) -> int:
@@ -222,6 +256,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--reserve-minutes", type=positive_float, metavar="M",
                    help="what each row keeps for its evaluation and result file (default: "
                         "a fifth of its share, 10 s to 3 min)")
+    g.add_argument("--together", metavar="WAY",
+                   help="how the rows at once share a device: processes (a process per "
+                        "row: the default), mps (processes under an MPS daemon started "
+                        "beforehand, its pipe folder in CUDA_MPS_PIPE_DIRECTORY), graphs "
+                        "(one process, each row's steps as CUDA graphs on its own stream); "
+                        "each result file records it (execution)")
     g.add_argument("--continue-from", metavar="DIR",
                    help="a plan trained to its plateau (gpu-small) continues from window to "
                         "window: rows final in DIR/gpu/<window>-<precision>/ (default: the "

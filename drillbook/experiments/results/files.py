@@ -66,9 +66,19 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     # reached (PLATEAU), or whether the row stopped first (its epochs, its budget, the
     # deadline)
     "plateau": (dict,),
+    # how the row was run (EXECUTION): alone or beside other rows, as a process or in one
+    # process with them, graphed or eager; files written before it was recorded lack it
+    "execution": (dict,),
     # the GPU window (or other run) that wrote it: results of successive windows
     # accumulate into one table (drillbook.experiments.results.union)
     "window": (str,),
+}
+
+#: the fields of an ``execution`` block
+EXECUTION: dict[str, tuple[type, ...]] = {
+    "way": (str,),  # process, process-mps, graphs-on-streams, interleaved-eager
+    "rows": (int,),  # rows sharing the device, itself included
+    "graphed": (bool,),  # its steps replayed from CUDA graphs
 }
 
 #: the fields of a ``plateau`` block
@@ -171,11 +181,12 @@ def validate_result(doc: Any) -> list[str]:
             problems.append(f"field 'finetuned' must be a dict, got {block!r}")
     if "dynamic" in doc:
         problems += _check_dynamic(doc["dynamic"])
-    if isinstance(doc.get("plateau"), dict):
-        block = doc["plateau"]
-        problems += [f"missing field 'plateau.{k}'" for k in PLATEAU if k not in block]
-        problems += _check_types(block, {k: t for k, t in PLATEAU.items() if k in block},
-                                 "plateau.")
+    for name, fields in (("plateau", PLATEAU), ("execution", EXECUTION)):
+        if isinstance(doc.get(name), dict):
+            block = doc[name]
+            problems += [f"missing field '{name}.{k}'" for k in fields if k not in block]
+            problems += _check_types(block, {k: t for k, t in fields.items() if k in block},
+                                     f"{name}.")
     if isinstance(doc.get("analyses"), dict):
         block = doc["analyses"]
         problems += [f"unknown analysis 'analyses.{k}'" for k in block if k not in ANALYSES]

@@ -41,7 +41,8 @@ from ..results.files import FINAL_STATUSES
 from ..results.seeds import SEED_FOLDER
 from ..tables import TABLES, Row
 
-__all__ = ["Job", "failure_doc", "plateau_block", "reproduce", "table_jobs"]
+__all__ = ["ALONE", "WAYS", "Job", "execution", "failure_doc", "plateau_block", "reproduce",
+           "table_jobs"]
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
               overrides: list[str] | None = None, max_eval_tokens: int | None = None,
               corpus=None, progress: bool | None = None,
               seed: int | Sequence[int] | None = None, keep_going: bool = False,
-              label: str | None = None) -> list[Path]:
+              label: str | None = None, execution: dict | None = None) -> list[Path]:
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
     A row with a fine-tuned paper number
@@ -161,6 +162,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             (``status`` ``failed`` or ``out-of-memory``, ``error``) and the next row runs;
             without it the error is raised.
         label: what the console lines start with (default ``row i/n NAME``).
+        execution: how the row was run, recorded in its result file (:func:`execution`;
+            default: a process of its own, alone on its device).
     """
     jobs = table_jobs(table, rows, seed, list(overrides or []))
     source = git_state()  # the code this call runs, read before training starts
@@ -181,14 +184,15 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             doc = _run_job(job, run_dir, path, source, name=name, device=device,
                            corpus=corpus, loaded=loaded, progress=progress,
                            budget_minutes=budget_minutes, max_eval_tokens=max_eval_tokens,
-                           rank_cap=rank_cap)
+                           rank_cap=rank_cap, execution=execution or ALONE)
         except Exception as err:  # a bug or bad input: raised unless the call keeps going
             if not keep_going:
                 raise
             status = "out-of-memory" if is_out_of_memory(err) else "failed"
             doc = failure_doc(job, source, status=status, error=_one_line(err),
                               device=device, seconds=time.monotonic() - started,
-                              run_dir=run_dir, budget_minutes=budget_minutes)
+                              run_dir=run_dir, budget_minutes=budget_minutes,
+                              execution=execution or ALONE)
             free_memory(torch.device(device or "cpu"))
             if progress is not False:
                 print(f"{name}: {status}: {doc['error']}", file=sys.stderr, flush=True)
@@ -198,7 +202,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
 
 def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, device,
              corpus, loaded: dict, progress, budget_minutes, max_eval_tokens,
-             rank_cap) -> dict:
+             rank_cap, execution: dict) -> dict:
     """Train, evaluate and analyse one job; its result document."""
     config, row = job.config, job.row
     task = task_of(config)
@@ -218,6 +222,7 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
                           status=_status(status.reason), epochs_done=status.epoch,
                           budget_minutes=budget_minutes, metrics=metrics, curve=curve)
         doc.update(extra)
+        doc["execution"] = execution
         return doc
 
     def early(metrics: dict, curve: list, extra: dict, pending: list[str]) -> None:
@@ -244,7 +249,8 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
 
 
 def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str | None,
-                seconds: float, run_dir: Path, budget_minutes: float | None) -> dict:
+                seconds: float, run_dir: Path, budget_minutes: float | None,
+                execution: dict | None = None) -> dict:
     """The result document of a job that could not end normally (``status`` ``failed``,
     ``out-of-memory`` or ``deadline``, why in ``error``): what it was, and the epochs its
     run folder's log recorded before it stopped."""
@@ -262,6 +268,7 @@ def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str 
         "precision": precision_label(resolve_precision(
             config.train.amp, dev, mixture=HEADS[config.head.kind].is_mixture)),
         "metrics": {}, "curve": _curve(log), **plateau_block(config, reached=False),
+        **({"execution": execution} if execution else {}),
     }
 
 
@@ -398,6 +405,25 @@ def _result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dic
         "metrics": metrics, "curve": curve,
         **plateau_block(config, reached=status == "plateau"),
     }
+
+
+#: how a row was run (a result file's ``execution``): ``way`` (``process``: a process of
+#: its own, ``process-mps``: such a process under an MPS daemon, ``graphs-on-streams`` or
+#: ``interleaved-eager``: with other rows in one process, :mod:`drillbook.train.rows`),
+#: ``rows`` (the rows sharing its device, itself included) and ``graphed`` (its steps
+#: replayed from CUDA graphs)
+WAYS = ("process", "process-mps", "graphs-on-streams", "interleaved-eager")
+
+
+def execution(way: str = "process", rows: int = 1, graphed: bool = False) -> dict:
+    """A result file's ``execution`` block (:data:`WAYS`)."""
+    if way not in WAYS:
+        raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    return {"way": way, "rows": int(rows), "graphed": bool(graphed)}
+
+
+#: a row alone in a process of its own (what ``reproduce`` without ``--parallel`` does)
+ALONE = {"way": "process", "rows": 1, "graphed": False}
 
 
 def plateau_block(config, *, reached: bool) -> dict:

@@ -92,7 +92,8 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
                  max_eval_tokens: int | None = None, quiet: bool = False,
                  threads: int | None = None, launcher: Launcher | None = None,
                  skip: Collection[tuple[str, int]] = (),
-                 predicted: Mapping[tuple[str, int], float] | None = None) -> list[Path]:
+                 predicted: Mapping[tuple[str, int], float] | None = None,
+                 way: str = "process") -> list[Path]:
     """Train the jobs of ``table`` as up to ``parallel`` workers at once, each on one of
     ``devices`` in turn, and end within ``deadline_minutes`` (see the module notes).
 
@@ -124,6 +125,8 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
             that time as its budget (it stops at its plateau or in time for its
             evaluation); a job that fits nowhere is not started, gets no result file and
             waits for the next window.
+        way: how the workers run, for the result files' ``execution``: ``process``, or
+            ``process-mps`` when an MPS daemon serves them (the window script starts it).
 
     Returns:
         the result file of every job, in table order (written by its worker, or here for a
@@ -197,7 +200,8 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
                            overrides=tuple(overrides), max_eval_tokens=max_eval_tokens,
                            label=f"row {index}/{len(jobs)} {job.name}"
                                  + (f" [{device}]" if device else ""),
-                           threads=threads)
+                           threads=threads, way=way,
+                           rows=min(math.ceil(parallel / len(devices)), len(jobs)))
             path = job.result_path(out)
             before = path.stat().st_mtime_ns if path.exists() else None
             handle = launcher.start(spec, relay, seconds=budget + reserve)
