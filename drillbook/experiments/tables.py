@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..configs import apply_overrides, get_config
+from ..heads.registry import HEADS, language_model_refusal
 from ..papers import paper_number, paper_values
 from ..train.tasks import Task, task_of
 
@@ -153,15 +154,13 @@ CPU_SCALE_EPOCHS = 6
 
 
 def _cpu_scale() -> list[Row]:
-    """Every head on the tutorial model, one budget. The dual head's config trains it with
-    SGD at learning rate 20, where it does not train stably at this size; ``dual-lr5`` is
-    the same head at 5, the rate that trained best of 2, 5, 10 and 20 in three epochs."""
+    """Every head that can end a language model on the tutorial model, one budget: the rows
+    each head class declares (:attr:`~drillbook.heads.OutputHead.cpu_scale`, e.g. DRILL
+    at three depths), in the registry's order."""
     budget = (f"train.epochs={CPU_SCALE_EPOCHS}",)
-    rows = [Row(h, f"tutorial/ptb-{h}", budget) for h in ("softmax", "tied", "bilinear", "dual")]
-    rows.append(Row("dual-lr5", "tutorial/ptb-dual", (*budget, "train.lr=5")))
-    rows += [Row(f"drill-{k}", "tutorial/ptb-drill", (*budget, f"head.options.depth={k}"))
-             for k in (1, 2, 4)]
-    return rows + [Row(h, f"tutorial/ptb-{h}", budget) for h in ("mos", "doc", "sigsoftmax")]
+    return [Row(name, f"tutorial/ptb-{kind}", (*budget, *overrides))
+            for kind, cls in HEADS.items() if language_model_refusal(cls) is None
+            for name, overrides in cls.cpu_scale_rows().items()]
 
 
 #: epochs of every row of the GPU plans (:mod:`drillbook.experiments.plans`), sized with
