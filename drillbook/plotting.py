@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 from .heads import HEADS, RegistryView
 
-__all__ = ["HEAD_COLORS", "VARIANT_COLORS", "derived_color", "head_color", "head_colors",
-           "head_kind", "log_tick_label", "tidy_log_axis"]
+__all__ = ["HEAD_COLORS", "VARIANT_COLORS", "derived_color", "family_colors", "head_color",
+           "head_colors", "head_kind", "log_tick_label", "tidy_log_axis"]
 
 
 def _luminance(color: str) -> float:
@@ -98,6 +98,34 @@ def head_color(name: str) -> str:
 def head_colors(names: Sequence[str]) -> list[str]:
     """:func:`head_color` of each name, e.g. for ``DataFrame.plot.bar(color=...)``."""
     return [head_color(n) for n in names]
+
+
+#: how far each further row of one head moves from the head's colour: towards black
+#: (a negative fraction) or white (positive), in turn
+_SHADES = (0.0, -0.4, 0.3, -0.65, 0.5)
+
+
+def family_colors(names: Sequence[str]) -> dict[str, str]:
+    """A distinct colour for each of several rows, rows of one head (``vMF NLLvMF``,
+    ``vMF reg2``, ``vMF reg2 tied``) in shades of that head's colour: the first row of a
+    head gets :func:`head_color`, the next a darker shade, then a lighter one, and so on.
+
+    Raises:
+        ValueError: more rows of one head than there are shades (five).
+    """
+    from matplotlib.colors import to_hex, to_rgb
+
+    seen: dict[str, int] = {}
+    colors = {}
+    for name in dict.fromkeys(names):
+        base = head_color(name)
+        i = seen[base] = seen.get(base, -1) + 1
+        if i >= len(_SHADES):
+            raise ValueError(f"family_colors has {len(_SHADES)} shades of one head's colour; "
+                             f"{name!r} is row {i + 1} of its head")
+        shade, target = abs(_SHADES[i]), (0.0 if _SHADES[i] < 0 else 1.0)
+        colors[name] = to_hex([c + shade * (target - c) for c in to_rgb(base)])
+    return colors
 
 
 def log_tick_label(value: float) -> str:

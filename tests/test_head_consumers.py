@@ -40,6 +40,7 @@ from drillbook.experiments import BENCH_HEADS, TABLES, head_cost
 from drillbook.experiments.bench.heads import fit_layers
 from drillbook.experiments.bench.model import compare_models, model_cost
 from drillbook.experiments.bench.sweep import greedy_decode as head_greedy
+from drillbook.experiments.results.analyses import lm_analyses, translation_analyses
 from drillbook.heads import (
     HEADS,
     DistributionHead,
@@ -55,9 +56,9 @@ from drillbook.nmt.decode import beam_search, greedy_decode, translate_pairs
 from drillbook.nmt.model import Seq2Seq
 from drillbook.plotting import HEAD_COLORS
 from drillbook.train import NMTTrainer, Trainer, evaluate
-from drillbook.train.lm import lm_analyses, split_stream
+from drillbook.train.lm import split_stream
 from drillbook.train.runs import LoadedRun
-from drillbook.train.translation import TranslationVocabs, translation_analyses
+from drillbook.train.translation import TranslationVocabs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

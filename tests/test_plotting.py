@@ -15,6 +15,7 @@ from drillbook.plotting import (
     HEAD_COLORS,
     VARIANT_COLORS,
     derived_color,
+    family_colors,
     head_color,
     head_kind,
     log_tick_label,
@@ -106,3 +107,19 @@ def test_tidy_log_axis_drops_minor_labels():
     fig.canvas.draw()
     assert all(not t.get_text() for t in ax.yaxis.get_minorticklabels())
     plt.close(fig)
+
+
+def test_rows_of_one_head_get_shades_of_its_colour():
+    names = ["softmax", "vMF NLLvMF", "vMF reg2", "vMF reg2 tied", "vMF reg2"]
+    colors = family_colors(names)
+    assert list(colors) == ["softmax", "vMF NLLvMF", "vMF reg2", "vMF reg2 tied"]
+    assert len(set(colors.values())) == 4
+    assert colors["softmax"] == head_color("softmax")
+    assert colors["vMF NLLvMF"] == head_color("vmf")  # the first row keeps the head's own
+    base, darker, lighter = (to_rgb(colors[n]) for n in names[1:4])
+    assert sum(darker) < sum(base) < sum(lighter)
+    for a, b in zip(base, darker, strict=True):  # a shade of the same hue: each channel
+        assert b == pytest.approx(0.6 * a, abs=0.003)  # moves 40% of the way to black
+    assert _luminance(colors["vMF reg2 tied"]) <= _luminance("#ffffff") / 2
+    with pytest.raises(ValueError, match="row 6 of its head"):
+        family_colors([f"drill-{k}" for k in range(6)])

@@ -38,7 +38,7 @@ from .translation import NMTConfig, NMTDataConfig, NMTModelConfig
 
 __all__ = ["FINETUNE_LR", "LANGUAGE_MODEL", "TRANSLATION", "config_classes",
            "config_from_dict", "finetune_lr", "get_config", "get_nmt_config", "list_configs",
-           "list_nmt_configs", "paper_millions"]
+           "list_nmt_configs", "paper_millions", "task_named_by"]
 
 #: the two tasks, as configs name them (:attr:`SectionedConfig.task`)
 LANGUAGE_MODEL, TRANSLATION = Config.task, NMTConfig.task
@@ -338,13 +338,21 @@ def config_from_dict(d: dict) -> SectionedConfig:
     if not isinstance(d, dict):
         raise ConfigError(f"a config must be a JSON object, got {type(d).__name__}")
     classes = config_classes()
-    task = d.get("task")
-    if task is None:
-        data = d.get("data") if isinstance(d.get("data"), dict) else {}
-        task = next((t for t, cls in classes.items()
-                     if set(data) <= {f.name for f in dataclasses.fields(cls.sections()["data"])}),
-                    LANGUAGE_MODEL)
+    task = task_named_by(d)
     if task not in classes:
         raise ConfigError(f"unknown task {task!r}; a config's task is one of "
                           f"{', '.join(sorted(classes))}")
     return classes[task].from_dict(d)
+
+
+def task_named_by(d: dict) -> str:
+    """The task a :meth:`~SectionedConfig.to_dict` dict is of, without reading the rest:
+    its ``"task"``, or for a dict without one (written before configs named their task) the
+    task whose ``data`` section has every key it gives (a language model when none has)."""
+    task = d.get("task")
+    if task is not None:
+        return task
+    data = d.get("data") if isinstance(d.get("data"), dict) else {}
+    return next((t for t, cls in config_classes().items()
+                 if set(data) <= {f.name for f in dataclasses.fields(cls.sections()["data"])}),
+                LANGUAGE_MODEL)

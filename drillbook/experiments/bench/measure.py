@@ -45,8 +45,8 @@ __all__ = [
 #: the ``format`` of every report this package writes
 BENCH_FORMAT = "drillbook-bench/2"
 
-#: ``precision`` values, short names of :data:`drillbook.precision.PRECISIONS`: plain
-#: float32, or bf16 autocast around forward and loss
+#: ``precision`` values, names of :data:`drillbook.precision.PRECISIONS`: plain float32,
+#: or bf16 autocast around forward and loss
 PRECISIONS = ("fp32", "bf16")
 
 #: ``clock`` values of :func:`time_call`: elapsed time, or the process's CPU time
@@ -54,13 +54,13 @@ CLOCKS = ("wall", "cpu")
 
 
 def amp_of(precision: str) -> str:
-    """The resolved precision (:func:`drillbook.precision.autocast`'s argument) of a
-    benchmark's ``precision`` (:data:`PRECISIONS`).
+    """A benchmark's ``precision`` checked (one of :data:`PRECISIONS`), by its name: what
+    :func:`drillbook.precision.autocast` takes.
 
     Raises:
         ConfigError: ``unknown precision 'fp16'; choose one of ['fp32', 'bf16']``.
     """
-    return precision_named(precision, PRECISIONS).amp
+    return precision_named(precision, PRECISIONS).name
 
 
 #: what the benchmarks are measuring, one line each (``"bench heads: drill-4 at ptb ..."``).
