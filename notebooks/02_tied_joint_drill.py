@@ -72,7 +72,7 @@ from drillbook.experiments.results.evidence import (
     window_rows,
 )
 from drillbook.heads import BilinearHead, DrillHead, DualHead, build_head
-from drillbook.heads.dual import variational_dropout
+from drillbook.heads.label_encoder import variational_dropout
 from drillbook.models import param_report
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value

@@ -36,9 +36,6 @@ from drillbook.train.dynamic import (
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 V, E, H = 30, 8, 12
-#: options that shrink paper-sized head defaults (a head not listed runs with its own)
-TINY = {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer": [1, 1, 2]},
-        "drill": {"depth": 1}, "dual": {"d_joint": 4}, "vmf": {"dim": 4}}
 
 
 def encoder(wdrop: float = 0.2) -> AWDLSTM:
@@ -47,7 +44,7 @@ def encoder(wdrop: float = 0.2) -> AWDLSTM:
 
 
 def head_for(kind: str, enc: AWDLSTM):
-    options = dict(TINY.get(kind, {}))
+    options = HEADS[kind].tiny_options()  # what shrinks the paper-sized defaults
     if HEADS[kind].reads_layers:
         options["layer_sizes"] = enc.layer_sizes
     return build_head(kind, vocab_size=V, d_hidden=enc.d_out, embedding=enc.embedding,

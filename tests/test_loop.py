@@ -119,8 +119,7 @@ def test_a_run_resolves_auto_by_its_head(tmp_path, monkeypatch, kind):
 
     monkeypatch.setattr(loop, "resolve_precision", spy)
     config = tiny_config(amp="auto")
-    config.head = HeadConfig(kind, {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer":
-                                    [1, 1, 2]}, "drill": {"depth": 1}}.get(kind, {}))
+    config.head = HeadConfig(kind, HEADS[kind].tiny_options())
     make(tmp_path / "run", config)
     assert seen["mixture"] is HEADS[kind].is_mixture
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import overload
 
 from ..configs import apply_overrides, get_config
+from ..heads.registry import HEADS, language_model_refusal
 from ..papers import paper_number, paper_values
 from ..train.tasks import Task, task_of
 
@@ -322,15 +323,13 @@ def _rank() -> list[Row]:
 
 
 def _cpu_scale() -> list[Row]:
-    """Every head on the tutorial model, one budget (the table's epochs). The dual head's
-    config trains it with SGD at learning rate 20, where it does not train stably at this
-    size; ``dual-lr5`` is the same head at 5, the rate that trained best of 2, 5, 10 and 20
-    in three epochs."""
-    rows = [Row(h, f"tutorial/ptb-{h}") for h in ("softmax", "tied", "bilinear", "dual")]
-    rows.append(Row("dual-lr5", "tutorial/ptb-dual", ("train.lr=5",)))
-    rows += [Row(f"drill-{k}", "tutorial/ptb-drill", (f"head.options.depth={k}",))
-             for k in (1, 2, 4)]
-    return rows + [Row(h, f"tutorial/ptb-{h}") for h in ("mos", "doc", "sigsoftmax")]
+    """Every head that can end a language model on the tutorial model, one budget (the
+    table's epochs): the rows each head class declares
+    (:attr:`~drillbook.heads.OutputHead.cpu_scale`, e.g. DRILL at three depths, the dual
+    head at two learning rates), in the registry's order."""
+    return [Row(name, f"tutorial/ptb-{kind}", overrides)
+            for kind, cls in HEADS.items() if language_model_refusal(cls) is None
+            for name, overrides in cls.cpu_scale_rows().items()]
 
 
 def _gpu_ptb() -> list[Row]:
