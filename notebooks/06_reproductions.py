@@ -87,7 +87,7 @@ from drillbook.experiments import (
 )
 from drillbook.experiments.results.authors_code import authors_code_timings
 from drillbook.experiments.results.compare import always_falls, cpu_tables, last_change
-from drillbook.experiments.results.evidence import plan_folder, table_results
+from drillbook.experiments.results.evidence import plan_folder, plan_results, table_results
 from drillbook.experiments.results.seeds import (
     chance_separated,
     plot_spread,
@@ -177,9 +177,11 @@ SHORT = {"paper_valid": "paper valid", "paper_test": "paper test", "epochs_done"
          "paper_dynamic_test": "paper dyn test", "dynamic_test": "dyn test"}
 
 
-def paper_vs_ours(table: str, columns: list[str] = COLUMNS, results=RESULTS) -> pd.DataFrame:
-    """The papers' numbers next to ours (in ``results``), a dash wherever there is none."""
-    shown = format_rows(table_rows(table, results), columns)
+def paper_vs_ours(table: str, columns: list[str] = COLUMNS, results=RESULTS,
+                  docs=None) -> pd.DataFrame:
+    """The papers' numbers next to ours (in ``results``, or the result documents ``docs``),
+    a dash wherever there is none."""
+    shown = format_rows(table_rows(table, results, docs), columns)
     return pd.DataFrame(shown).rename(columns=SHORT).set_index("row")
 
 
@@ -339,24 +341,27 @@ paper_vs_ours("rank", ["row", "paper_rank_tol_1", "paper_rank", "paper_rank_test
 # %% [markdown]
 # ### The GPU plans
 #
-# Three more tables are sized for one GPU window of about ten minutes
+# Three more tables are sized for GPU windows of about ten minutes
 # (`drillbook.experiments.run.plans`, and the README's GPU section): `gpu-ptb` (the tied
 # AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size on Penn Treebank, the same
-# epochs each), `gpu-multi30k` (every translation head on the whole of Multi30k) and
-# `gpu-small` (every `cpu-scale` row trained for whole passes over Penn Treebank, three
-# seeds each). Each row says what it got: its status, its epochs and its budget in
-# minutes; a dash where no run exists yet. A row that a window's deadline stopped says
-# `budget` or `deadline`, and its paper number stands beside it all the same.
+# epochs each), `gpu-multi30k` (every translation head on the whole of Multi30k, each
+# to its BLEU plateau) and `gpu-small` (every `cpu-scale` head at batch 64 on whole
+# passes over Penn Treebank, each to its plateau, three seeds each). A plan trained to
+# its plateau continues from window to window, and the windows that ran a plan are read
+# as one table. Each row says what it got: its status (`plateau` once its stopping rule
+# ended it), its epochs and its budget in minutes; a dash where no run exists yet. A row
+# that a window's deadline stopped says `budget` or `deadline`, and its paper number
+# stands beside it all the same.
 
 # %% tags=["nbval-check-output"]
 PLAN_COLUMNS = ["row", "config", "paper_test", "status", "epochs_done", "budget_minutes",
                 "valid", "test"]
 plan_tables = {}
 for plan in PLANS.values():
-    window = plan_folder(plan.table)
-    plan_tables[plan.name] = paper_vs_ours(plan.table, PLAN_COLUMNS,
-                                          results=window or RESULTS)
-    print(f"{plan.name}: result files from a GPU window: {window.name if window else 'none'}")
+    docs = plan_results(plan.table)  # every window that ran it, as one table
+    plan_tables[plan.name] = paper_vs_ours(plan.table, PLAN_COLUMNS, docs=docs)
+    windows = sorted({d["window"] for d in docs})
+    print(f"{plan.name}: result files from GPU windows: {', '.join(windows) or 'none'}")
 pd.concat(plan_tables, names=["plan"])
 
 # %% [markdown]
