@@ -41,8 +41,8 @@ from ..results.files import FINAL_STATUSES
 from ..results.seeds import SEED_FOLDER
 from ..tables import TABLES, Row
 
-__all__ = ["ALONE", "WAYS", "Job", "execution", "failure_doc", "plateau_block", "reproduce",
-           "table_jobs"]
+__all__ = ["ALONE", "WAYS", "Job", "execution", "failure_doc", "finish_job", "plateau_block",
+           "reproduce", "table_jobs"]
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
              corpus, loaded: dict, progress, budget_minutes, max_eval_tokens,
              rank_cap, execution: dict) -> dict:
     """Train, evaluate and analyse one job; its result document."""
-    config, row = job.config, job.row
+    config = job.config
     task = task_of(config)
     data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
     started = time.monotonic()
@@ -216,6 +216,21 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
         torch.cuda.reset_peak_memory_stats(trainer.device)
     data = loaded.setdefault(data_key, trainer.corpus)
     status = trainer.fit(max_minutes=budget_minutes)
+    return finish_job(job, trainer, status, path, source, name=name, device=device,
+                      data=data, progress=progress, budget_minutes=budget_minutes,
+                      max_eval_tokens=max_eval_tokens, rank_cap=rank_cap,
+                      execution=execution, started=started)
+
+
+def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, source: dict,
+               *, name: str, device, data, progress, budget_minutes, max_eval_tokens,
+               rank_cap, execution: dict, started: float) -> dict:
+    """What follows a job's training (its ``trainer`` ended with ``status``): its test
+    evaluation, rank and analyses, its fine-tuning and dynamic evaluation where its row
+    has them (within what is left of ``budget_minutes`` since ``started``); its result
+    document. A file with the test metric is written as soon as it is known."""
+    config, row, task = job.config, job.row, task_of(job.config)
+    run_dir = trainer.run_dir
 
     def document(metrics: dict, curve: list, extra: dict) -> dict:
         doc = _result_doc(job.table, row, config, trainer, source,
