@@ -62,8 +62,8 @@ PARTS = (("concurrency", 0.15), ("steps", 0.10), ("gpu-small", 0.25),
          ("gpu-multi30k", 0.12), ("paper-rows", 0.15), ("chapters", 0.23))
 #: a rehearsal's shares: on a CPU every part's start-up (processes, data) costs more than
 #: its tiny training
-REHEARSAL_SHARES = {"concurrency": 0.15, "steps": 0.2, "gpu-small": 0.25,
-                    "gpu-multi30k": 0.15, "paper-rows": 0.15, "chapters": 0.1}
+REHEARSAL_SHARES = {"concurrency": 0.15, "steps": 0.25, "gpu-small": 0.22,
+                    "gpu-multi30k": 0.13, "paper-rows": 0.15, "chapters": 0.1}
 
 #: the chapters of part 5: (source, profile)
 CHAPTERS = (*[(p, "small") for p in ("01_softmax_bottleneck", "02_tied_joint_drill",
