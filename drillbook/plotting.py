@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 
 __all__ = ["HEAD_COLORS", "VARIANT_COLORS", "head_color", "head_colors", "head_kind",
-           "log_tick_label", "tidy_log_axis"]
+           "label_log_range", "log_tick_label", "tidy_log_axis"]
 
 #: head kind -> colour, one per head of the registry; the same everywhere in the book
 HEAD_COLORS: dict[str, str] = {
@@ -105,3 +105,18 @@ def tidy_log_axis(ax, axis: str = "y") -> None:
         target = ax.xaxis if which == "x" else ax.yaxis
         target.set_minor_formatter(NullFormatter())
         target.set_major_formatter(FuncFormatter(lambda v, _: log_tick_label(v)))
+
+
+def label_log_range(ax, values: Sequence[float], axis: str = "y") -> None:
+    """Major ticks on a log ``axis`` (``"x"`` or ``"y"``) that leave labels in view when the
+    data span less than a decade or two (perplexities from 260 to 860 hold no power of
+    ten): every integer multiple of a power of ten under a decade, 1-2-5 under three,
+    powers of ten beyond. Label them with :func:`tidy_log_axis`."""
+    from matplotlib.ticker import LogLocator
+
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return
+    span = max(positive) / min(positive)
+    subs = tuple(range(1, 10)) if span < 10 else (1, 2, 5) if span < 1000 else (1,)
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(LogLocator(base=10, subs=subs))
