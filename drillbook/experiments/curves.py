@@ -243,8 +243,9 @@ def full_run_cost(table: str, results: str | Path | None = None) -> list[dict[st
     epoch (GTX 1080 Ti, training and validation); a row the H200 timed alone takes its
     milliseconds per update (:func:`h200_ms_per_update`, training only) times the updates
     of an epoch (:func:`drillbook.authors.expected_updates`). A row that was not measured
-    gets the time of the model it is at least as slow as (:func:`_bound_config`), and says
-    so (``gtx_exact``, ``h200_exact`` False): its hours are a lower bound.
+    gets the time of the model it is at least as slow as (a mixture: its corpus's MoS; any
+    other head: its corpus's tied AWD-LSTM), and says so (``gtx_exact``, ``h200_exact``
+    False): its hours are a lower bound.
 
     Returns:
         one dict per row: ``row``, ``config``, ``epochs``, ``updates_per_epoch``,
