@@ -260,6 +260,24 @@ def test_table_results_come_in_the_tables_row_order():
     assert {r["d"] for r in ranks} == {d["config"]["model"]["emsize"] for d in docs}
 
 
+def test_rank_rows_give_the_width_of_the_scored_vectors():
+    """A mixture scores embedding-sized components (280 for MoS on PTB), not its 620-wide
+    last layer; the untied softmax scores its last layer; the dual head its joint space."""
+    from drillbook.configs import apply_overrides, get_config
+
+    def d_of(config) -> int:
+        doc = {"row": "r", "seed": 1, "config": config.to_dict(),
+               "metrics": {"rank_tol_1": 1}}
+        return rank_rows([doc])[0]["d"]
+
+    assert d_of(get_config("ptb/awd-lstm-mos")) == d_of(get_config("ptb/awd-lstm-doc")) == 280
+    assert get_config("ptb/awd-lstm-mos").model.d_out == 620
+    assert d_of(get_config("ptb/awd-lstm")) == d_of(get_config("ptb/awd-lstm-drill")) == 400
+    assert d_of(get_config("ptb/awd-lstm-full-softmax")) == 1150
+    dual = apply_overrides(get_config("ptb/awd-lstm-dual"), ["head.options.d_joint=300"])
+    assert d_of(dual) == 300
+
+
 def test_a_plan_is_read_from_the_newest_window_that_ran_it(tmp_path):
     assert plan_results("gpu-ptb", tmp_path) == []  # no window has run it yet
     assert "make evidence PLAN=gpu-ptb MINUTES=9" in missing_evidence("gpu-ptb")
