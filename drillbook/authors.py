@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import DataError, MissingFileError
+from .metrics import log_interpolate
 
 __all__ = ["AUTHORS_FORMAT", "AuthorsBand", "AuthorsCurve", "authors_bands", "authors_curve",
            "authors_curves", "authors_data", "authors_ranks", "authors_source", "default_path",
@@ -164,15 +165,7 @@ class AuthorsCurve:
         interpolated linearly in log perplexity between two (a fractional epoch: the same
         number of updates as a run of another batch size); None before the first logged
         epoch or after the last."""
-        first, last = self.epochs[0], self.epochs[-1]
-        if not first <= epoch <= last:
-            return None
-        i = math.floor(epoch) - first
-        t = epoch - self.epochs[i]
-        if t == 0:  # a logged epoch: the value as printed
-            return self.val_ppl[i]
-        a, b = math.log(self.val_ppl[i]), math.log(self.val_ppl[i + 1])
-        return math.exp(a + t * (b - a))
+        return log_interpolate(self.epochs, self.val_ppl, epoch)
 
     def val_ppl_after_updates(self, updates: float) -> float | None:
         """:meth:`val_ppl_at` the epoch at which this run had done ``updates`` updates."""

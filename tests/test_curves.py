@@ -145,3 +145,16 @@ def test_every_language_model_head_has_a_measured_lower_bound():
             config = apply_overrides(get_config(f"{corpus}/awd-lstm"), [f"head.kind={kind}"])
             bound = _bound_config(config)
             assert bound in speeds and bound in logs, (kind, corpus)
+
+
+def test_your_own_results_folder_is_read_as_one_window(tmp_path):
+    """A reader's `drillbook reproduce gpu-ptb --out mine` lands on the authors' curves."""
+    import shutil
+
+    source = GPU / "2026-11-26-h200-window2-fp32" / "gpu-ptb"
+    (tmp_path / "mine" / "gpu-ptb").mkdir(parents=True)
+    shutil.copy(source / "drill-4.json", tmp_path / "mine" / "gpu-ptb" / "drill-4.json")
+    runs = runs_like_authors(tmp_path / "mine")
+    assert [(r["window"], r["row"], r["authors"]) for r in runs] == [
+        ("mine", "drill-4", "ptb-drill")]
+    assert runs_like_authors(tmp_path / "empty") == []

@@ -37,6 +37,7 @@ from drillbook.experiments.evidence import (
     rank_rows,
     table_results,
     val_at_epoch,
+    val_at_updates,
     window_rows,
 )
 from drillbook.experiments.results import gpu_results, load_results, unpack_results
@@ -374,3 +375,22 @@ def test_a_window_says_what_each_row_reached_and_compares_rows_at_one_epoch():
     second = val_at_epoch(docs, 2)
     assert set(second) == set(rows) and set(val_at_epoch(docs, 5)) == {"tied", "drill-4"}
     assert second["tied"] == docs[[d["row"] for d in docs].index("tied")]["curve"][1]["val_ppl"]
+
+
+def test_rows_of_unequal_batches_compared_at_equal_updates():
+    """MoS-15 trains at batch 12, 1,140 updates an epoch against the tied model's 689: after
+    its second epoch's updates the tied model is between its third and fourth epochs."""
+    import math
+
+    from drillbook.metrics import log_interpolate
+
+    docs = {d["row"]: d for d in plan_results("gpu-ptb")}
+    tied, mos = docs["tied"]["curve"], docs["mos-15"]["curve"]
+    at = val_at_updates(docs.values(), mos[1]["step"])
+    assert at["mos-15"] == mos[1]["val_ppl"]  # a logged epoch: its own value
+    assert tied[3]["val_ppl"] < at["tied"] < tied[2]["val_ppl"]
+    assert val_at_updates(docs.values(), tied[2]["step"])["tied"] == tied[2]["val_ppl"]
+    assert "mos-15" not in val_at_updates(docs.values(), 10 * mos[-1]["step"])
+    assert log_interpolate([1, 2], [100.0, 400.0], 1.5) == pytest.approx(math.sqrt(4e4))
+    assert log_interpolate([1, 2], [100.0, 400.0], 2.5) is None
+    assert log_interpolate([], [], 1) is None

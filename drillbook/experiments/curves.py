@@ -78,9 +78,11 @@ def _points(curve: Sequence[dict[str, Any]], steps_done: int | None = None
 def runs_like_authors(results: str | Path | None = None) -> list[dict[str, Any]]:
     """Every committed run of the package at the setting of one of the authors' logs.
 
-    Looks in every GPU window of ``results`` (default: the book's), its result files and
-    the epoch logs (``logs/<row>.log.jsonl``) of the ``speed`` table's rows that wrote no
-    result file (their config is the table's row; the log records none).
+    Looks in every GPU window of ``results`` (default: the book's; a folder without a
+    ``gpu/`` folder, such as the ``--out`` of your own ``drillbook reproduce``, is read as
+    one window): its result files and the epoch logs (``logs/<row>.log.jsonl``) of the
+    ``speed`` table's rows that wrote no result file (their config is the table's row; the
+    log records none).
 
     Returns:
         one dict per run: ``authors`` (the log's name, e.g. ``ptb-drill``), ``window``,
@@ -95,7 +97,9 @@ def runs_like_authors(results: str | Path | None = None) -> list[dict[str, Any]]
         return next((n for n, s in settings.items() if same_setting(config, s)), None)
 
     runs = []
-    for window in sorted(p for p in (root / "gpu").glob("*") if p.is_dir()):
+    windows = (sorted(p for p in (root / "gpu").glob("*") if p.is_dir())
+               if (root / "gpu").is_dir() else [root])
+    for window in windows:
         docs = load_results(window)
         for d in docs:
             name = authors_of(d["config"])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingFileError
+from ..metrics import log_interpolate
 from ..plotting import head_color, head_kind
 from .plans import PLANS
 from .results import book_results, gpu_results, load_results, read_result
@@ -27,7 +28,7 @@ from .tables import TABLES
 
 __all__ = ["band_differences", "curve_points", "f1_rows", "missing_evidence",
            "mixture_usage", "plan_folder", "plan_results", "plot_band_differences", "plot_f1",
-           "rank_rows", "table_results", "val_at_epoch", "window_rows"]
+           "rank_rows", "table_results", "val_at_epoch", "val_at_updates", "window_rows"]
 
 
 def table_results(table: str, folder: str | Path | None = None, *,
@@ -98,6 +99,24 @@ def val_at_epoch(docs: Sequence[dict[str, Any]], epoch: int, metric: str = "ppl"
         at = [p["value"] for p in curve_points(d, f"val_{metric}") if p["epoch"] == epoch]
         if at:
             out[d["row"]] = at[0]
+    return out
+
+
+def val_at_updates(docs: Sequence[dict[str, Any]], updates: float, metric: str = "ppl"
+                   ) -> dict[str, float]:
+    """Row -> its validation ``metric`` after ``updates`` training steps, read on its curve
+    (each epoch's ``step``) and interpolated in log space between two epochs
+    (:func:`drillbook.metrics.log_interpolate`), for the rows whose curve reaches it: rows
+    of different batch sizes compared after the same number of updates, where
+    :func:`val_at_epoch` compares them after unequal ones."""
+    out = {}
+    for d in docs:
+        points = [p for p in d.get("curve", []) if isinstance(p.get("step"), int)
+                  and isinstance(p.get(f"val_{metric}"), (int, float))]
+        value = log_interpolate([p["step"] for p in points],
+                                [p[f"val_{metric}"] for p in points], updates)
+        if value is not None:
+            out[d["row"]] = value
     return out
 
 
