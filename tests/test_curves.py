@@ -15,6 +15,8 @@ from drillbook.experiments.curves import (
     PAPER_TABLES,
     _bound_config,
     agreement_rows,
+    authors_band_rows,
+    band_rows,
     full_run_cost,
     h200_ms_per_update,
     plot_against_authors,
@@ -158,3 +160,33 @@ def test_your_own_results_folder_is_read_as_one_window(tmp_path):
     assert [(r["window"], r["row"], r["authors"]) for r in runs] == [
         ("mine", "drill-4", "ptb-drill")]
     assert runs_like_authors(tmp_path / "empty") == []
+
+
+def test_the_authors_fig3_and_ones_own_bands_draw_alike():
+    import matplotlib.pyplot as plt
+    import torch
+
+    from drillbook.analysis import compare_by_frequency
+    from drillbook.authors import authors_bands
+    from drillbook.experiments.evidence import plot_band_differences
+
+    word, token = authors_band_rows("word"), authors_band_rows("token")
+    assert len(word) == len(token) == 3 * 8
+    rarest = authors_bands()[0]
+    first = next(r for r in word if r["row"] == "tied")
+    assert first["band"] == "1-49" and first["relative"] == rarest.relative_word["tied"] / 100
+    assert next(r for r in token if r["row"] == "dual")["relative"] == pytest.approx(
+        rarest.relative_token["dual"] / 100)
+    # one's own comparison in the same rows: 3 words, counts 10, 60 and 6000
+    target = torch.tensor([0, 1, 2, 0])
+    mine = band_rows({"tied": compare_by_frequency(
+        torch.tensor([1.0, 1.0, 1.0, 1.0]), torch.tensor([2.0, 1.0, 1.0, 2.0]), target,
+        torch.tensor([10, 60, 6000]))})
+    assert [r["band"] for r in mine] == [r["band"] for r in word if r["row"] == "tied"]
+    assert mine[0]["relative"] == pytest.approx(1.0) and mine[0]["tokens"] == 2
+    for rows in (word, mine):
+        ax = plot_band_differences(rows, reference="drill")
+        assert len(ax.patches) >= 8
+        plt.close(ax.figure)
+    with pytest.raises(ValueError, match="word"):
+        authors_band_rows("type")

@@ -13,6 +13,9 @@ first epochs of ours land on the first epochs of theirs:
   same epoch and at the same number of updates (an epoch of MoS at batch 12 is 1.67
   epochs' worth of the tied model's updates at batch 20);
 * :func:`plot_against_authors` draws the curves against epochs or updates, log axes;
+* :func:`authors_band_rows` and :func:`band_rows` put the authors' DRILL Fig. 3 data and a
+  comparison of one's own (:func:`drillbook.analysis.compare_by_frequency`) in the rows
+  :func:`~drillbook.experiments.evidence.plot_band_differences` draws;
 * :func:`full_run_cost` multiplies a table's epochs by the seconds an epoch took in the
   authors' logs (GTX 1080 Ti) and by the milliseconds an update took on the H200
   (:func:`h200_ms_per_update`).
@@ -26,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..authors import authors_curves, expected_updates
+from ..authors import authors_bands, authors_curves, expected_updates
 from ..configs import get_config
 from ..data import corpus_spec
 from ..plotting import head_color, label_log_range, tidy_log_axis
@@ -34,8 +37,8 @@ from .results import book_results, load_results
 from .speed import first_epochs
 from .tables import TABLES, find_row
 
-__all__ = ["PAPER_TABLES", "agreement_rows", "full_run_cost", "h200_ms_per_update",
-           "plot_against_authors", "runs_like_authors", "same_setting"]
+__all__ = ["PAPER_TABLES", "agreement_rows", "authors_band_rows", "band_rows", "full_run_cost",
+           "h200_ms_per_update", "plot_against_authors", "runs_like_authors", "same_setting"]
 
 #: the paper tables whose full-run cost the book states (the reproduction tables of
 #: DRILL Tables 1-4 and of the mixtures' papers)
@@ -192,6 +195,30 @@ def plot_against_authors(names: Sequence[str], runs: Sequence[dict[str, Any]] = 
     if legend:
         ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
+
+
+# ------------------------------------------------------------------ DRILL Fig. 3
+def authors_band_rows(average: str = "word") -> list[dict[str, Any]]:
+    """The authors' Fig. 3 data (:func:`drillbook.authors.authors_bands`) as the rows of
+    :func:`~drillbook.experiments.evidence.band_differences`: ``row`` (``tied``,
+    ``bilinear``, ``dual``), ``band``, ``types``, ``tokens`` and ``relative``, each
+    baseline's cross-entropy relative to DRILL's (a fraction; above zero where DRILL is
+    better), averaged per ``"word"`` (Fig. 3's) or per ``"token"``."""
+    if average not in ("word", "token"):
+        raise ValueError(f"average must be 'word' or 'token', got {average!r}")
+    return [{"row": model, "band": b.band, "types": b.types, "tokens": b.tokens,
+             "relative": (b.relative_word if average == "word" else b.relative_token)[model]
+             / 100}
+            for model in ("tied", "bilinear", "dual") for b in authors_bands()]
+
+
+def band_rows(comparisons: dict[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Baseline name -> its :func:`drillbook.analysis.compare_by_frequency` bands against
+    the reference, as the rows :func:`authors_band_rows` gives (the same bins, the same
+    quantity), for drawing one's own comparison beside the authors'."""
+    return [{"row": name, "band": b.label, "types": b.n_types, "tokens": b.n_tokens,
+             "relative": b.rel_diff_percent / 100}
+            for name, bands in comparisons.items() for b in bands]
 
 
 # ------------------------------------------------------------------ full-run cost
