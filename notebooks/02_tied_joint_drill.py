@@ -68,7 +68,7 @@ from drillbook.experiments.curves import (
     agreement_rows,
     authors_band_rows,
     band_rows,
-    plot_against_authors,
+    figure_against_authors,
     runs_like_authors,
 )
 from drillbook.experiments.evidence import (
@@ -650,12 +650,9 @@ else:
 # %% mystnb={"figure": {"name": "fig-drill-authors-curves", "caption": "Validation perplexity of the tied AWD-LSTM (blue) and DRILL-4 (green) on Penn Treebank: the authors' logs, 600 epochs each on a GTX 1080 Ti (lines), and every run of the same models drillbook has committed (markers edged in black, one shape per GPU window: the first epoch of the speed table's rows, in float32 and in bfloat16, and the plan's five epochs). Left against epochs, right against updates; both axes logarithmic."}, "image": {"alt": "Two log-log panels. Two falling lines, the authors' tied model and DRILL, from about 340 and 310 after the first epoch to about 61 and 60 after 600. Markers for drillbook's runs cover the first five epochs: the DRILL markers sit on the DRILL line, the tied markers a little below the tied line at first and on it by the fifth epoch."}}
 like = runs_like_authors()
 pair = ["ptb-awd-lstm", "ptb-drill"]
-fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
-for ax, x in zip(axes, ("epoch", "updates"), strict=True):
-    plot_against_authors(pair, like, x=x, ax=ax, legend=ax is axes[-1])
-axes[0].set_title("Against epochs")
+fig = figure_against_authors([pair], like)
+axes = fig.axes
 axes[1].set_title("Against updates (batch 20 for both)")
-fig.tight_layout()
 plt.show()
 
 # %% tags=["nbval-check-output"]
@@ -1045,7 +1042,7 @@ print("DRILL's extra dedicated parameters = 2 (d^2 + d) at d = 128:",
 # and the authors' after the first epoch.
 #
 # ```python
-# from drillbook.experiments.curves import agreement_rows, runs_like_authors
+# from drillbook.experiments.curves import agreement_rows, plot_against_authors, runs_like_authors
 #
 # mine = runs_like_authors("mine")
 # plot_against_authors(["ptb-drill"], mine)

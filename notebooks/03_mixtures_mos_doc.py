@@ -70,7 +70,7 @@ from drillbook.experiments import (
 )
 from drillbook.experiments.curves import (
     agreement_rows,
-    plot_against_authors,
+    figure_against_authors,
     runs_like_authors,
 )
 from drillbook.experiments.evidence import (
@@ -617,12 +617,8 @@ if trained:
 # %% mystnb={"figure": {"name": "fig-mos-authors-curves", "caption": "The DRILL authors' logs of the tied AWD-LSTM (blue), DRILL (green) and MoS (vermilion) on Penn Treebank, 600 epochs each on a GTX 1080 Ti (lines), with drillbook's runs of the same models on an H200 (markers edged in black, one shape per window). Left against epochs, right against updates: MoS's epoch holds 1,143 updates, the others' 686. Both axes logarithmic."}, "image": {"alt": "Two log-log panels of three falling curves from about 340 to about 60. Against epochs the MoS curve lies below the other two for the first fifty epochs; against updates it lies above them until about sixty thousand updates, then crosses below. drillbook's markers sit on or near the curves over the first five epochs."}}
 like = runs_like_authors()
 three = ["ptb-awd-lstm", "ptb-drill", "ptb-mos"]
-fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
-for ax, x in zip(axes, ("epoch", "updates"), strict=True):
-    plot_against_authors(three, like, x=x, ax=ax, legend=ax is axes[-1])
-axes[0].set_title("Against epochs")
-axes[1].set_title("Against updates")
-fig.tight_layout()
+fig = figure_against_authors([three], like)
+axes = fig.axes
 plt.show()
 
 # %% tags=["nbval-check-output"]

@@ -98,9 +98,9 @@ from drillbook.experiments.compare import always_falls, cpu_tables, last_change
 from drillbook.experiments.curves import (
     PAPER_TABLES,
     agreement_rows,
+    figure_against_authors,
     full_run_cost,
     h200_ms_per_update,
-    plot_against_authors,
     runs_like_authors,
 )
 from drillbook.experiments.evidence import plan_folder, table_results
@@ -439,14 +439,9 @@ print(f"the first model's slowdown for four rows: 1.39; the planner's now: "
 
 # %% mystnb={"figure": {"name": "fig-authors-curves-all", "caption": "The DRILL authors' six training logs (lines; GTX 1080 Ti) and every committed drillbook run of the same models (markers edged in black, one shape per GPU window), validation perplexity against epochs (left) and against updates (right), Penn Treebank above and WikiText-2 below. Colours: the tied AWD-LSTM blue, DRILL green, MoS vermilion. All axes logarithmic."}, "image": {"alt": "A two-by-two grid of log-log panels. Each panel shows three falling curves over 600 epochs. Penn Treebank: curves from about 340 to about 60; drillbook's markers over the first five epochs sit on or just below them. WikiText-2: the DRILL curve starts near 3,000 after its first epoch and falls below 600 by the second; drillbook's one-epoch markers sit at about 790 (AWD-LSTM), 1,800 (DRILL) and 300 (MoS)."}}
 like = runs_like_authors()
-fig, axes = plt.subplots(2, 2, figsize=(13, 7.6))
-for i, corpus in enumerate(("ptb", "wt2")):
-    names = [f"{corpus}-{h}" for h in ("awd-lstm", "drill", "mos")]
-    for j, x in enumerate(("epoch", "updates")):
-        plot_against_authors(names, like, x=x, ax=axes[i, j], legend=j == 1)
-        axes[i, j].set_title(f"{'Penn Treebank' if corpus == 'ptb' else 'WikiText-2'}, "
-                             f"against {x}")
-fig.tight_layout()
+figure_against_authors([[f"{corpus}-{h}" for h in ("awd-lstm", "drill", "mos")]
+                        for corpus in ("ptb", "wt2")], like,
+                       titles=["Penn Treebank", "WikiText-2"])
 plt.show()
 
 # %% tags=["nbval-check-output"]

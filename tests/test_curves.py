@@ -17,6 +17,7 @@ from drillbook.experiments.curves import (
     agreement_rows,
     authors_band_rows,
     band_rows,
+    figure_against_authors,
     full_run_cost,
     h200_ms_per_update,
     plot_against_authors,
@@ -99,6 +100,12 @@ def test_the_figure_draws_every_curve_and_run_on_log_axes():
         plt.close(ax.figure)
     with pytest.raises(ValueError, match="epoch"):
         plot_against_authors(names, x="steps")
+    fig = figure_against_authors([names, ["wt2-mos"]], RUNS, titles=["PTB", "WikiText-2"])
+    assert [ax.get_title() for ax in fig.axes] == [
+        "PTB, against epochs", "PTB, against updates", "WikiText-2, against epochs",
+        "WikiText-2, against updates"]
+    assert [ax.get_legend() is not None for ax in fig.axes] == [False, True, False, True]
+    plt.close(fig)
 
 
 def test_h200_speeds_are_the_newest_plain_float32_measurements():

@@ -59,21 +59,17 @@ URL = "https://github.com/idiap/drill"
 #: where the repository's README says its experiments ran
 DEVICE = "NVIDIA GTX 1080 Ti, CUDA 8.0, cuDNN 5110 (the repository's README)"
 
+#: the logs: one per corpus (its folder, its name) and model (file suffix, config suffix,
+#: what it is), named like the ``speed`` table's rows
+_CORPORA = {"ptb": ("penn", "Penn Treebank"), "wt2": ("wiki2", "WikiText-2")}
+_MODELS = {"awd-lstm": ("base", "", "AWD-LSTM (tied softmax)"),
+           "drill": ("ours", "-drill", "AWD-LSTM-DRILL (4 layers)"),
+           "mos": ("mos", "-mos", "AWD-LSTM-MoS (15 components)")}
 #: curve name -> (file, the package config that trains the same model, label)
-LOGS = {
-    "ptb-awd-lstm": ("analysis/speed/penn/penn-base.txt", "ptb/awd-lstm",
-                     "AWD-LSTM (tied softmax) on Penn Treebank"),
-    "ptb-drill": ("analysis/speed/penn/penn-ours.txt", "ptb/awd-lstm-drill",
-                  "AWD-LSTM-DRILL (4 layers) on Penn Treebank"),
-    "ptb-mos": ("analysis/speed/penn/penn-mos.txt", "ptb/awd-lstm-mos",
-                "AWD-LSTM-MoS (15 components) on Penn Treebank"),
-    "wt2-awd-lstm": ("analysis/speed/wiki2/wiki2-base.txt", "wt2/awd-lstm",
-                     "AWD-LSTM (tied softmax) on WikiText-2"),
-    "wt2-drill": ("analysis/speed/wiki2/wiki2-ours.txt", "wt2/awd-lstm-drill",
-                  "AWD-LSTM-DRILL (4 layers) on WikiText-2"),
-    "wt2-mos": ("analysis/speed/wiki2/wiki2-mos.txt", "wt2/awd-lstm-mos",
-                "AWD-LSTM-MoS (15 components) on WikiText-2"),
-}
+LOGS = {f"{c}-{m}": (f"analysis/speed/{folder}/{folder}-{suffix}.txt", f"{c}/awd-lstm{cfg}",
+                     f"{label} on {corpus}")
+        for c, (folder, corpus) in _CORPORA.items()
+        for m, (suffix, cfg, label) in _MODELS.items()}
 RANKS = "analysis/rank/rank_results.txt"
 #: the per-word test losses behind DRILL Fig. 3: model -> (pickle, printed output, label)
 BANDS = {

@@ -12,7 +12,8 @@ first epochs of ours land on the first epochs of theirs:
 * :func:`agreement_rows` reads each of their epochs against the authors' curve at the
   same epoch and at the same number of updates (an epoch of MoS at batch 12 is 1.67
   epochs' worth of the tied model's updates at batch 20);
-* :func:`plot_against_authors` draws the curves against epochs or updates, log axes;
+* :func:`plot_against_authors` draws the curves against epochs or updates, log axes, and
+  :func:`figure_against_authors` a figure of them, against both;
 * :func:`authors_band_rows` and :func:`band_rows` put the authors' DRILL Fig. 3 data and a
   comparison of one's own (:func:`drillbook.analysis.compare_by_frequency`) in the rows
   :func:`~drillbook.experiments.evidence.plot_band_differences` draws;
@@ -37,8 +38,9 @@ from .results import book_results, load_results
 from .speed import first_epochs
 from .tables import TABLES, find_row
 
-__all__ = ["PAPER_TABLES", "agreement_rows", "authors_band_rows", "band_rows", "full_run_cost",
-           "h200_ms_per_update", "plot_against_authors", "runs_like_authors", "same_setting"]
+__all__ = ["PAPER_TABLES", "agreement_rows", "authors_band_rows", "band_rows",
+           "figure_against_authors", "full_run_cost", "h200_ms_per_update",
+           "plot_against_authors", "runs_like_authors", "same_setting"]
 
 #: the paper tables whose full-run cost the book states (the reproduction tables of
 #: DRILL Tables 1-4 and of the mixtures' papers)
@@ -195,6 +197,27 @@ def plot_against_authors(names: Sequence[str], runs: Sequence[dict[str, Any]] = 
     if legend:
         ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
+
+
+def figure_against_authors(groups: Sequence[Sequence[str]], runs: Sequence[dict[str, Any]],
+                           titles: Sequence[str] | None = None):
+    """A figure of :func:`plot_against_authors`: one row of panels per group of the
+    authors' curves (e.g. a corpus's), against epochs on the left and updates on the
+    right, the legend beside the right-hand panels; ``titles`` names each row.
+
+    Returns:
+        the matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(groups), 2, figsize=(13, 4.1 * len(groups)), squeeze=False)
+    for i, names in enumerate(groups):
+        for j, x in enumerate(("epoch", "updates")):
+            plot_against_authors(names, runs, x=x, ax=axes[i, j], legend=j == 1)
+            where = f"{titles[i]}, against" if titles else "Against"
+            axes[i, j].set_title(f"{where} {'epochs' if x == 'epoch' else 'updates'}")
+    fig.tight_layout()
+    return fig
 
 
 # ------------------------------------------------------------------ DRILL Fig. 3
