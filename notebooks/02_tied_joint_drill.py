@@ -293,10 +293,10 @@ capacity = pd.DataFrame(rows)
 print(capacity.to_string(index=False))
 assert (capacity["total (M, as printed)"] == capacity["paper (M)"]).all()
 
-# %% [markdown]
-# Every total matches the paper's Table 4. (The full-softmax model is so much larger
-# because the untied {ref}`AWD-LSTM <glossary-awd-lstm>` also widens its last LSTM layer to 1,150 units, the size of
-# the others.) The dedicated counts obey the inequality {eq}`capacity-inequality`:
+# %% [markdown] Every total matches the paper's Table 4. (The full-softmax model is so much larger
+# because the untied {ref}`AWD-LSTM <glossary-awd-lstm>` also widens its last LSTM layer to 1,150
+# units, the size of the others.) The dedicated counts obey the inequality
+# {eq}`capacity-inequality`:
 
 # %% tags=["nbval-check-output"]
 c = dict(zip(capacity["output layer"], capacity["dedicated"], strict=True))
@@ -357,12 +357,11 @@ for kind, config in configs.items():
     runs[kind] = trainer.run_dir
 print(f"runs in {run_root}")
 
-# %% [markdown]
-# We evaluate every head on the same validation tokens (in the small profile, the first
-# 5,600: `max_tokens=5_000` rounded up to whole windows of 70 positions in 10 columns;
-# all of them in the full profile) and keep the loss of every token: the
-# {ref}`perplexity <glossary-perplexity>` below and the frequency bands of the next section both come from these losses. As a
-# yardstick, the unigram model of the training text (`unigram_nll`: each word at its
+# %% [markdown] We evaluate every head on the same validation tokens (in the small profile, the
+# first 5,600: `max_tokens=5_000` rounded up to whole windows of 70 positions in 10 columns; all of
+# them in the full profile) and keep the loss of every token: the {ref}`perplexity
+# <glossary-perplexity>` below and the frequency bands of the next section both come from these
+# losses. As a yardstick, the unigram model of the training text (`unigram_nll`: each word at its
 # training frequency, whatever the context) scores the same tokens.
 
 # %%

@@ -23,15 +23,14 @@
 # when the outputs below were produced.*
 #
 # {doc}`01_softmax_bottleneck` showed that a softmax of dimension $d$ can only produce
-# log-probability matrices of {ref}`rank <glossary-rank>` $d + 2$, and previewed the way out: average several
-# softmaxes. This chapter builds the two output layers that do so, the **mixture of
-# softmaxes** (MoS) of {cite:t}`yang2018mos` and the **direct output connection** (DOC)
-# of {cite:t}`takase2018doc`, plus **sigsoftmax** {cite:p}`kanai2018sigsoftmax`, which
-# escapes the bound with no extra parameters at all. Beside them runs the control that
-# {cite:t}`yang2018mos` discuss themselves, the **mixture of contexts**, which averages
-# the same components *before* the softmax and stays low-rank. We check which of them
-# reach full rank, measure what that costs, and end with the question the DRILL paper
-# raises: is full rank what a language model needs?
+# log-probability matrices of {ref}`rank <glossary-rank>` $d + 2$, and previewed the way out:
+# average several softmaxes. This chapter builds the two output layers that do so, the **mixture of
+# softmaxes** (MoS) of {cite:t}`yang2018mos` and the **direct output connection** (DOC) of
+# {cite:t}`takase2018doc`, plus **sigsoftmax** {cite:p}`kanai2018sigsoftmax`, which escapes the
+# bound with no extra parameters at all. Beside them runs the control that {cite:t}`yang2018mos`
+# discuss themselves, the **mixture of contexts**, which averages the same components *before* the
+# softmax and stays low-rank. We check which of them reach full rank, measure what that costs, and
+# end with the question the DRILL paper raises: is full rank what a language model needs?
 #
 # Symbols keep one meaning across the book; the {doc}`notation page <../book/notation>`
 # lists them.
@@ -160,9 +159,9 @@ nb = setup(seed=0, profile=PROFILE, runs=RUNS)
 # $$ (eq-doc-k)
 #
 # The $\tanh$ is not in Eq. 11. drillbook computes the second form, since the published
-# {ref}`perplexities <glossary-perplexity>` come from that code, and with it DOC with every vector from the last layer
-# is exactly MoS ({eq}`eq-mos-components`). Here are the two heads' `components`, which
-# return the vectors $h_{c,j}$ and the log-weights $\log \pi$:
+# {ref}`perplexities <glossary-perplexity>` come from that code, and with it DOC with every vector
+# from the last layer is exactly MoS ({eq}`eq-mos-components`). Here are the two heads'
+# `components`, which return the vectors $h_{c,j}$ and the log-weights $\log \pi$:
 
 # %%
 show_source(MoSHead.components)
@@ -415,15 +414,15 @@ print("sqrt(beta) falls as lambda_beta grows:", balance["sqrt(beta)"].is_monoton
 # %% [markdown]
 # ## On Penn Treebank
 #
-# Now the same heads on real text, Penn Treebank {cite:p}`marcus1993ptb`, with the
-# `tutorial/ptb-*` configs (a 2-layer {ref}`AWD-LSTM <glossary-awd-lstm>`
-# {cite:p}`merity2018awdlstm` with 128-dimensional embeddings): tied, DRILL, sigsoftmax, MoS with 5 experts and DOC with 3
-# vectors from the last layer and 2 from the first. The budget is tiny in the small
-# profile (10 batches of 16 sequences each), which is enough for ranks and mixture
-# statistics, and not for perplexity rankings; the full profile trains 6 epochs each on a
-# GPU. The paper-sized MoS and DOC runs (`ptb/awd-lstm-mos`, `ptb/awd-lstm-doc`, 22M
-# and 23M parameters as in the papers) have had their first two epochs on a GPU, read
-# further down; the tables they belong to are in {doc}`06_reproductions`.
+# Now the same heads on real text, Penn Treebank {cite:p}`marcus1993ptb`, with the `tutorial/ptb-*`
+# configs (a 2-layer {ref}`AWD-LSTM <glossary-awd-lstm>` {cite:p}`merity2018awdlstm` with
+# 128-dimensional embeddings): tied, DRILL, sigsoftmax, MoS with 5 experts and DOC with 3 vectors
+# from the last layer and 2 from the first. The budget is tiny in the small profile (10 batches of
+# 16 sequences each), which is enough for ranks and mixture statistics, and not for perplexity
+# rankings; the full profile trains 6 epochs each on a GPU. The paper-sized MoS and DOC runs
+# (`ptb/awd-lstm-mos`, `ptb/awd-lstm-doc`, 22M and 23M parameters as in the papers) have had their
+# first two epochs on a GPU, read further down; the tables they belong to are in
+# {doc}`06_reproductions`.
 
 # %% tags=["nbval-check-output"]
 print(assert_quoted({"doc:table7:awd-lstm-mos": {"params_m": 22},

@@ -58,8 +58,8 @@
 # authors' runs measured, their training logs, rank results and per-token test losses,
 # is a second record, `drillbook.authors`, which names the commit and file of every
 # number. Each row of a table below names its own entries. Everything else printed below
-# is read from the result files. A row that has not been run shows a dash: this chapter never fills a gap
-# with a number that was not measured.
+# is read from the result files. A row that has not been run shows a dash: this chapter
+# never fills a gap with a number that was not measured.
 
 # %%
 import subprocess
@@ -248,18 +248,17 @@ paper_vs_ours("mos-doc")
 # %% [markdown]
 # ### Dynamic evaluation: the papers' best rows
 #
-# The lowest perplexities of DRILL's Tables 1 and 2 are not from the trained model alone.
-# They use {ref}`dynamic evaluation <glossary-dynamic-eval>` {cite:p}`krause2018dynamic`:
-# the model keeps learning while it reads the test text, one gradient step on each segment right after scoring it,
-# with a step size normalised by running gradient statistics and a decay that pulls the
-# weights back towards the trained ones. Recent text then shapes the next prediction, a
-# form of memory no output layer has. On Penn Treebank it lowers the fine-tuned
-# AWD-LSTM's test perplexity to 51.1, DRILL's to 49.4 and MoS's to 47.69; on WikiText-2 to
-# 44.3, 42.0 and 40.68. These rows compare with each other, not with the static ones
-# above: a dynamic number set beside a static one measures the evaluation procedure as
-# much as the head. `drillbook eval RUN --split test --dynamic --dyn-search` does the same
-# to a fine-tuned run (the step size and decay searched on the validation text over the
-# authors' grid first), and the `drill-main` table's rows evaluate dynamically once their
+# The lowest perplexities of DRILL's Tables 1 and 2 are not from the trained model alone. They use
+# {ref}`dynamic evaluation <glossary-dynamic-eval>` {cite:p}`krause2018dynamic`: the model keeps
+# learning while it reads the test text, one gradient step on each segment right after scoring it,
+# with a step size normalised by running gradient statistics and a decay that pulls the weights back
+# towards the trained ones. Recent text then shapes the next prediction, a form of memory no output
+# layer has. On Penn Treebank it lowers the fine-tuned AWD-LSTM's test perplexity to 51.1, DRILL's
+# to 49.4 and MoS's to 47.69; on WikiText-2 to 44.3, 42.0 and 40.68. These rows compare with each
+# other, not with the static ones above: a dynamic number set beside a static one measures the
+# evaluation procedure as much as the head. `drillbook eval RUN --split test --dynamic --dyn-search`
+# does the same to a fine-tuned run (the step size and decay searched on the validation text over
+# the authors' grid first), and the `drill-main` table's rows evaluate dynamically once their
 # fine-tuning ends: its dynamic columns above show dashes until then.
 
 # %% tags=["nbval-check-output"]
