@@ -874,10 +874,12 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 # $$
 #
 # For $\Delta = 5$: $s = 3$ gives $n \ge 2.9$, three seeds per row; $s = 5$ gives
-# $n \ge 8$. The answer depends on $s$, which only the seed runs can measure: the
-# largest standard deviation printed in the seeds section is the one to use. (The range
-# rule of this chapter is stricter than two standard errors for large $n$, since ranges
-# grow with $n$ while standard errors shrink.)
+# $n \ge 8$. Only the seed runs can measure $s$: the largest standard deviation printed in
+# the seeds section, DRILL-4's 8.4, gives $n \ge 8 \cdot 8.4^2 / 5^2 \approx 22.6$, so 23
+# seeds per row before a 5-point gap between DRILL depths clears two standard errors at
+# this size; the three the table has are far short of it. (The range rule of this chapter
+# is stricter than two standard errors for large $n$, since ranges grow with $n$ while
+# standard errors shrink.)
 # ````
 #
 # 3. **The chance of a false verdict.** Derive Eq. {eq}`eq-chance-separated`. If seven
