@@ -560,12 +560,14 @@ print("DOC usage by source layer:",
 # epoch. The `gpu-ptb` plan trains them and DRILL-4 at the papers' size, side by side on
 # one GPU, and stores each row's curve and, for the mixtures, its component usage on the
 # test set. Its first window (an H200, nine minutes) did not give the four rows the same
-# budget, in any sense. They shared the GPU until the window's deadline: the AWD-LSTM and
-# DRILL-4 trained five epochs in 333.8 s each, MoS-15 and DOC, whose steps cost more, two
-# epochs in 266.9 and 266.8 s. And an epoch is not one budget for both kinds: MoS and
-# DOC train on batches of 12 columns, the AWD-LSTM and DRILL on 20, so an epoch of a
-# mixture holds 1.67 times the updates. The figure draws the curves against epochs and
-# against updates.
+# budget, in any sense. They shared the GPU: the AWD-LSTM and DRILL-4 trained five epochs
+# (3,437 and 3,429 updates) in 333.8 s each before the window's deadline; MoS-15 and DOC,
+# whose steps cost more, trained two whole epochs and part of a third (3,416 and 2,879
+# updates) in 266.9 and 266.8 s before their budget, so their curves stop after the
+# second epoch. And an epoch is not one budget for both kinds: MoS and DOC train on
+# batches of 12 columns, the AWD-LSTM and DRILL on 20, so an epoch of a mixture holds
+# 1.67 times the updates. The figure draws the curves against epochs and against
+# updates.
 
 # %% mystnb={"figure": {"name": "fig-gpu-curves", "caption": "DOC Fig. 2's kind of figure from the plan's first GPU window (an H200, the papers' model size, one seed per row): validation perplexity (log scale) of the tied AWD-LSTM and DRILL-4 (five epochs, batches of 20) and of MoS-15 and DOC (two epochs, batches of 12), trained side by side until the window's deadline. Left against epochs, right against updates (training steps)."}, "image": {"alt": "Two panels of four falling lines of validation perplexity. Left, against epochs: the tied and DRILL-4 lines fall from about 310 to about 125 over five epochs; the MoS and DOC lines fall from about 270 to about 187 over two epochs, below the other two at epoch two. Right, against updates: the MoS and DOC lines now lie above the other two, which pass 187 after fewer than 2,000 updates."}}
 # from a GPU window's result files, when one is committed
@@ -576,6 +578,8 @@ if trained:  # the papers' size, from a GPU window
     plot_curves(trained, ax=axes[1], x="step", title="Against updates")
     axes[0].get_legend().remove()
     axes[1].set_xlabel("updates (training steps)")
+    for ax in axes:
+        ax.set_ylabel("validation perplexity")
     fig.tight_layout()
     plt.show()
 else:

@@ -203,6 +203,10 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
             values += [p[metric] for p in points]
             drawn += 1
     ax.set_xlabel({"epoch": "epoch", "elapsed_seconds": "wall-clock seconds"}.get(x, x))
+    if x == "epoch":  # whole epochs only: no tick at 1.5
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(metric.replace("_", " "))
     if log_y if log_y is not None else metric.endswith("ppl"):
         ax.set_yscale("log")
