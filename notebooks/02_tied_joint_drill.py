@@ -293,9 +293,10 @@ capacity = pd.DataFrame(rows)
 print(capacity.to_string(index=False))
 assert (capacity["total (M, as printed)"] == capacity["paper (M)"]).all()
 
-# %% [markdown] Every total matches the paper's Table 4. (The full-softmax model is so much larger
-# because the untied {ref}`AWD-LSTM <glossary-awd-lstm>` also widens its last LSTM layer to 1,150
-# units, the size of the others.) The dedicated counts obey the inequality
+# %% [markdown]
+# Every total matches the paper's Table 4. (The full-softmax model is so much larger
+# because the untied {ref}`AWD-LSTM <glossary-awd-lstm>` also widens its last LSTM layer
+# to 1,150 units, the size of the others.) The dedicated counts obey the inequality
 # {eq}`capacity-inequality`:
 
 # %% tags=["nbval-check-output"]
@@ -311,13 +312,14 @@ print("C_drill(k) = k (d^2 + d) + V:",
 # Now the heads meet real text. Each run below uses a `tutorial/ptb-*` config: a 2-layer
 # AWD-LSTM {cite:p}`merity2018awdlstm` with 128-dimensional embeddings, the same for every
 # head, trained with the AWD-LSTM recipe (SGD switching to averaged SGD by
-# {ref}`NT-ASGD <glossary-nt-asgd>`, variable-length BPTT, {ref}`weight drop
-# <glossary-weight-drop>` and the {ref}`other dropouts <glossary-dropouts>`,
-# {ref}`AR/TAR <glossary-ar-tar>`), batches of 32 sequences of about 35 tokens. The heads are the
-# tutorial configs' (`drillbook configs` lists them): DRILL with depth 2 and dropout 0.3
-# (above), the dual head with a 128-dimensional joint space.
-# `drillbook.data.load_corpus` finds PTB through `$DRILLBOOK_DATA` or its cache folder,
-# and downloads it (checking sha256 sums) the first time.
+# {ref}`NT-ASGD <glossary-nt-asgd>`, {ref}`variable-length BPTT <glossary-variable-bptt>`,
+# {ref}`weight drop <glossary-weight-drop>` and the
+# {ref}`other dropouts <glossary-dropouts>`, {ref}`AR/TAR <glossary-ar-tar>`), batches of
+# 32 sequences of about 35 tokens. The heads are the tutorial configs'
+# (`drillbook configs` lists them): DRILL with depth 2 and dropout 0.3 (above), the dual
+# head with a 128-dimensional joint space. `drillbook.data.load_corpus` finds PTB through
+# `$DRILLBOOK_DATA` or its cache folder, and downloads it (checking sha256 sums) the first
+# time.
 #
 # The budget depends on the profile. On a CPU (this website) each head trains for 25
 # updates, about 3% of an epoch: a small demonstration of the machinery (train, save,
@@ -357,12 +359,14 @@ for kind, config in configs.items():
     runs[kind] = trainer.run_dir
 print(f"runs in {run_root}")
 
-# %% [markdown] We evaluate every head on the same validation tokens (in the small profile, the
-# first 5,600: `max_tokens=5_000` rounded up to whole windows of 70 positions in 10 columns; all of
-# them in the full profile) and keep the loss of every token: the {ref}`perplexity
-# <glossary-perplexity>` below and the frequency bands of the next section both come from these
-# losses. As a yardstick, the unigram model of the training text (`unigram_nll`: each word at its
-# training frequency, whatever the context) scores the same tokens.
+# %% [markdown]
+# We evaluate every head on the same validation tokens (in the small profile, the first
+# 5,600: `max_tokens=5_000` rounded up to whole windows of 70 positions in 10 columns; all
+# of them in the full profile) and keep the loss of every token: the
+# {ref}`perplexity <glossary-perplexity>` below and the frequency bands of the next
+# section both come from these losses. As a yardstick, the unigram model of the training
+# text (`unigram_nll`: each word at its training frequency, whatever the context) scores
+# the same tokens.
 
 # %%
 valid = batchify(corpus.valid, 10).to(nb.device)
@@ -963,16 +967,16 @@ print("DRILL's extra dedicated parameters = 2 (d^2 + d) at d = 128:",
 #
 # ````{admonition} Solution
 # :class: dropdown
-# (a) $\phi(E W)$ depends on the vocabulary alone: a label encoder, $2 V d\, d_h$
-# FLOPs per training step and nothing at evaluation once cached. It is a 1-layer DRILL
-# head without the skip connection, `build_head("drill", ..., depth=1, residual=False,
-# activation="tanh")`, except that DRILL's layer also has a bias $b^{(1)}$.
-# (b) $\phi(W h_t)$ depends on the context alone: $2 n\, d_h d$ per step, in training
-# and at evaluation alike; it is one more nonlinear layer of the encoder in front of a
-# tied head, which is why DRILL sets $g_{\text{in}} = I$ and leaves that work to the
-# encoder (its Sec. 3.3). Both still score with one softmax over a fixed matrix times a
-# vector: in (a) the matrix $\phi(E W)$ has $d_h$ columns, in (b) $E$ has $d$, so the
-# log-probabilities have rank at most $d_h + 2$ and $d + 2$, as in
+# (a) $\phi(E W)$ depends on the vocabulary alone: a label encoder, $2 V d\, d_h$ FLOPs
+# per training step and nothing at evaluation once cached. It is a 1-layer DRILL head
+# without the skip connection,
+# `build_head("drill", ..., depth=1, residual=False, activation="tanh")`, except that
+# DRILL's layer also has a bias $b^{(1)}$. (b) $\phi(W h_t)$ depends on the context alone:
+# $2 n\, d_h d$ per step, in training and at evaluation alike; it is one more nonlinear
+# layer of the encoder in front of a tied head, which is why DRILL sets $g_{\text{in}} =
+# I$ and leaves that work to the encoder (its Sec. 3.3). Both still score with one softmax
+# over a fixed matrix times a vector: in (a) the matrix $\phi(E W)$ has $d_h$ columns, in
+# (b) $E$ has $d$, so the log-probabilities have rank at most $d_h + 2$ and $d + 2$, as in
 # {doc}`01_softmax_bottleneck`. Neither escapes the bottleneck; what they change is how
 # words share parameters.
 # ````
@@ -1019,13 +1023,13 @@ print("DRILL's extra dedicated parameters = 2 (d^2 + d) at d = 128:",
 # ````
 #
 # **7. Your curve on the authors'.** On a GPU, train the paper's DRILL-4 for three epochs
-# with a seed of your own, `drillbook reproduce gpu-ptb --rows drill-4 --set
-# train.epochs=3 train.seed=7 --out mine` (under a minute of training per epoch on an
-# H200, a few on a T4), and draw it on the authors' curve with
-# `plot_against_authors(["ptb-drill"], runs_like_authors("mine"))`. Before it runs,
-# write down the validation perplexity the authors' log gives after each of the three
-# epochs, and how far from it you expect your run to land. Afterwards: what would your
-# curve have to show to say something about Table 1?
+# with a seed of your own,
+# `drillbook reproduce gpu-ptb --rows drill-4 --set train.epochs=3 train.seed=7 --out mine`
+# (under a minute of training per epoch on an H200, a few on a T4), and draw it on the
+# authors' curve with `plot_against_authors(["ptb-drill"], runs_like_authors("mine"))`.
+# Before it runs, write down the validation perplexity the authors' log gives after each
+# of the three epochs, and how far from it you expect your run to land. Afterwards: what
+# would your curve have to show to say something about Table 1?
 #
 # ````{admonition} Solution
 # :class: dropdown

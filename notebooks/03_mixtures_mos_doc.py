@@ -275,9 +275,9 @@ synthetic.round({"KL (nats)": 3})
 
 # %% [markdown]
 # The table has both rank columns: `rank` counts singular values above numpy's default
-# tolerance (relative to the largest, about $10^{-13}$ of it here in float64), `rank
-# (tol=1)` those above 1.0, the DRILL authors' absolute tolerance. The claims of this
-# section, checked:
+# tolerance (relative to the largest, about $10^{-13}$ of it here in float64),
+# `rank (tol=1)` those above 1.0, the DRILL authors' absolute tolerance. The claims of
+# this section, checked:
 
 # %% tags=["nbval-check-output"]
 ceiling = d + 2
@@ -1007,12 +1007,12 @@ print("cpu-scale (d = 128, 900 updates, 2,240 test positions), tol = 1:",
 # ````
 #
 # **6. Your MoS curve on the authors'.** On a GPU, train the paper's MoS for two epochs,
-# `drillbook reproduce gpu-ptb --rows mos-15 --set train.epochs=2 train.seed=7 --out
-# mine`, and draw it with `plot_against_authors(["ptb-awd-lstm", "ptb-mos"],
-# runs_like_authors("mine"), x="updates")`. Before it runs, predict from the authors'
-# logs (a) the validation perplexity after each of your two epochs and (b) the AWD-LSTM's
-# after the same number of updates. How many epochs would your MoS need before it could
-# show the papers' order at equal updates?
+# `drillbook reproduce gpu-ptb --rows mos-15 --set train.epochs=2 train.seed=7 --out mine`,
+# and draw it with
+# `plot_against_authors(["ptb-awd-lstm", "ptb-mos"], runs_like_authors("mine"), x="updates")`.
+# Before it runs, predict from the authors' logs (a) the validation perplexity after each
+# of your two epochs and (b) the AWD-LSTM's after the same number of updates. How many
+# epochs would your MoS need before it could show the papers' order at equal updates?
 #
 # ````{admonition} Solution
 # :class: dropdown

@@ -274,16 +274,16 @@ print(assert_quoted({
 # Two tables measure something other than perplexity. DRILL's Table 3, as its Sec. 4.1.1
 # states it, gives seconds per epoch: on PTB, AWD-LSTM 46 s and MoS 138 s (3.0 times
 # slower), DRILL 1.2 times the baseline; on WikiText-2, 89 s and 865 s (9.7 times), DRILL
-# again 1.2 times. DOC Table 5 gives the rank of the PTB log-probability matrix: 401 for
-# AWD-LSTM and the full 10,000 for MoS and DOC. The DRILL paper reports rank 400 for
-# AWD-LSTM and DRILL and 9,981 for MoS and states no tolerance; the authors' code counts
-# singular values above 1 and its results file gives 402 for both single-softmax models
-# and the same 9,981 for MoS. The three numbers for the AWD-LSTM need not disagree. DOC's
-# footnote 7 bounds the rank by $d + 1$ with a bias ($d = 400$), which is the bound for
-# the *logits* $H W^\top + \mathbf 1 b^\top$. The log-probabilities also subtract each
-# context's normaliser, one more direction, so their ceiling is $d + 2 = 402$
-# ({doc}`01_softmax_bottleneck` measures it exactly there), and that is what the DRILL
-# authors' count finds; DOC's 401 and DRILL's 400 lie one and two below it, which a
+# again 1.2 times. DOC Table 5 gives the {ref}`rank <glossary-rank>` of the PTB
+# log-probability matrix: 401 for AWD-LSTM and the full 10,000 for MoS and DOC. The DRILL
+# paper reports rank 400 for AWD-LSTM and DRILL and 9,981 for MoS and states no tolerance;
+# the authors' code counts singular values above 1 and its results file gives 402 for both
+# single-softmax models and the same 9,981 for MoS. The three numbers for the AWD-LSTM
+# need not disagree. DOC's footnote 7 bounds the rank by $d + 1$ with a bias ($d = 400$),
+# which is the bound for the *logits* $H W^\top + \mathbf 1 b^\top$. The log-probabilities
+# also subtract each context's normaliser, one more direction, so their ceiling is $d + 2
+# = 402$ ({doc}`01_softmax_bottleneck` measures it exactly there), and that is what the
+# DRILL authors' count finds; DOC's 401 and DRILL's 400 lie one and two below it, which a
 # tolerance that drops the smallest directions explains, though neither paper says.
 
 # %% tags=["nbval-check-output"]
@@ -312,10 +312,10 @@ paper_vs_ours("speed", ["row", "paper_seconds_per_epoch", "paper_ratio_to_tied",
 # ### One epoch of the speed table on an H200
 #
 # The main results folder has no `speed` row, but a GPU window does: on 2026-11-26 an
-# NVIDIA H200 trained each row of the table for one epoch (`drillbook reproduce speed
-# --set train.epochs=1`), in float32. `table_rows` reads that folder like any other.
-# WikiText-2's MoS row has no result file: its epoch ended (its log gives the seconds)
-# but its test evaluation had not when the machine's time ran out.
+# NVIDIA H200 trained each row of the table for one epoch
+# (`drillbook reproduce speed --set train.epochs=1`), in float32. `table_rows` reads that
+# folder like any other. WikiText-2's MoS row has no result file: its epoch ended (its log
+# gives the seconds) but its test evaluation had not when the machine's time ran out.
 
 # %% tags=["nbval-check-output"]
 FP32 = gpu_results("fp32", table="speed")
@@ -698,15 +698,15 @@ print("commit of the doc row:", commits.pop("doc"), "| of the others:",
 #
 # ## How much is one seed worth?
 #
-# A seed fixes the initial weights, the dropout masks and the lengths and order of the
-# BPTT windows; another seed trains another model, with another perplexity. To measure how
-# much that moves a row, the table is rerun with more seeds:
+# A {ref}`seed <glossary-seeds>` fixes the initial weights, the dropout masks and the
+# lengths and order of the BPTT windows; another seed trains another model, with another
+# perplexity. To measure how much that moves a row, the table is rerun with more seeds:
 # `drillbook reproduce cpu-scale --rows ROW --seed N` writes
 # `results/cpu-scale/seed-<N>/<row>.json` beside the row's own file (seed 141; the book's
-# are in `drillbook/results/`), and
-# `drillbook.experiments.seeds` gathers a row's runs (refusing two runs that differ in
-# anything but the seed) and summarises them: the mean, the sample standard deviation and
-# the range. A row with one seed has no measured spread; its table line shows a dash.
+# are in `drillbook/results/`), and `drillbook.experiments.seeds` gathers a row's runs
+# (refusing two runs that differ in anything but the seed) and summarises them: the mean,
+# the sample standard deviation and the range. A row with one seed has no measured spread;
+# its table line shows a dash.
 
 # %% tags=["nbval-check-output"]
 spreads = seed_spread(RESULTS, "cpu-scale")
@@ -938,13 +938,14 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 # ````
 #
 # 5. **Your curve on the authors'.** DRILL's first epoch on WikiText-2 blew up in all
-#    three runs the book knows (the authors' published log, their code on the H200, and
-#    drillbook's). On a GPU, train `wt2/awd-lstm-drill` for two epochs with a seed of your
-#    own, `drillbook reproduce speed --rows wt2-drill --set train.epochs=2 train.seed=7
-#    --out mine`, and draw it on the authors' curve with
-#    `plot_against_authors(["wt2-awd-lstm", "wt2-drill"], runs_like_authors("mine"))`.
-#    Before it runs, write down what the authors' log gives after epochs 1 and 2, and
-#    what a blow-up would look like in your run's file. Does the second epoch recover?
+# three runs the book knows (the authors' published log, their code on the H200, and
+# drillbook's). On a GPU, train `wt2/awd-lstm-drill` for two epochs with a seed of your
+# own,
+# `drillbook reproduce speed --rows wt2-drill --set train.epochs=2 train.seed=7 --out mine`,
+# and draw it on the authors' curve with
+# `plot_against_authors(["wt2-awd-lstm", "wt2-drill"], runs_like_authors("mine"))`. Before
+# it runs, write down what the authors' log gives after epochs 1 and 2, and what a blow-up
+# would look like in your run's file. Does the second epoch recover?
 #
 # ````{admonition} Solution
 # :class: dropdown
