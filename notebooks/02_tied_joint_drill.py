@@ -205,8 +205,8 @@ with torch.no_grad():
 zero_columns = {form: int((f == 0).all(dim=0).sum())
                 for form, f in [("code", f_code), ("paper", f_paper)]}
 print("all-zero output dimensions, code's form (input dropped):", zero_columns["code"])
-print("paper's form (output dropped) zeroes between 150 and 250 of the 400:",
-      150 <= zero_columns["paper"] <= 250)
+print("paper's form (output dropped):", zero_columns["paper"], "of the 400")
+assert zero_columns["code"] == 0 and 150 <= zero_columns["paper"] <= 250
 
 # %% [markdown]
 # The DRILL paper's PTB model uses 4 layers, sigmoid activations and variational dropout
