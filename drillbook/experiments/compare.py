@@ -190,7 +190,7 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
     drawn, values = 0, []
     for r in rows:
         points = [p for p in r.get("curve", []) if p.get(metric) is not None
-                  and math.isfinite(p[metric])]
+                  and math.isfinite(p[metric]) and p.get(x) is not None]
         if points:
             try:
                 color = head_color(r["row"])
