@@ -684,14 +684,13 @@ print("commit of the doc row:", commits.pop("doc"), "| of the others:",
 # `dual-lr5`, the same head and budget at learning rate 5 (the best of 2, 5, 10 and 20
 # after three epochs, tried before the row was run). It trains steadily, its validation
 # perplexity falling at every epoch from 767 to 457, and ends at 409.8 on test: still far
-# behind the tied head at this budget, where the paper puts the dual head ahead of it
-# (with the dropout and residual connections of its footnote 6, which these rows lack).
-# Its curve is still falling fast, so this says the head learns more slowly here, not
-# where it would end. In the translation model of {doc}`05_joint_embeddings_nmt` the
-# joint head leads the tied one over three seeds, but after so few updates that the tied
-# model there has not yet learnt to translate; that chapter says why its lead says
-# nothing about the joint-embedding paper's Table 3. The row was run later than the
-# others, at the commit its file names.
+# behind the tied head at this budget, where the paper puts the dual head ahead of it. Its
+# curve is still falling fast, so this says the head learns more slowly here, not where it
+# would end. In the translation model of {doc}`05_joint_embeddings_nmt` its BLEU stays
+# above the tied head's over three seeds, but there the tied model still writes
+# "a a a a ..." at the end of its short training: that says the tied model starts
+# slowly, nothing about the paper's Table 3. The row was run later than the others, at
+# the commit its file names.
 #
 # Each of these verdicts is one run. Whether a gap of a few points, DRILL-1 against
 # DRILL-4 or DOC against DRILL-1, is larger than what a change of seed alone produces is
