@@ -586,7 +586,7 @@ fig, (ax_theirs, ax_ours) = plt.subplots(2, 1, figsize=(10, 7.5))
 plot_band_differences(authors_band_rows("word"), reference="DRILL", ax=ax_theirs)
 ax_theirs.set(title="The authors' fine-tuned models (PTB test text)",
               xlabel="training count of the target (word types in the test text)")
-ax_theirs.get_legend().remove()
+ax_theirs.legend(title="baseline", fontsize=8, loc="upper right", frameon=False)
 plot_band_differences(band_rows(bands), reference="DRILL", ax=ax_ours)
 ax_ours.set(title="This page's live runs, 25 updates (validation tokens)",
             xlabel="training count of the target (word types among the scored tokens)")
