@@ -814,8 +814,8 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 #   mixtures) of the paper-sized tied model, DRILL-4, MoS-15 and DOC; every paper-scale
 #   row still awaits a GPU run to its end.
 # * The DRILL authors' own 600-epoch logs are the reference for those first epochs: ours
-#   land within a few percent of them on Penn Treebank, which shows the same recipe, not
-#   the same end. Read against updates as well as epochs: an epoch of MoS is 1.67 times
+#   land within 10% of them on Penn Treebank (DRILL-4 and MoS-15 within 3%), which shows
+#   the same recipe, not the same end. Read against updates as well as epochs: an epoch of MoS is 1.67 times
 #   the AWD-LSTM's updates.
 # * The papers' rows differ by tenths of a perplexity point; only full-length runs, with
 #   several seeds, can confirm or refute their ordering. The `cpu-scale` table tests the
