@@ -815,8 +815,8 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 #   row still awaits a GPU run to its end.
 # * The DRILL authors' own 600-epoch logs are the reference for those first epochs: ours
 #   land within 10% of them on Penn Treebank (DRILL-4 and MoS-15 within 3%), which shows
-#   the same recipe, not the same end. Read against updates as well as epochs: an epoch of MoS is 1.67 times
-#   the AWD-LSTM's updates.
+#   the same recipe, not the same end. Read against updates as well as epochs: an epoch
+#   of MoS is 1.67 times the AWD-LSTM's updates.
 # * The papers' rows differ by tenths of a perplexity point; only full-length runs, with
 #   several seeds, can confirm or refute their ordering. The `cpu-scale` table tests the
 #   coarse claims (rank, and which heads lead after one pass over the data) at a size
