@@ -509,11 +509,10 @@ print("at DRILL's tolerance every head is below the ceiling:",
 # MoS head when it mixes its logits; sigsoftmax and the mixtures of softmaxes produce
 # matrices whose rank is limited only by the number of contexts we stacked. Same
 # parameters, same contexts: only *where* the average is taken decides the rank. How far
-# the mixtures' rank goes with more contexts was not measured here: on the full
-# validation set of PTB, DOC's Table 5 reports the vocabulary size, 10,000, for MoS and
-# DOC against 401 for AWD-LSTM, the paper's measurement on its trained models. The DRILL
-# tolerance tells
-# another story in the small profile: barely trained models predict nearly the same
+# the mixtures' rank goes with more contexts was not measured here: on the full validation
+# set of PTB, DOC's Table 5 reports the vocabulary size, 10,000, for MoS and DOC against
+# 401 for AWD-LSTM, the paper's measurement on its trained models. The DRILL tolerance
+# tells another story in the small profile: barely trained models predict nearly the same
 # distribution everywhere, so few directions move the log-probabilities by more than one
 # nat in total, and every head stays below the ceiling. The papers' ranks with that
 # tolerance come from models trained for hundreds of epochs.
