@@ -352,8 +352,8 @@ def load_results(folder: str | Path) -> list[dict[str, Any]]:
     """
     docs = []
     for path in sorted(Path(folder).glob("*/*.json")):
-        if path.parent.name == "bench":
-            continue  # benchmark reports have their own format
+        if path.parent.name in ("bench", "authors"):
+            continue  # benchmark reports and the authors' data (drillbook.authors) have theirs
         docs.append(read_result(path))
     return docs
 
