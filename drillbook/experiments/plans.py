@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -46,9 +46,10 @@ from .bench.measure import saved_bytes
 from .parallel import END_MARGIN_SECONDS, training_budget
 from .reproduce import Job, table_jobs
 
-__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "PLANS", "SHARING_COST", "DeviceClass", "Plan",
-           "Prediction", "activation_bytes", "fit_step_model", "format_predictions",
-           "measured_steps", "predict", "step_flops"]
+__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "PLANS", "SHARING_COST", "DeviceClass",
+           "EpochWork", "Plan", "Prediction", "activation_bytes", "epoch_flops",
+           "fit_step_model", "format_predictions", "measured_steps", "predict", "step_flops",
+           "translation_loss"]
 
 #: what each further row on the same GPU adds to a row's time, as a multiple of its time
 #: alone: fitted to the gpu-ptb window of 2026-11-26 (NVIDIA H200, four rows at once, each
@@ -270,7 +271,7 @@ def activation_bytes(config, vocab_size: int, positions: float, **translation) -
     positions (a language model) or sentences (translation, with ``src_vocab``,
     ``src_len``, ``tgt_len``): measured on the CPU at two small sizes with
     :func:`~drillbook.experiments.bench.measure.saved_bytes`, extrapolated linearly."""
-    from ..models import build_model, build_translation_model
+    from ..models import build_model
     from ..train.lm import training_loss
 
     gen = torch.Generator().manual_seed(0)
@@ -288,26 +289,42 @@ def activation_bytes(config, vocab_size: int, positions: float, **translation) -
                                                      beta=config.train.beta)[0],
                                exclude=[*model.parameters(), *model.buffers()])
     else:
-        table = None
-        if not HEADS[config.head.kind].is_distribution:
-            table = torch.nn.functional.normalize(torch.randn(vocab_size, 50, generator=gen),
-                                                  dim=-1)
-        model = build_translation_model(config, translation["src_vocab"], vocab_size,
-                                        pad_id=0, target_embeddings=table).train()
+        model, loss = translation_loss(config, vocab_size, gen=gen, **translation)
         sizes = (2, 4)
-        s_len = max(1, round(translation["src_len"]))
-        t_len = max(1, round(translation["tgt_len"]))
 
         def one(n: int) -> float:
-            src = torch.randint(4, translation["src_vocab"], (s_len, n), generator=gen)
-            tgt = torch.randint(4, vocab_size, (t_len + 1, n), generator=gen)
-            lengths = torch.full((n,), s_len)
-            return saved_bytes(lambda: model.loss(src, lengths, tgt[:-1], tgt[1:]),
-                               exclude=[*model.parameters(), *model.buffers()])
+            return saved_bytes(lambda: loss(n), exclude=[*model.parameters(),
+                                                         *model.buffers()])
 
     (n1, n2), (y1, y2) = sizes, [one(n) for n in sizes]
     slope = max(y2 - y1, 0.0) / (n2 - n1)
     return max(y1 + slope * (positions - n1), 0.0)
+
+
+def translation_loss(config, vocab_size: int, *, src_vocab: int, src_len: float,
+                     tgt_len: float, gen: torch.Generator | None = None
+                     ) -> tuple[torch.nn.Module, Callable[[int], torch.Tensor]]:
+    """``(model, loss)``: ``config``'s translation model in training mode (a vMF head with
+    a random unit table), and ``loss(n)``, its training loss on ``n`` random sentence pairs
+    of the mean lengths (what :func:`activation_bytes` measures, and what a CPU's estimate
+    of a step times)."""
+    from ..models import build_translation_model
+
+    gen = gen if gen is not None else torch.Generator().manual_seed(0)
+    table = None
+    if not HEADS[config.head.kind].is_distribution:
+        table = torch.nn.functional.normalize(torch.randn(vocab_size, 50, generator=gen),
+                                              dim=-1)
+    model = build_translation_model(config, src_vocab, vocab_size, pad_id=0,
+                                    target_embeddings=table).train()
+    s_len, t_len = max(1, round(src_len)), max(1, round(tgt_len))
+
+    def loss(n: int) -> torch.Tensor:
+        src = torch.randint(4, src_vocab, (s_len, n), generator=gen)
+        tgt = torch.randint(4, vocab_size, (t_len + 1, n), generator=gen)
+        return model.loss(src, torch.full((n,), s_len), tgt[:-1], tgt[1:])
+
+    return model, loss
 
 
 def _optimizer_states(config) -> int:
@@ -376,6 +393,46 @@ def _sizes(config) -> dict[str, Any]:
             "decode_steps": batches * t.max_len}
 
 
+class EpochWork(NamedTuple):
+    """One epoch of a config in matrix-product FLOPs (:func:`epoch_flops`).
+
+    Attributes:
+        steps: optimiser steps.
+        positions: positions (tokens, or a translation's sentences) per step.
+        step: FLOPs of a training step, forward and backward (:func:`step_flops`).
+        windows: evaluation windows of its validation.
+        window: :func:`step_flops` of a window's positions; a window runs forward only,
+            a third of that.
+        vocab: the (target) vocabulary's size.
+        translation: a translation config's ``src_vocab``, ``src_len`` and ``tgt_len``
+            (mean sentence lengths); empty for a language model.
+    """
+
+    steps: int
+    positions: float
+    step: float
+    windows: float
+    window: float
+    vocab: int
+    translation: dict[str, Any]
+
+
+def epoch_flops(config, sizes: dict[str, Any] | None = None) -> EpochWork:
+    """One epoch of ``config`` (:class:`EpochWork`); a translation config's data is read
+    for its vocabularies and sentence lengths.
+
+    Raises:
+        ConfigError: a config the FLOP model has no formula for (a Transformer encoder).
+    """
+    sizes = _sizes(config) if sizes is None else sizes
+    return EpochWork(
+        int(sizes["steps"]), float(sizes["positions"]),
+        step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"]),
+        float(sizes["windows"]),
+        step_flops(config, sizes["vocab"], sizes["eval_positions"], **sizes["extra"]),
+        int(sizes["vocab"]), dict(sizes["extra"]))
+
+
 def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
             deadline_minutes: float | None = None, parallel: int | None = None
             ) -> list[Prediction]:
@@ -401,10 +458,9 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     for job in jobs:
         config = job.config
         sizes = _sizes(config)
-        flops = step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"])
+        work = epoch_flops(config, sizes)
+        flops, eval_flops = work.step, work.window
         step = (a + b * flops) * device.step_scale
-        eval_flops = step_flops(config, sizes["vocab"], sizes["eval_positions"],
-                                **sizes["extra"])
         eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
         # greedy decoding of the validation set: one small forward per target position
         eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
