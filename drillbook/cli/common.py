@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import importlib
 import json
-import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,8 +176,8 @@ def check_output(path: str | Path, option: str, *, folder: bool) -> Path:
     """``path`` if a command can write there, else a one-line CommandError naming
     ``option`` (``"--out"``), before any work is done: a folder (``folder=True``) that is
     a file, a file that is a folder, a path under a file, or one in a folder the process
-    may not write to. A write can still fail later (a read-only disk, a full one): each
-    writer turns that into its own one-line error too."""
+    cannot write to (a temporary file is made there and removed). A write can still fail
+    later (a full disk): each writer turns that into its own one-line error too."""
     path = Path(path)
     kind = "folder" if folder else "file"
     if path.is_dir() and not folder:
@@ -191,9 +191,13 @@ def check_output(path: str | Path, option: str, *, folder: bool) -> Path:
     if not base.is_dir():
         raise CommandError(f"{option} {path}: {base} is a file, so no {kind} can be made "
                            f"under it; name a path in a folder")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise CommandError(f"{option} {path}: {base} is not writable; make it writable or "
-                           f"choose another {option}")
+    try:  # a real write: permissions say nothing of a read-only disk, for root or anyone
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as err:
+        raise CommandError(f"{option} {path}: {base} cannot be written "
+                           f"({err.strerror or err}); make it writable or choose another "
+                           f"{option}") from None
     return path
 
 

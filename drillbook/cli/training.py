@@ -49,9 +49,11 @@ def _stopped(what: str, status, task, out: Path, resumed: bool) -> str:
     epochs."""
     line = (f"{what}: stopped ({status.reason}) after {status.epoch} epoch(s); "
             f"{task.best(status)}; run folder {out}")
-    if status.reason in ("budget", "epochs", "steps"):
+    if status.reason == "budget":  # --max-minutes: the same call again goes on
         line += ("; run the same command again to continue" if resumed
                  else "; continue with the same command plus --resume")
+    elif status.reason == "epochs":  # --max-epochs counts the run's epochs, not the call's
+        line += "; continue with --resume and a larger --max-epochs (or none)"
     return line
 
 
@@ -141,7 +143,7 @@ _DYNAMIC_OPTIONS = ("dyn_lr", "dyn_lambda", "dyn_eps", "dyn_bptt", "dyn_search",
 _DYN_EVERY = 500
 
 
-def _eval_dynamic(args: argparse.Namespace, task) -> int:
+def _eval_dynamic(args: argparse.Namespace, config, task) -> int:
     from ..train import dynamic as d
 
     def given(value, default):
@@ -152,7 +154,6 @@ def _eval_dynamic(args: argparse.Namespace, task) -> int:
         "--dyn-state", folder=False)
     settings = {"bptt": given(args.dyn_bptt, d.DEFAULT_BPTT),
                 "eps": given(args.dyn_eps, d.DEFAULT_EPS)}
-    config = run_config(args.run_dir)
     corpus = task.load_data(config)  # read once: the estimate's probe and the evaluation
     if not args.resume:
         _say_dynamic_cost(args, task, config, corpus, settings)
@@ -217,7 +218,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if args.dynamic:
         args.interrupted = lambda: ("; continue the dynamic evaluation from its state file "
                                     "with --resume")
-        return _eval_dynamic(args, task)
+        return _eval_dynamic(args, config, task)
     beam = args.beam or 1
     data = task.load_data(config)  # a missing corpus is reported before any weights are read
     run = task.load_run(args.run_dir, config, which=args.which, device=args.device, corpus=data)

@@ -108,6 +108,9 @@ def load_config(path: str | Path) -> SectionedConfig:
             names the file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a config file; give a file, e.g. a run's "
+                          f"{path / 'config.json'}")
     fmt = CONFIG_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ConfigError(f"{path}: unknown config file type {path.suffix or '(no suffix)'!r}; "
@@ -115,9 +118,6 @@ def load_config(path: str | Path) -> SectionedConfig:
     if not path.exists():
         raise MissingFileError(f"{path}: no such config file; write one with "
                                f"`drillbook configs --show NAME > {path}`")
-    if path.is_dir():
-        raise ConfigError(f"{path} is a folder, not a config file; give a file, e.g. a run's "
-                          f"{path / 'config.json'}")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
