@@ -388,6 +388,8 @@ def test_a_run_config_with_a_byte_order_mark(tmp_path, lm_run):
     (["train", "tutorial/ptb-tied", "--set", "train.seed=99999999999999999999"],
      ["invalid train.seed=99999999999999999999", "[-2**63, 2**63)"]),
     (["params", "--config", "."], [". is a folder, not a config file"]),
+    (["params", "tutorial/ptb-tied", "--set", "model.encoder=transformer", "model.nhead=2",
+      "model.max_len=8"], ["invalid model.max_len=8", "train.bptt=35"]),
 ])
 def test_values_and_files_that_do_not_fit(tmp_path, argv, words):
     refused(drillbook(*argv, cwd=tmp_path), *words)
@@ -510,8 +512,12 @@ def test_a_run_without_a_finished_epoch_gets_advice_each_command_takes(tmp_path,
         assert advice_flags(line) <= options(command)
     done = drillbook("rank", "run", "--which", "last", "--max-tokens", "50", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    done = drillbook(*resume.strip("`").split()[1:], "--quiet", cwd=tmp_path)  # the advice
-    assert done.returncode == 0 and b"after 1 epoch(s)" in done.stdout, done.stderr
+    # the advice works; a stop by --max-epochs (which counts the run's epochs) says how on
+    done = drillbook(*resume.strip("`").split()[1:], "--set", "train.epochs=2",
+                     "--max-epochs", "1", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert b"stopped (epochs) after 1 epoch(s)" in done.stdout
+    assert b"continue with --resume and a larger --max-epochs (or none)" in done.stdout
 
 
 @needs_multi30k
@@ -643,6 +649,34 @@ def test_a_paper_size_training_on_a_cpu_says_what_it_will_cost(tmp_path):
     assert re.match(r"drillbook: training ptb/awd-lstm on the CPU will take about [\d.]+ days "
                     r"\([\d.]+ (min|h) per epoch x 500 epoch\(s\): 682 steps of [\d.]+ s", line)
     assert "--max-minutes stops it, --resume continues it" in line
+
+
+def test_weights_that_do_not_fit_in_every_way_are_named():
+    """The parts of torch's message the one line keeps: a size, weights the model lacks,
+    weights the checkpoint lacks."""
+    from itertools import pairwise
+
+    import torch
+
+    from drillbook.errors import CheckpointError
+    from drillbook.train.checkpoint import load_weights
+
+    def net(*widths):
+        return torch.nn.Sequential(*[torch.nn.Linear(a, b) for a, b in pairwise(widths)])
+
+    cases = [(net(3, 4, 2), net(3, 5, 2), "0.weight is [4, 3] in the checkpoint and [5, 3] in "
+                                          "the config's model (and 2 more)"),
+             (net(3, 4, 2), net(3, 4), "the checkpoint has 2 weight(s) the config's model "
+                                       "lacks (1.weight, ...)"),
+             (net(3, 4), net(3, 4, 2), "the config's model has 2 weight(s) the checkpoint "
+                                       "lacks (1.weight, ...)")]
+    for saved, built, words in cases:
+        with pytest.raises(CheckpointError) as err:
+            load_weights(built, saved.state_dict(), checkpoint="r/best.pt",
+                         config="r/config.json")
+        assert str(err.value).startswith("r/best.pt does not fit the model r/config.json "
+                                         "describes: ") and words in str(err.value)
+        assert "\n" not in str(err.value)
 
 
 def test_estimates_in_words():
