@@ -6,7 +6,7 @@ config, ``rank`` over a whole split and ``eval --dynamic`` (above all with
 take less than :data:`LONG_SECONDS`.
 
 * ``train`` on a CPU: an epoch's steps and validation windows from the package's cost
-  model (:func:`drillbook.experiments.plans.epoch_flops`), a step timed on the real
+  model (:func:`drillbook.experiments.run.plans.epoch_flops`), a step timed on the real
   model (a language model's at two short windows, extended to the config's).
 * ``rank``: an evaluation window of the real model timed, the Gram matrix's
   multiply-adds and its eigenvalues (``4/3 n^3``) at the rate of float64 products
@@ -119,9 +119,9 @@ def _lm_step(config, vocab_size: int, device: torch.device) -> Callable[[float],
 def _translation_step(config, work, device: torch.device) -> float:
     """Seconds of a training step of ``config``'s translation model: forward and backward
     of the real model on a batch of random sentence pairs of the corpus' mean lengths."""
-    from ..experiments.plans import translation_loss
+    from ..experiments.run.sizing import translation_loss
 
-    model, loss = translation_loss(config, work.vocab, **work.translation)
+    model, loss = translation_loss(config, work.vocab, **work.extra)
     model.to(device)
 
     def step() -> None:
@@ -137,7 +137,7 @@ def train_cost(config, device: torch.device, max_epochs: int | None
     """``(seconds per epoch, seconds in all, how)`` of training ``config`` on ``device``;
     None where it is short or there is no model of it (a Transformer encoder).
 
-    Its matrix-product FLOPs (:func:`~drillbook.experiments.plans.epoch_flops`) at the
+    Its matrix-product FLOPs (:func:`~drillbook.experiments.run.plans.epoch_flops`) at the
     rate of a large product here bound its time from below; where that bound is under
     :data:`TRAINING_SECONDS`, nothing more is done. Else a step is timed on the real
     model: where a step is a window of a token stream (a language model), at two short
@@ -148,7 +148,7 @@ def train_cost(config, device: torch.device, max_epochs: int | None
     operations), and 6.8 s for a paper-size AWD-LSTM step that took about 23 s.
     """
     from ..errors import ConfigError
-    from ..experiments.plans import epoch_flops
+    from ..experiments.run.plans import epoch_flops
 
     try:
         work = epoch_flops(config)

@@ -148,7 +148,7 @@ class TrainingLoop:
     before anything is saved), scaled by the piece's share of the batch and back-propagated;
     then the gradients are unscaled (fp16), clipped to ``train.clip``, and the optimiser
     steps at ``lr x _lr_scale(batch)``; non-finite weights after the step raise
-    ``TrainingDiverged`` too. With ``k = 1`` and precision ``off`` this is exactly the
+    ``TrainingDiverged`` too. With ``k = 1`` and precision ``fp32`` this is exactly the
     fp32 step the trainers took before the loop existed (bit for bit: the logs of both
     tasks matched on the same seeds when the loop replaced them).
 
@@ -164,12 +164,12 @@ class TrainingLoop:
     generator as ``rng_<name>``, ``scaler`` (the fp16 gradient scaler's state, or None), and
     ``changes`` (resumable values changed on resume).
 
-    **Precision** (``train.amp``): ``off`` (float32), ``bf16`` (bfloat16 autocast; on CPU
+    **Precision** (``train.amp``): ``fp32`` (float32), ``bf16`` (bfloat16 autocast; on CPU
     too), ``fp16`` (float16 autocast with a :class:`torch.amp.GradScaler`, whose state is
     checkpointed), ``tf32`` (float32 with TF32 matrix products in the training step, on
     a GPU that has them), ``auto`` (bf16 for a mixture head on a GPU with bfloat16, float32
     otherwise, as measured; :func:`resolve_precision`). The old boolean values of config
-    files still load (``false`` = ``off``, ``true`` = ``bf16``).
+    files still load (``false`` and ``off`` = ``fp32``, ``true`` = ``bf16``).
 
     **Console**: a tqdm bar per epoch only when stderr is a terminal (``progress=None``) or
     when asked (``progress=True``), and one line per epoch on stderr (unless
@@ -210,7 +210,7 @@ class TrainingLoop:
         build_args: passed on to the subclass's ``_build``.
 
     Attributes:
-        precision: the resolved ``train.amp`` (``off``, ``bf16`` or ``fp16``).
+        precision: the resolved ``train.amp`` (``fp32``, ``bf16``, ``fp16`` or ``tf32``).
         scaler: the fp16 gradient scaler, or None.
         model: the task's model (its weights are what is saved).
         forward_model: what the training step calls: the model, or its
@@ -291,7 +291,7 @@ class TrainingLoop:
             if self.precision == "fp16" and self.device.type == "cpu" and any(
                     isinstance(m, torch.nn.RNNBase) for m in self.model.modules()):
                 raise ConfigError("train.amp=fp16 on the CPU: torch's CPU LSTM has no "
-                                  "float16 kernel; use train.amp=bf16 or off here (fp16 "
+                                  "float16 kernel; use train.amp=bf16 or fp32 here (fp16 "
                                   "is for CUDA)")
             self.scaler = (torch.amp.GradScaler(self.device.type)
                            if self.precision == "fp16" else None)
