@@ -496,6 +496,7 @@ def test_finetune_refuses_a_run_that_is_still_training(tmp_path):
         lock.release()
 
 
+@pytest.mark.slow
 def test_a_run_without_a_finished_epoch_gets_advice_each_command_takes(tmp_path, early_run):
     run, printed = early_run
     assert "stopped (budget) after 0 epoch(s); no epoch finished" in printed
@@ -534,6 +535,7 @@ def test_translate_of_a_run_without_a_finished_epoch_advises_what_translate_take
 
 
 # ------------------------------------------------------------------ 5. translate keeps lines
+@pytest.mark.slow
 @needs_multi30k
 def test_translate_prints_one_line_per_input_line(tmp_path, nmt_run):
     # inside the lines: a line separator, a form feed, a file separator, a next-line
@@ -633,6 +635,7 @@ def test_rank_over_a_whole_split_says_what_it_will_cost(tmp_path, lm_run):
     assert "--max-tokens N reads fewer" in line
 
 
+@pytest.mark.slow
 def test_dynamic_evaluation_with_a_search_says_what_it_will_cost(tmp_path, lm_run):
     run = copy_run(lm_run, tmp_path)
     line = first_line_of(["eval", run, "--dynamic", "--dyn-search"], tmp_path)
@@ -642,6 +645,7 @@ def test_dynamic_evaluation_with_a_search_says_what_it_will_cost(tmp_path, lm_ru
     assert "--dyn-search-tokens N and --dyn-grad-batches N do less" in line
 
 
+@pytest.mark.slow
 @needs_data
 def test_a_paper_size_training_on_a_cpu_says_what_it_will_cost(tmp_path):
     line = first_line_of(["train", "ptb/awd-lstm", "--device", "cpu", "--out", "run"],
