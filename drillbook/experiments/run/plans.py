@@ -50,13 +50,20 @@ from ..results import book_results, gpu_union
 from ..tables import Plan, find_row
 from .reproduce import Job, table_jobs
 from .scheduler import END_MARGIN_SECONDS, training_budget
-from .sizing import activation_bytes, sizing_of, state_bytes
+from .sizing import (
+    EpochWork,
+    activation_bytes,
+    epoch_flops,
+    sizing_of,
+    state_bytes,
+    step_flops,
+)
 
 __all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "SHARINGS", "SHARING_COST", "DeviceClass",
-           "Prediction", "Sharing", "StepModel", "activation_bytes", "bench_steps",
-           "fit_memory_scale", "fit_models", "fit_step_model", "format_predictions",
-           "measured_plateaus", "measured_steps", "memory_rows", "pack_windows", "predict",
-           "step_flops", "step_window"]
+           "EpochWork", "Prediction", "Sharing", "StepModel", "activation_bytes", "bench_steps",
+           "epoch_flops", "fit_memory_scale", "fit_models", "fit_step_model",
+           "format_predictions", "measured_plateaus", "measured_steps", "memory_rows",
+           "pack_windows", "predict", "step_flops", "step_window"]
 
 #: what each further row on the same GPU adds to a row's time, as a multiple of its time
 #: alone, when the rows are processes: fitted to the gpu-ptb window of 2026-11-26 (NVIDIA
@@ -175,15 +182,6 @@ DEVICE_CLASSES: dict[str, DeviceClass] = {
 
 
 # ------------------------------------------------------------------ FLOPs
-def step_flops(config, vocab_size: int, positions: float, **extra) -> float:
-    """Matrix-product FLOPs of one training step, forward and backward (three times the
-    forward pass, :attr:`~drillbook.experiments.run.sizing.TaskSizing.forward_flops` of the
-    config's task): of a language model over ``positions`` positions, or (``extra``:
-    ``src_vocab``, ``src_len``, ``tgt_len``) of a translation batch of ``positions``
-    sentences."""
-    return 3 * sizing_of(config).forward_flops(config, vocab_size, positions, **extra)
-
-
 # ------------------------------------------------------------------ the measured steps
 def measured_steps(folder: str | Path) -> list[dict[str, Any]]:
     """The training steps the package measured on a GPU: one dict per ``fp32`` result file
@@ -471,11 +469,8 @@ def _probe(config) -> tuple:
     key = json.dumps(key.to_dict(), sort_keys=True)
     if key not in _PROBES:
         sizes = sizing_of(config).sizes(config)
-        _PROBES[key] = (sizes,
-                        step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"]),
-                        step_flops(config, sizes["vocab"], sizes["eval_positions"],
-                                   **sizes["extra"]),
-                        state_bytes(config, sizes),
+        work = epoch_flops(config, sizes)
+        _PROBES[key] = (sizes, work.step, work.window, state_bytes(config, sizes),
                         activation_bytes(config, sizes["vocab"], sizes["positions"],
                                          **sizes["extra"]))
     return _PROBES[key]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -22,8 +22,8 @@ from ...heads import HEADS
 from ...train.tasks import task_of
 from ..bench.measure import saved_bytes
 
-__all__ = ["SIZINGS", "Probe", "TaskSizing", "activation_bytes", "mean_bptt", "sizing_of",
-           "state_bytes"]
+__all__ = ["SIZINGS", "EpochWork", "Probe", "TaskSizing", "activation_bytes", "epoch_flops",
+           "mean_bptt", "sizing_of", "state_bytes", "step_flops", "translation_loss"]
 
 #: a probe of autograd's saved tensors: ``(config, vocab_size, generator, **extra) ->
 #: ((n1, n2), bytes_at)``, two small sizes and the bytes one step of ``n`` positions (or
@@ -63,6 +63,56 @@ def sizing_of(config) -> TaskSizing:
 def mean_bptt(bptt: int) -> float:
     """The mean window length of AWD-LSTM's variable BPTT (``bptt`` w.p. 0.95, else half)."""
     return 0.95 * bptt + 0.05 * bptt / 2
+
+
+def step_flops(config, vocab_size: int, positions: float, **extra) -> float:
+    """Matrix-product FLOPs of one training step, forward and backward (three times the
+    forward pass, :attr:`~drillbook.experiments.run.sizing.TaskSizing.forward_flops` of the
+    config's task): of a language model over ``positions`` positions, or (``extra``:
+    ``src_vocab``, ``src_len``, ``tgt_len``) of a translation batch of ``positions``
+    sentences."""
+    return 3 * sizing_of(config).forward_flops(config, vocab_size, positions, **extra)
+
+
+class EpochWork(NamedTuple):
+    """One epoch of a config in matrix-product FLOPs (:func:`epoch_flops`).
+
+    Attributes:
+        steps: optimiser steps.
+        positions: positions (tokens, or a translation's sentences) per step.
+        step: FLOPs of a training step, forward and backward (:func:`step_flops`).
+        windows: evaluation windows of its validation.
+        window: :func:`step_flops` of a window's positions; a window runs forward only,
+            a third of that.
+        vocab: the (target) vocabulary's size.
+        extra: what a task's step needs beyond them (a translation's ``src_vocab``,
+            ``src_len`` and ``tgt_len``; :class:`~drillbook.experiments.run.sizing.TaskSizing`).
+    """
+
+    steps: int
+    positions: float
+    step: float
+    windows: float
+    window: float
+    vocab: int
+    extra: dict[str, Any]
+
+
+def epoch_flops(config, sizes: dict[str, Any] | None = None) -> EpochWork:
+    """One epoch of ``config`` (:class:`EpochWork`), from its task's
+    :attr:`~drillbook.experiments.run.sizing.TaskSizing.sizes` (given, or read: a
+    translation config's data for its vocabularies and sentence lengths).
+
+    Raises:
+        ConfigError: a config the FLOP model has no formula for (a Transformer encoder).
+    """
+    sizes = sizing_of(config).sizes(config) if sizes is None else sizes
+    return EpochWork(
+        int(sizes["steps"]), float(sizes["positions"]),
+        step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"]),
+        float(sizes["windows"]),
+        step_flops(config, sizes["vocab"], sizes["eval_positions"], **sizes["extra"]),
+        int(sizes["vocab"]), dict(sizes["extra"]))
 
 
 def state_bytes(config, sizes: dict[str, Any]) -> float:
@@ -190,21 +240,34 @@ def _target_table(config, vocab_size: int, gen: torch.Generator | None = None):
     return torch.nn.functional.normalize(torch.randn(vocab_size, 50, generator=gen), dim=-1)
 
 
-def _translation_saved(config, vocab_size: int, gen: torch.Generator, *, src_vocab: int,
-                       src_len: float, tgt_len: float):
+def translation_loss(config, vocab_size: int, gen: torch.Generator | None = None, *,
+                     src_vocab: int, src_len: float, tgt_len: float
+                     ) -> tuple[torch.nn.Module, Callable[[int], torch.Tensor]]:
+    """``(model, loss)``: ``config``'s translation model in training mode, and
+    ``loss(n)``, its training loss on ``n`` random sentence pairs of the mean lengths
+    (what the planner's probe measures, and what the command line's estimate of a CPU
+    step times, :mod:`drillbook.cli.estimates`)."""
     from ...models import build_translation_model
 
+    gen = gen if gen is not None else torch.Generator().manual_seed(0)
     table = _target_table(config, vocab_size, gen)
     model = build_translation_model(config, src_vocab, vocab_size, pad_id=0,
                                     target_embeddings=table).train()
     s_len, t_len = max(1, round(src_len)), max(1, round(tgt_len))
 
-    def bytes_at(n: int) -> float:
+    def loss(n: int) -> torch.Tensor:
         src = torch.randint(4, src_vocab, (s_len, n), generator=gen)
         tgt = torch.randint(4, vocab_size, (t_len + 1, n), generator=gen)
-        lengths = torch.full((n,), s_len)
-        return saved_bytes(lambda: model.loss(src, lengths, tgt[:-1], tgt[1:]),
-                           exclude=[*model.parameters(), *model.buffers()])
+        return model.loss(src, torch.full((n,), s_len), tgt[:-1], tgt[1:])
+
+    return model, loss
+
+
+def _translation_saved(config, vocab_size: int, gen: torch.Generator, **extra):
+    model, loss = translation_loss(config, vocab_size, gen, **extra)
+
+    def bytes_at(n: int) -> float:
+        return saved_bytes(lambda: loss(n), exclude=[*model.parameters(), *model.buffers()])
 
     return (2, 4), bytes_at
 
