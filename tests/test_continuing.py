@@ -150,7 +150,7 @@ def test_the_recast_small_plan_says_its_rule_its_sharing_and_its_windows(capsys)
                  "9"]) == 0
     text = capsys.readouterr().out
     assert "stopping rule: validation perplexity fell by less than 1% over the last 2" in text
-    assert "epochs to plateau: assumed; assumed: 20 epochs (assumed from a reduced" in text
+    assert "epochs to plateau: assumed (20 epochs, from a reduced size of the recipe" in text
     assert "16 rows at once train 8x one row's updates per second" in text and "ASSUMED" in text
     assert "whole table at graphs-assumed (ASSUMED), 16 at once" in text
     assert "whole table at processes (measured), 16 at once" in text

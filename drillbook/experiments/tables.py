@@ -388,7 +388,7 @@ GPU_SMALL_EPOCHS = 60
 #: its plateau yet, and where the number comes from
 GPU_SMALL_PLATEAU = 20
 GPU_SMALL_PLATEAU_NOTE = (
-    "assumed from a reduced size of the recipe on a CPU (tutorial/ptb-tied at emsize 32, "
+    "from a reduced size of the recipe on a CPU (tutorial/ptb-tied at emsize 32, "
     "nhid 64, batch 64, whole passes over the real PTB): its logged validation perplexity "
     "(490 after one epoch, 189 after twenty) meets the rule after its 20th epoch; the "
     "small model itself has not been trained to its plateau yet")

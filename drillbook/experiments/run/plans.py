@@ -555,8 +555,8 @@ def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_
                      f"{p.seconds / 60:>7.1f} {p.window or 'never':>6} {p.peak_gib:>8.2f}")
     sources = sorted({p.plateau_source for p in predictions if p.plateau_source})
     if sources:
-        assumed = (f"; assumed: {plan.plateau_epochs} epochs ({plan.plateau_note})"
-                   if plan.plateau_epochs is not None else "")
+        assumed = (f" ({plan.plateau_epochs} epochs, {plan.plateau_note})"
+                   if "assumed" in sources else "")
         lines.append(f"epochs to plateau: {', '.join(sources)}{assumed}")
     lanes = min(parallel, len(predictions)) or 1
     worst = max(sum(p.peak_gib for p in predictions[i:i + lanes])
