@@ -45,10 +45,12 @@ class Precision:
     """One precision and its names (see the module's table).
 
     Attributes:
-        amp: the resolved ``train.amp`` value (``off``, ``bf16``, ``fp16``).
-        name: the short name (``fp32``, ``bf16``, ``fp16``).
+        amp: the resolved ``train.amp`` value (``off``, ``bf16``, ``fp16`` or ``tf32``;
+            a config's ``auto`` resolves to one of them).
+        name: the short name (``fp32``, ``bf16``, ``fp16`` or ``tf32``).
         label: how result files and log records name it.
-        dtype: the autocast dtype (None: no autocast).
+        dtype: the autocast dtype (None: no autocast; ``tf32`` sets the matrix products'
+            precision instead, :func:`matmul_precision`).
     """
 
     amp: str
@@ -57,7 +59,7 @@ class Precision:
     dtype: torch.dtype | None
 
 
-#: the three precisions, by their resolved ``train.amp`` value
+#: the four precisions, by their resolved ``train.amp`` value
 PRECISIONS: dict[str, Precision] = {
     "off": Precision("off", "fp32", "fp32", None),
     "bf16": Precision("bf16", "bf16", "bf16-autocast", torch.bfloat16),
@@ -69,8 +71,8 @@ AMP_CHOICES = (*PRECISIONS, "auto")
 
 
 def precision_named(name: str, allowed: tuple[str, ...] | None = None) -> Precision:
-    """The precision a short ``name`` (``fp32``, ``bf16``, ``fp16``) names, one of
-    ``allowed`` names if given.
+    """The precision a short ``name`` (``fp32``, ``bf16``, ``fp16``, ``tf32``) names, one
+    of ``allowed`` names if given.
 
     Raises:
         ConfigError: ``unknown precision 'x'; choose one of [...]``.
