@@ -195,17 +195,19 @@ NO_DROPOUT = ["model.dropout=0", "model.dropouth=0", "model.dropouti=0", "model.
               "model.wdrop=0"]
 
 
-def compare_losses(config, device: torch.device, batches: list, work: Path) -> dict:
+def compare_losses(config, device: torch.device, batches: list, work: Path,
+                   corpus) -> dict:
     """The eager and the graphed step, dropout off, from the same weights on the same
-    batches (four of them, three times over: each window length is run eagerly twice,
-    then captured and replayed): their losses step by step."""
+    batches (the first four of ``batches``, taken in turn for twelve steps: each window
+    length is run eagerly twice, then captured and replayed): their losses step by
+    step."""
     config = apply_overrides(config, NO_DROPOUT)
-    steps = [batches[i % 4] for i in range(12)]
+    pool = batches[:4]
+    steps = [pool[i % len(pool)] for i in range(12)]
     losses = {}
     for name, graphs in (("eager", False), ("graphed", True)):
-        torch.manual_seed(config.train.seed)
         trainer = Trainer(config, work / f"losses-{name}", device=str(device),
-                          progress=False, graphs=graphs)
+                          corpus=corpus, progress=False, graphs=graphs)
         losses[name] = [float(trainer.train_step(b)) for b in steps]
         trainer.check_steps()
         if graphs:
@@ -249,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         batches = [b for _, b in zip(range(args.steps), ours.batches(), strict=False)]
         valid = ours.valid_data[:args.eval_windows * config.train.bptt + 1]
         graphed = (Trainer(config, Path(work) / "graphed", device=str(device),
-                           progress=False, graphs=True) if args.graphed else None)
+                           corpus=ours.corpus, progress=False, graphs=True)
+                   if args.graphed else None)
 
         def our_step(i: int) -> None:
             ours.train_step(batches[i % len(batches)])
@@ -328,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             summary["graphed_against_eager"] = best["graphed_train_ms"] / best["ours_train_ms"]
             summary["graphed_lengths"] = len(graphed.stepper.graphs)
             graphed.close()
-            losses = compare_losses(config, device, batches, Path(work))
+            losses = compare_losses(config, device, batches, Path(work), ours.corpus)
             summary["graphed_loss_max_relative_difference"] = \
                 losses["max_relative_difference"]
     print(f"\nfastest round: train {best['ours_train_ms']:.2f} against "

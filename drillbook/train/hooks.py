@@ -3,8 +3,9 @@
 :class:`TaskHooks` lists the hooks; :class:`~drillbook.train.loop.TrainingLoop` inherits
 them and calls them, and each task's trainer (the language model's
 :class:`~drillbook.train.lm.Trainer`, translation's
-:class:`~drillbook.train.translation.NMTTrainer`) overrides them. Nine are required;
-the last five have defaults that suit a task without the feature.
+:class:`~drillbook.train.translation.NMTTrainer`) overrides them. Ten are required;
+four (``lr_scale``, ``process_state``, ``load_process_state``, ``best``) have defaults
+that suit a task without the feature.
 """
 
 from __future__ import annotations

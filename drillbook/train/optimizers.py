@@ -110,6 +110,16 @@ class GraphASGD(_DeviceRate, torch.optim.ASGD):
         super().__init__(params, lr=lr, t0=0, lambd=0.0, weight_decay=weight_decay)
         self._init_rate()
 
+    def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, then each ``step`` moved to its parameter's device: torch keeps a
+        loaded step count on the CPU (unless capturable), where a graph would not see it
+        advance."""
+        super().load_state_dict(state_dict)
+        for p in self.param_groups[0]["params"]:
+            state = self.state.get(p)
+            if state and "step" in state:
+                state["step"] = state["step"].to(device=p.device, dtype=p.dtype)
+
     def _state_lists(self, params: list[Tensor]) -> tuple[list[Tensor], ...]:
         """Each parameter's ``step``, ``eta``, ``mu`` and ``ax``, made as torch makes them
         at a parameter's first step (``eta`` the rate of that step)."""
