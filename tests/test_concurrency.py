@@ -27,7 +27,8 @@ def test_the_cpu_rehearsal_measures_every_way_and_writes_its_report(tmp_path):
     out = tmp_path / "concurrency.json"
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "concurrency.py"),
                            "--device", "cpu", "--tiny", "--rows", "2", "--paper-rows", "1",
-                           "--warmup", "1", "--steps", "2", "--out", str(out)],
+                           "--warmup", "1", "--steps", "2", "--threads", "1",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "TQDM_DISABLE": "1"})
     assert done.returncode == 0, done.stderr

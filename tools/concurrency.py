@@ -157,7 +157,9 @@ def processes(name: str, n: int, args, work: Path, env: dict | None = None) -> d
         path = work / f"spec-{i}.json"
         path.write_text(json.dumps(spec))
         specs.append(spec)
-        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path)],
+        threads = [] if args.threads is None else ["--threads", str(args.threads)]
+        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path),
+                                       *threads],
                                       env={**os.environ, **(env or {})},
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                       text=True))
@@ -310,9 +312,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="timed steps per row (default 200; --tiny 4)")
     parser.add_argument("--start-timeout", type=float, default=600.0,
                         help="seconds the row processes may take to start and warm up")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch's CPU threads in every process (default torch's own "
+                             "choice; 1 on a shared CPU)")
     parser.add_argument("--out", type=Path, default=Path("concurrency.json"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     if args.worker:
         return worker(args.worker)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.tiny else 60)
