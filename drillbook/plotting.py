@@ -1,11 +1,12 @@
 """One look for every figure in the book: a colour per head, tidy log axes.
 
 Every chapter draws the same heads, so each head keeps one colour across the book: a reader
-who learns that DRILL is the green line in chapter 2 finds it green in chapter 6. One
-colour per entry of :data:`drillbook.heads.HEADS`, in registry order, and one for the
-mixture-of-contexts variant of MoS (chapter 3), chosen from colour-blind-safe palettes
-(Okabe and Ito's, Paul Tol's) so that each stands out against white (contrast at least
-3:1) and from every other (the tests check both).
+who learns that DRILL is the green line in chapter 2 finds it green in chapter 6. Each head
+class declares its colour (:attr:`drillbook.heads.OutputHead.color`), chosen from
+colour-blind-safe palettes (Okabe and Ito's, Paul Tol's) so that each stands out against
+white (contrast at least 3:1) and from every other (the tests check both); a head that
+declares none gets one derived from its kind (:func:`derived_color`), so a figure never
+fails for want of a colour. The mixture-of-contexts variant of MoS (chapter 3) has its own.
 
 >>> head_color("drill-4") == head_color("drill")
 True
@@ -15,25 +16,43 @@ True
 
 from __future__ import annotations
 
+import colorsys
+import hashlib
 import math
 import re
 from collections.abc import Sequence
 
-__all__ = ["HEAD_COLORS", "VARIANT_COLORS", "head_color", "head_colors", "head_kind",
-           "log_tick_label", "tidy_log_axis"]
+from .heads import HEADS, RegistryView
 
-#: head kind -> colour, one per head of the registry; the same everywhere in the book
-HEAD_COLORS: dict[str, str] = {
-    "softmax": "#666666",     # grey: the untied baseline
-    "tied": "#0072b2",        # blue
-    "bilinear": "#2a9bb8",    # lighter blue: a tied head with one more matrix
-    "dual": "#332288",        # indigo
-    "drill": "#117733",       # green
-    "mos": "#d55e00",         # vermilion
-    "doc": "#882255",         # wine: MoS's sibling, far from its colour
-    "sigsoftmax": "#8a7a00",  # olive
-    "vmf": "#cc3399",         # magenta
-}
+__all__ = ["HEAD_COLORS", "VARIANT_COLORS", "derived_color", "family_colors", "head_color",
+           "head_colors", "head_kind", "log_tick_label", "tidy_log_axis"]
+
+
+def _luminance(color: str) -> float:
+    """WCAG 2's relative luminance of a hex colour ``#rrggbb``."""
+    r, g, b = ((c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4)
+               for c in (int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def derived_color(kind: str) -> str:
+    """The colour of a head that declares none: a hue from a hash of ``kind`` (the same
+    in every process), saturated, and dark enough for a contrast of at least 3:1 against
+    white (WCAG 2's relative luminance at most 0.3)."""
+    hue = int.from_bytes(hashlib.sha256(kind.encode()).digest()[:4], "big") / 2**32
+    lightness = 0.45
+    while True:
+        rgb = colorsys.hls_to_rgb(hue, lightness, 0.7)
+        color = "#" + "".join(f"{round(c * 255):02x}" for c in rgb)
+        if _luminance(color) <= 0.3:  # 1.05 / (0.3 + 0.05) = 3
+            return color
+        lightness -= 0.01
+
+
+#: head kind -> colour, one per head of the registry (what its class declares, else
+#: :func:`derived_color`); the same everywhere in the book
+HEAD_COLORS = RegistryView(lambda: {kind: cls.color or derived_color(kind)
+                                    for kind, cls in HEADS.items()}, "head colour for")
 
 #: variants a chapter draws beside the heads: name -> colour (MoC, MoS mixing logits)
 VARIANT_COLORS: dict[str, str] = {"moc": "#9467bd"}
@@ -51,20 +70,20 @@ def head_kind(name: str) -> str:
         KeyError: no head of the registry is named in ``name``.
     """
     key = name.lower().strip()
-    if key in HEAD_COLORS:
+    if key in HEADS:
         return key
     if key in _ALIASES:
         return _ALIASES[key]
     # the first registry name that appears as a whole word (drill before softmax in
     # "drill-softmax" would be wrong, so take the leftmost match)
-    hits = [(m.start(), kind) for kind in HEAD_COLORS
+    hits = [(m.start(), kind) for kind in HEADS
             for m in re.finditer(rf"(?<![a-z]){kind}(?![a-z])", key)]
     if hits:
         return min(hits)[1]
     for alias, kind in _ALIASES.items():
         if alias in key:
             return kind
-    raise KeyError(f"no output head named in {name!r}; heads: {sorted(HEAD_COLORS)}")
+    raise KeyError(f"no output head named in {name!r}; heads: {sorted(HEADS)}")
 
 
 def head_color(name: str) -> str:
@@ -79,6 +98,34 @@ def head_color(name: str) -> str:
 def head_colors(names: Sequence[str]) -> list[str]:
     """:func:`head_color` of each name, e.g. for ``DataFrame.plot.bar(color=...)``."""
     return [head_color(n) for n in names]
+
+
+#: how far each further row of one head moves from the head's colour: towards black
+#: (a negative fraction) or white (positive), in turn
+_SHADES = (0.0, -0.4, 0.3, -0.65, 0.5)
+
+
+def family_colors(names: Sequence[str]) -> dict[str, str]:
+    """A distinct colour for each of several rows, rows of one head (``vMF NLLvMF``,
+    ``vMF reg2``, ``vMF reg2 tied``) in shades of that head's colour: the first row of a
+    head gets :func:`head_color`, the next a darker shade, then a lighter one, and so on.
+
+    Raises:
+        ValueError: more rows of one head than there are shades (five).
+    """
+    from matplotlib.colors import to_hex, to_rgb
+
+    seen: dict[str, int] = {}
+    colors = {}
+    for name in dict.fromkeys(names):
+        base = head_color(name)
+        i = seen[base] = seen.get(base, -1) + 1
+        if i >= len(_SHADES):
+            raise ValueError(f"family_colors has {len(_SHADES)} shades of one head's colour; "
+                             f"{name!r} is row {i + 1} of its head")
+        shade, target = abs(_SHADES[i]), (0.0 if _SHADES[i] < 0 else 1.0)
+        colors[name] = to_hex([c + shade * (target - c) for c in to_rgb(base)])
+    return colors
 
 
 def log_tick_label(value: float) -> str:

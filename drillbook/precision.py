@@ -1,18 +1,19 @@
 """The arithmetic a run computes in: one vocabulary for configs, the training loop, result
 files and benchmarks, and one :func:`~drillbook.precision.autocast`.
 
-A config asks for a precision with ``train.amp`` (:data:`AMP_CHOICES`); on a given device
-that resolves (:func:`resolve_precision`) to one of four precisions, each known by three
-names (:data:`PRECISIONS`):
+Every precision has one name, the same everywhere: what a config's ``train.amp`` says
+(besides ``auto``, :func:`resolve_precision`), what ``drillbook bench --precision``, result
+files, log records and the GPU windows' folders (``<window>-fp32``) say
+(:data:`PRECISIONS`):
 
-=========  ==========  =================  =============================================
-``amp``    ``name``    ``label``          what runs
-=========  ==========  =================  =============================================
-``off``    ``fp32``    ``fp32``           float32 throughout
-``bf16``   ``bf16``    ``bf16-autocast``  bfloat16 autocast (CPU too)
-``fp16``   ``fp16``    ``fp16-autocast``  float16 autocast with a gradient scaler (CUDA)
-``tf32``   ``tf32``    ``tf32-matmul``    float32 tensors, TF32 matrix products (CUDA)
-=========  ==========  =================  =============================================
+=========  ================================================================
+name       what runs
+=========  ================================================================
+``fp32``   float32 throughout
+``bf16``   bfloat16 autocast (CPU too)
+``fp16``   float16 autocast with a gradient scaler (CUDA)
+``tf32``   float32 tensors, TF32 matrix products in the training step (CUDA)
+=========  ================================================================
 
 ``fp32`` keeps torch's defaults: cuBLAS matrix products in full float32, while cuDNN (the
 LSTM layers) may already use TF32 tensor cores on an NVIDIA GPU of compute capability 8.0
@@ -21,8 +22,10 @@ or newer (``torch.backends.cudnn.allow_tf32``, on by default), as in the authors
 layers) use them too, for the training step only (:func:`matmul_precision`); evaluation
 stays in float32, so its numbers compare with an ``fp32`` run's.
 
-``amp`` is what a config says, ``name`` what ``drillbook bench --precision`` and its
-reports say, ``label`` what result files and log records say.
+Earlier releases spelt them three more ways: configs said ``off`` for float32, and result
+files and log records ``bf16-autocast``, ``fp16-autocast`` and ``tf32-matmul``. Those old
+files still load: :func:`canonical_precision` reads every old spelling as its name
+(:data:`OLD_SPELLINGS`).
 """
 
 from __future__ import annotations
@@ -36,60 +39,67 @@ import torch
 from .errors import ConfigError
 from .validation import check_choice
 
-__all__ = ["AMP_CHOICES", "PRECISIONS", "Precision", "autocast", "matmul_precision",
-           "precision_label", "precision_named", "resolve_precision"]
+__all__ = ["AMP_CHOICES", "OLD_SPELLINGS", "PRECISIONS", "Precision", "autocast",
+           "canonical_precision", "matmul_precision", "precision_label", "precision_named",
+           "resolve_precision"]
 
 
 @dataclass(frozen=True)
 class Precision:
-    """One precision and its names (see the module's table).
+    """One precision (see the module's table).
 
     Attributes:
-        amp: the resolved ``train.amp`` value (``off``, ``bf16``, ``fp16`` or ``tf32``;
-            a config's ``auto`` resolves to one of them).
-        name: the short name (``fp32``, ``bf16``, ``fp16`` or ``tf32``).
-        label: how result files and log records name it.
-        dtype: the autocast dtype (None: no autocast; ``tf32`` sets the matrix products'
-            precision instead, :func:`matmul_precision`).
+        name: its one name (``fp32``, ``bf16``, ``fp16``, ``tf32``).
+        dtype: the autocast dtype (None: no autocast).
     """
 
-    amp: str
     name: str
-    label: str
     dtype: torch.dtype | None
 
 
-#: the four precisions, by their resolved ``train.amp`` value
+#: the four precisions, by name
 PRECISIONS: dict[str, Precision] = {
-    "off": Precision("off", "fp32", "fp32", None),
-    "bf16": Precision("bf16", "bf16", "bf16-autocast", torch.bfloat16),
-    "fp16": Precision("fp16", "fp16", "fp16-autocast", torch.float16),
-    "tf32": Precision("tf32", "tf32", "tf32-matmul", None),
+    "fp32": Precision("fp32", None),
+    "bf16": Precision("bf16", torch.bfloat16),
+    "fp16": Precision("fp16", torch.float16),
+    "tf32": Precision("tf32", None),
 }
 #: what ``train.amp`` may say: a precision, or ``auto`` (:func:`resolve_precision`)
 AMP_CHOICES = (*PRECISIONS, "auto")
+#: the spellings of earlier releases, read as today's name: configs' ``train.amp``
+#: booleans (``true``: bfloat16 autocast) and ``off``, result files' and log records' labels
+OLD_SPELLINGS: dict[str | bool, str] = {
+    False: "fp32", True: "bf16", "off": "fp32", "bf16-autocast": "bf16",
+    "fp16-autocast": "fp16", "tf32-matmul": "tf32"}
+
+
+def canonical_precision(name: str | bool) -> str:
+    """``name`` as today's name: itself, or the name of an old spelling
+    (:data:`OLD_SPELLINGS`; ``off`` -> ``fp32``); anything else as it is (the callers check
+    it against their choices)."""
+    if isinstance(name, (bool, str)):
+        return OLD_SPELLINGS.get(name, name)
+    return name
 
 
 def precision_named(name: str, allowed: tuple[str, ...] | None = None) -> Precision:
-    """The precision a short ``name`` (``fp32``, ``bf16``, ``fp16``, ``tf32``) names, one
-    of ``allowed`` names if given.
+    """The precision ``name`` names (an old spelling too), one of ``allowed`` if given.
 
     Raises:
         ConfigError: ``unknown precision 'x'; choose one of [...]``.
     """
-    names = list(allowed) if allowed is not None else [p.name for p in PRECISIONS.values()]
-    check_choice(name, names, "precision")
-    return next(p for p in PRECISIONS.values() if p.name == name)
+    names = list(allowed) if allowed is not None else list(PRECISIONS)
+    return PRECISIONS[check_choice(canonical_precision(name), names, "precision")]
 
 
 def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = False) -> str:
-    """What ``train.amp`` means on ``device``: ``"off"``, ``"bf16"``, ``"fp16"`` or
-    ``"tf32"``.
+    """What ``train.amp`` means on ``device``: ``"fp32"``, ``"bf16"``, ``"fp16"`` or
+    ``"tf32"`` (an old spelling, ``off``, is read as its name).
 
     ``auto`` follows what was measured, not what the device supports: ``bf16`` for a
     mixture head (``mixture``: MoS, DOC, whose step is dominated by ``K`` softmaxes over
     the vocabulary) on a CUDA device with bfloat16 (compute capability 8.0 or newer), and
-    ``off`` (float32) everywhere else. The evidence, one NVIDIA H200, PTB, one epoch each
+    ``fp32`` everywhere else. The evidence, one NVIDIA H200, PTB, one epoch each
     (``drillbook/results/gpu/2026-11-26-h200-bf16`` against the fp32 rows measured with
     it): bf16 autocast made the AWD-LSTM epoch 20% slower (14.9 s against 12.5 s; its
     small matrix products are latency-bound and autocast adds casts) and MoS-15 6%
@@ -102,7 +112,7 @@ def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = F
 
     ``tf32`` is never chosen by ``auto``: it is offered for measurement, and needs a CUDA
     device of compute capability 8.0 or newer (older ones have no TF32 and would run
-    float32 under a ``tf32`` label).
+    float32 under a ``tf32`` name).
 
     Raises:
         ConfigError: ``amp`` is not one of :data:`AMP_CHOICES`, ``fp16`` off CUDA and CPU
@@ -110,20 +120,21 @@ def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = F
             device without TF32.
     """
     device = torch.device(device)
+    amp = canonical_precision(amp)
     if amp not in AMP_CHOICES:
         raise ConfigError(f"invalid train.amp={amp!r}: it must be one of "
                           f"{', '.join(AMP_CHOICES)}")
     if amp == "auto":
         bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return "bf16" if mixture and bf16 else "off"
+        return "bf16" if mixture and bf16 else "fp32"
     if amp == "fp16" and device.type not in ("cuda", "cpu"):
         raise ConfigError(f"train.amp=fp16 needs a gradient scaler, which torch has for "
-                          f"cuda and cpu, not {device.type}; use train.amp=bf16 or off")
+                          f"cuda and cpu, not {device.type}; use train.amp=bf16 or fp32")
     if amp == "tf32" and not (device.type == "cuda"
                               and torch.cuda.get_device_capability(device)[0] >= 8):
         raise ConfigError(f"train.amp=tf32 needs an NVIDIA GPU of compute capability 8.0 "
                           f"or newer (TF32 tensor cores), not {_describe(device)}; use "
-                          f"train.amp=off there")
+                          f"train.amp=fp32 there")
     return amp
 
 
@@ -135,16 +146,16 @@ def _describe(device: torch.device) -> str:
 
 
 def precision_label(precision: str) -> str:
-    """How result files name a resolved precision: ``fp32``, ``bf16-autocast``,
-    ``fp16-autocast`` or ``tf32-matmul``."""
-    return PRECISIONS[precision].label
+    """How result files and log records name a resolved precision: its one name (an old
+    spelling read as its name, :func:`canonical_precision`)."""
+    return PRECISIONS[canonical_precision(precision)].name
 
 
 def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractContextManager:
-    """The autocast context of a resolved precision (``off``, ``bf16``, ``fp16``,
-    ``tf32``): a no-op context for ``off`` and ``tf32`` (whose products are set by
+    """The autocast context of a resolved precision (``fp32``, ``bf16``, ``fp16``,
+    ``tf32``): a no-op context for ``fp32`` and ``tf32`` (whose products are set by
     :func:`matmul_precision`)."""
-    dtype = PRECISIONS[precision].dtype
+    dtype = PRECISIONS[canonical_precision(precision)].dtype
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=dtype)

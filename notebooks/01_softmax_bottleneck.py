@@ -76,7 +76,7 @@ from drillbook.analysis import (
     fit_head,
     singular_values,
 )
-from drillbook.experiments.evidence import (
+from drillbook.experiments.results.evidence import (
     missing_evidence,
     plan_results,
     rank_rows,

@@ -62,7 +62,7 @@ import torch
 from drillbook.analysis import compare_by_frequency, head_flops, token_nll, unigram_nll
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, load_corpus
-from drillbook.experiments.evidence import (
+from drillbook.experiments.results.evidence import (
     band_differences,
     missing_evidence,
     plan_results,
@@ -72,7 +72,7 @@ from drillbook.experiments.evidence import (
     window_rows,
 )
 from drillbook.heads import BilinearHead, DrillHead, DualHead, build_head
-from drillbook.heads.dual import variational_dropout
+from drillbook.heads.label_encoder import variational_dropout
 from drillbook.models import param_report
 from drillbook.notebook import setup, show_source
 from drillbook.papers import assert_quoted, paper_value
@@ -811,5 +811,5 @@ print("DRILL's extra dedicated parameters = 2 (d^2 + d) at d = 128:",
 # keeps its sign across seeds is a candidate, not yet a finding. To call it an effect,
 # train to convergence with several seeds per head and compare the spread across seeds
 # with the gap between heads, as {doc}`06_reproductions` does for whole-corpus
-# perplexity (`drillbook.experiments.seeds`).
+# perplexity (`drillbook.experiments.results.seeds`).
 # ````

@@ -61,7 +61,7 @@ from drillbook.analysis import (
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, get_batch, load_corpus
 from drillbook.experiments import compare_heads, plot_curves
-from drillbook.experiments.evidence import (
+from drillbook.experiments.results.evidence import (
     missing_evidence,
     mixture_usage,
     plan_results,

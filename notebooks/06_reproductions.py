@@ -85,11 +85,10 @@ from drillbook.experiments import (
     reproduce,
     table_rows,
 )
-from drillbook.experiments.authors_code import authors_code_timings
-from drillbook.experiments.compare import always_falls, cpu_tables, last_change
-from drillbook.experiments.evidence import plan_folder, table_results
-from drillbook.experiments.plans import PLANS, SHARING_COST, predict
-from drillbook.experiments.seeds import (
+from drillbook.experiments.results.authors_code import authors_code_timings
+from drillbook.experiments.results.compare import always_falls, cpu_tables, last_change
+from drillbook.experiments.results.evidence import plan_folder, table_results
+from drillbook.experiments.results.seeds import (
     chance_separated,
     plot_spread,
     resolved,
@@ -97,6 +96,8 @@ from drillbook.experiments.seeds import (
     seed_spread,
     spread_table,
 )
+from drillbook.experiments.run.plans import SHARING_COST, predict
+from drillbook.experiments.tables import PLANS
 from drillbook.models import build_model
 from drillbook.notebook import setup
 from drillbook.papers import assert_quoted, paper_value
@@ -339,7 +340,7 @@ paper_vs_ours("rank", ["row", "paper_rank_tol_1", "paper_rank", "paper_rank_test
 # ### The GPU plans
 #
 # Three more tables are sized for one GPU window of about ten minutes
-# (`drillbook.experiments.plans`, and the README's GPU section): `gpu-ptb` (the tied
+# (`drillbook.experiments.run.plans`, and the README's GPU section): `gpu-ptb` (the tied
 # AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size on Penn Treebank, the same
 # epochs each), `gpu-multi30k` (every translation head on the whole of Multi30k) and
 # `gpu-small` (every `cpu-scale` row trained for whole passes over Penn Treebank, three
@@ -578,9 +579,11 @@ print("commit of the doc row:", commits.pop("doc"), "| of the others:",
 # perplexity falling at every epoch from 767 to 457, and ends at 409.8 on test: still far
 # behind the tied head at this budget, where the paper puts the dual head ahead of it. Its
 # curve is still falling fast, so this says the head learns more slowly here, not where it
-# would end. In the translation model of {doc}`05_joint_embeddings_nmt` it does beat the
-# tied head, over three seeds. The row was run later than the others, at the commit its
-# file names.
+# would end. In the translation model of {doc}`05_joint_embeddings_nmt` its BLEU stays
+# above the tied head's over three seeds, but there the tied model still writes
+# "a a a a ..." at the end of its short training: that says the tied model starts
+# slowly, nothing about the paper's Table 3. The row was run later than the others, at
+# the commit its file names.
 #
 # Each of these verdicts is one run. Whether a gap of a few points, DRILL-1 against
 # DRILL-4 or DOC against DRILL-1, is larger than what a change of seed alone produces is
@@ -594,7 +597,7 @@ print("commit of the doc row:", commits.pop("doc"), "| of the others:",
 # `drillbook reproduce cpu-scale --rows ROW --seed N` writes
 # `results/cpu-scale/seed-<N>/<row>.json` beside the row's own file (seed 141; the book's
 # are in `drillbook/results/`), and
-# `drillbook.experiments.seeds` gathers a row's runs (refusing two runs that differ in
+# `drillbook.experiments.results.seeds` gathers a row's runs (refusing two runs that differ in
 # anything but the seed) and summarises them: the mean, the sample standard deviation and
 # the range. A row with one seed has no measured spread; its table line shows a dash.
 
@@ -729,7 +732,7 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 #
 # ```python
 # from drillbook.experiments import reproduce
-# from drillbook.experiments.seeds import resolved_pairs, seed_spread
+# from drillbook.experiments.results.seeds import resolved_pairs, seed_spread
 #
 # reproduce("cpu-scale", rows=["drill-1"], seed=150, out="results")
 # spreads = seed_spread("results", "cpu-scale")
@@ -766,7 +769,7 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 # 3. **The chance of a false verdict.** Derive Eq. {eq}`eq-chance-separated`. If seven
 #    rows have three seeds each and all seven heads were equally good, how many of the
 #    pairs would you expect to look resolved? How many seeds per row bring that below
-#    one? Check with `drillbook.experiments.seeds.chance_separated`.
+#    one? Check with `drillbook.experiments.results.seeds.chance_separated`.
 #
 # ````{admonition} Solution
 # :class: dropdown
@@ -780,7 +783,7 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 # $2/\binom{8}{4} = 2/70$ per pair and $21 \times 2/70 = 0.6$ expected:
 #
 # ```python
-# from drillbook.experiments.seeds import chance_separated
+# from drillbook.experiments.results.seeds import chance_separated
 #
 # for n in (2, 3, 4, 5):
 #     print(n, 21 * chance_separated(n, n))  # 7.0, 2.1, 0.6, 0.17

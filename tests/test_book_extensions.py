@@ -130,7 +130,24 @@ def test_references_land_where_the_object_is_documented():
 def test_every_module_has_a_place_in_the_reference():
     pages = "".join(p.read_text() for p in (ROOT / "book" / "reference").glob("*.md"))
     documented = set(re.findall(r"automodule:: (drillbook[\w.]*)", pages))
+    for registry in re.findall(r"drillbook-registry-modules:: (drillbook[\w.]*)", pages):
+        documented |= {m for m, _ in reference.registry_modules(reference._import_object(
+            registry))}  # the sections the directive generates
     modules = {m.name for m in pkgutil.walk_packages(drillbook.__path__, "drillbook.")
                if not m.name.endswith(".__main__")}  # `python -m` entry: nothing to document
     assert modules - documented == set()  # a new module needs its automodule
     assert documented - modules == set()
+
+
+def test_the_heads_page_has_a_section_per_head_module_in_registry_order():
+    from drillbook.heads import HEADS
+
+    modules = reference.registry_modules(HEADS)
+    assert modules[0] == ("drillbook.heads.softmax", ["softmax", "tied"])
+    assert ("drillbook.heads.mixture", ["mos", "doc"]) in modules
+    assert [k for _, kinds in modules for k in kinds] == list(HEADS)
+    assert reference._and(["mos", "doc"]) == "mos and doc"
+    assert reference._and(["a", "b", "c"]) == "a, b and c"
+    rows = reference.registry_rows(HEADS, ["reads_layers"], "kind")
+    assert rows[0] == ["kind", "object", "``reads_layers``"]
+    assert rows[7] == ["``doc``", ":py:class:`~drillbook.heads.mixture.DOCHead`", "yes"]

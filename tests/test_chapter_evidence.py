@@ -19,7 +19,7 @@ import matplotlib
 import pytest
 
 from drillbook.experiments import validate_result
-from drillbook.experiments.evidence import table_results
+from drillbook.experiments.results.evidence import table_results
 from drillbook.experiments.tables import TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,8 +74,9 @@ def window(tmp_path, monkeypatch):
                 doc = _row(template, table, spec.name, task, seed)
                 (folder / table / sub).mkdir(parents=True, exist_ok=True)
                 (folder / table / sub / f"{spec.name}.json").write_text(json.dumps(doc))
-    for module in ("evidence", "results"):  # plan_folder finds windows through results
-        monkeypatch.setattr(f"drillbook.experiments.{module}.book_results", lambda: tmp_path)
+    for module in ("evidence", "files"):  # plan_folder finds windows through the files
+        monkeypatch.setattr(f"drillbook.experiments.results.{module}.book_results",
+                            lambda: tmp_path)
     return folder
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from drillbook.experiments import TABLES
-from drillbook.experiments.compare import always_falls, cpu_tables, last_change
+from drillbook.experiments.results.compare import always_falls, cpu_tables, last_change
 
 CURVE = [{"epoch": 1, "val_ppl": 800.0}, {"epoch": 2, "val_ppl": 600.0},
          {"epoch": 3, "val_ppl": 570.0, "train_ppl": 500.0}]
@@ -14,6 +14,26 @@ CURVE = [{"epoch": 1, "val_ppl": 800.0}, {"epoch": 2, "val_ppl": 600.0},
 def test_cpu_tables_are_the_tutorial_sized_ones():
     assert set(cpu_tables()) == {"tutorial", "cpu-scale"}
     assert all(t in TABLES for t in cpu_tables())
+
+
+def test_plot_curves_takes_a_colour_per_row():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from drillbook.experiments import plot_curves
+    from drillbook.plotting import family_colors
+
+    names = ["vmf-nllvmf", "vmf-reg2", "vmf-reg2-tied", "softmax"]
+    colors = family_colors(names)
+    fig, ax = plt.subplots()
+    plot_curves([{"row": r, "curve": CURVE} for r in names], ax=ax, colors=colors)
+    drawn = {line.get_label(): to_hex(line.get_color()) for line in ax.get_lines()}
+    assert drawn == colors
+    assert len(set(drawn.values())) == 4
+    plt.close(fig)
 
 
 def test_last_change_is_the_relative_change_of_the_last_epoch():

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from drillbook.analysis import head_flops
-from drillbook.heads import Features, build_head
+from drillbook.heads import HEADS, Features, build_head
 
 V, D, T, B = 97, 12, 5, 3
 CASES = [("softmax", {}), ("tied", {}), ("sigsoftmax", {}), ("bilinear", {}),
@@ -45,6 +47,28 @@ def test_forward_flops_match_pytorchs_counter_in_training_and_evaluation(kind, o
         assert _counted(lambda: head.loss(feats, target)) == model.eval_forward
 
 
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_every_registered_head_declares_a_flop_model_pytorch_agrees_with(kind):
+    """The FLOP model is the head's own (:meth:`OutputHead.flops`), for each head of the
+    registry with the options it declares for tests and for the benchmark."""
+    cls = HEADS[kind]
+    variants = [cls.tiny_options(), *cls.bench_variants().values()]
+    for options in variants:
+        if cls.reads_layers:
+            options["layer_sizes"] = [D] * len(options.get("vectors_per_layer", [0, 0, 0, 0]))
+        head, feats, target = _head_and_inputs(kind, options)
+        model = cls.flops(vocab_size=V, d=D, tokens=T * B, **options)
+        assert model == head_flops(kind, vocab_size=V, d=D, tokens=T * B, **options)
+        loss = functools.partial(head.loss, feats, target)
+        head.train()
+        with torch.no_grad():
+            assert _counted(loss) == model.train_forward, options
+        head.eval()
+        with torch.no_grad():
+            loss()  # the first evaluation call fills the label cache
+            assert _counted(loss) == model.eval_forward, options
+
+
 def test_label_work_is_independent_of_the_batch_and_cached_at_evaluation():
     small = head_flops("drill", vocab_size=V, d=D, tokens=10, depth=4)
     large = head_flops("drill", vocab_size=V, d=D, tokens=1000, depth=4)
@@ -77,6 +101,9 @@ def test_a_training_step_is_three_forward_passes_for_a_tied_head():
 def test_unknown_kinds_and_mismatched_doc_layers_are_clear_errors():
     with pytest.raises(ValueError, match="no FLOP model for head kind 'nope'"):
         head_flops("nope", vocab_size=V, d=D, tokens=4)
+    with pytest.raises(ValueError, match=r"\['dropout'\] for head 'mos'.*only the bilinear, "
+                                         r"dual, drill heads take dropout"):
+        head_flops("mos", vocab_size=V, d=D, tokens=4, dropout=0.5)
     with pytest.raises(ValueError, match=r"unknown head option\(s\) \['detph'\]"):
         head_flops("drill", vocab_size=V, d=D, tokens=4, detph=2)
     assert head_flops("mos", vocab_size=V, d=D, tokens=4, chunk_size=2, latent_dropout=0.3) \

@@ -36,9 +36,6 @@ from drillbook.train.dynamic import (
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 V, E, H = 30, 8, 12
-#: options that shrink paper-sized head defaults (a head not listed runs with its own)
-TINY = {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer": [1, 1, 2]},
-        "drill": {"depth": 1}, "dual": {"d_joint": 4}, "vmf": {"dim": 4}}
 
 
 def encoder(wdrop: float = 0.2) -> AWDLSTM:
@@ -47,7 +44,7 @@ def encoder(wdrop: float = 0.2) -> AWDLSTM:
 
 
 def head_for(kind: str, enc: AWDLSTM):
-    options = dict(TINY.get(kind, {}))
+    options = HEADS[kind].tiny_options()  # what shrinks the paper-sized defaults
     if HEADS[kind].reads_layers:
         options["layer_sizes"] = enc.layer_sizes
     return build_head(kind, vocab_size=V, d_hidden=enc.d_out, embedding=enc.embedding,
@@ -402,14 +399,14 @@ def test_eval_dynamic_on_the_command_line(capsys, tmp_path):
 # ------------------------------------------------------------------ reproduce
 def test_a_table_row_with_a_dynamic_paper_number_is_evaluated_dynamically(tmp_path,
                                                                            monkeypatch):
-    from drillbook.experiments import TABLES, Row, render_report, reproduce, validate_result
+    from drillbook.experiments import TABLES, Row, Table, render_report, reproduce, validate_result
 
     assert {r.name: r.paper_keys("dynamic") for r in TABLES["drill-main"]} == {
         f"{c}-{h}": (f"drill:table{t}:awd-lstm{s}-dynamic-eval",)
         for c, t in (("ptb", 1), ("wt2", 2)) for h, s in (("awd-lstm", ""), ("drill", "-drill"))}
-    monkeypatch.setitem(TABLES, "tiny-dyn", [Row(
+    monkeypatch.setitem(TABLES, "tiny-dyn", Table("tiny-dyn", (Row(
         "tied", "tutorial/ptb-tied", paper_finetuned="drill:table1:awd-lstm",
-        paper_dynamic="drill:table1:awd-lstm-dynamic-eval")])
+        paper_dynamic="drill:table1:awd-lstm-dynamic-eval"),)))
     kwargs = tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=1"])
     doc = json.loads(reproduce("tiny-dyn", **kwargs)[0].read_text())
     assert validate_result(doc) == []

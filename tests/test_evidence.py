@@ -17,15 +17,18 @@ import torch
 
 from drillbook.analysis import loss_by_band, loss_by_word, rare_word_f1
 from drillbook.analysis.frequency import DRILL_BANDS, band_label
+from drillbook.configs import get_nmt_config
 from drillbook.errors import MissingFileError, ResultFileError
 from drillbook.experiments import render_report, validate_result
-from drillbook.experiments.authors_code import (
+from drillbook.experiments.results import book_results, gpu_results, load_results, unpack_results
+from drillbook.experiments.results.authors_code import (
     PACKAGE_ROWS,
     authors_code_timings,
     read_authors_log,
 )
-from drillbook.experiments.evidence import (
+from drillbook.experiments.results.evidence import (
     band_differences,
+    committed_results,
     curve_points,
     f1_rows,
     missing_evidence,
@@ -39,10 +42,10 @@ from drillbook.experiments.evidence import (
     val_at_epoch,
     window_rows,
 )
-from drillbook.experiments.results import gpu_results, load_results, unpack_results
-from drillbook.experiments.speed import first_epochs, speed_rows
-from drillbook.experiments.tables import TABLES, baseline_row
+from drillbook.experiments.results.speed import first_epochs, speed_rows
+from drillbook.experiments.tables import TABLES
 from drillbook.papers import RECORD
+from drillbook.plotting import head_color
 
 FP32, BF16 = (gpu_results("fp32", table="speed"),
               gpu_results("bf16", table="speed"))
@@ -97,7 +100,7 @@ def test_speed_rows_divide_by_their_corpus_baseline_and_quote_the_record():
     epochs = first_epochs(FP32)
     assert set(rows) == set(epochs) <= {r.name for r in TABLES["speed"]}
     for name, r in rows.items():
-        base = epochs[baseline_row(name)]
+        base = epochs[TABLES["speed"].baseline_of(name)]
         assert r["ratio"] == epochs[name]["seconds"] / base["seconds"]
         assert r["ms_per_update"] == 1000 * epochs[name]["seconds"] / epochs[name]["updates"]
         assert r["repo_seconds_per_epoch"] == RECORD[f"drill-repo:speed:{name}"][
@@ -320,7 +323,42 @@ def test_curves_usage_and_f1_from_result_files():
     plt.switch_backend("Agg")
     ax = plot_f1(rows)
     assert list(ax.lines[0].get_xdata()) == [0]  # the empty bin is left out
+    family = [{**r, "row": name} for name in ("vmf-reg2", "vmf-reg2-tied", "softmax")
+              for r in rows]
+    ax = plot_f1(family)  # rows of one head: distinct shades of its colour
+    colors = [line.get_color() for line in ax.lines]
+    assert len(set(colors)) == 3
+    assert colors[0] == head_color("vmf") and colors[2] == head_color("softmax")
     plt.close("all")
+
+
+def test_committed_results_are_every_result_file_at_any_depth(tmp_path):
+    doc = _with_analyses(table_results("cpu-scale")[0], "tied", "gpu-ptb", [1.0, 1.0, 1.0])
+    _window(tmp_path, "2026-02-01-h200-fp32", [doc])
+    _window(tmp_path, "2026-02-01-h200-fp32", [doc], seed_folder="seed-142")
+    (tmp_path / "cpu-scale").mkdir()
+    (tmp_path / "cpu-scale" / "tied.json").write_text(json.dumps(doc))
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "targets.json").write_text('{"format": "drillbook-bench/2"}')
+    (tmp_path / "notes.json").write_text("not JSON")
+    found = committed_results(tmp_path)
+    assert [d["row"] for d in found] == ["tied"] * 3
+    broken = copy.deepcopy(doc)
+    del broken["metrics"]
+    (tmp_path / "cpu-scale" / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(ResultFileError, match=r"broken\.json"):
+        committed_results(tmp_path)
+    book = committed_results()  # the package's own: the tables', seeds' and windows' rows
+    assert {d["table"] for d in book} >= {"cpu-scale", "tutorial", "speed", "gpu-ptb"}
+    assert len(book) > len(load_results(book_results()))
+    assert committed_results(task="language-model") == book  # no translation row yet
+    translation = copy.deepcopy(doc)
+    translation["config"] = get_nmt_config("multi30k/de-en-dual").to_dict()
+    (tmp_path / "cpu-scale" / "broken.json").unlink()
+    (tmp_path / "cpu-scale" / "dual.json").write_text(json.dumps(translation))
+    assert len(committed_results(tmp_path, task="language-model")) == 3
+    assert [d["config"]["name"] for d in committed_results(tmp_path, task="translation")] == [
+        "multi30k/de-en-dual"]
 
 
 def test_plan_folder_names_the_window(tmp_path):

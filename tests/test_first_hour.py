@@ -196,8 +196,6 @@ def test_the_tutorial_translation_configs_are_cpu_sized(capsys):
 
 # ------------------------------------------------------------------ the library
 V, D = 50, 8
-OPTIONS = {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer": [1, 1, 2]},
-           "drill": {"depth": 1}, "dual": {"d_joint": 4}, "vmf": {"dim": 4}}
 
 
 def every_head():
@@ -206,7 +204,7 @@ def every_head():
     from drillbook.heads import HEADS, build_head
 
     for kind, cls in HEADS.items():
-        options = dict(OPTIONS.get(kind, {}))
+        options = cls.tiny_options()
         if cls.reads_layers:
             options["layer_sizes"] = [D, D, D]
         with warnings.catch_warnings():  # the vmf head's random table: said elsewhere

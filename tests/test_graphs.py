@@ -205,7 +205,7 @@ def test_everything_the_step_touches_stays_at_its_address(tmp_path):
 @pytest.mark.parametrize(("setting", "why"), [
     ("train.accum_steps=2", "leave train.accum_steps at 1"),
     ("train.optimizer=adam", "use train.optimizer=sgd"),
-    ("train.amp=fp16", "use train.amp=bf16 or off"),
+    ("train.amp=fp16", "use train.amp=bf16 or fp32"),
     ("train.compile=true", "set train.compile=false"),
 ])
 def test_what_the_graph_ready_step_cannot_take_is_refused_before_anything_is_written(

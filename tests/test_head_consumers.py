@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -28,22 +30,35 @@ from drillbook.configs import (
     HeadConfig,
     ModelConfig,
     TrainConfig,
+    get_config,
     get_nmt_config,
+    list_configs,
 )
 from drillbook.data import load_corpus_from_files
 from drillbook.errors import ConfigError
-from drillbook.experiments import head_cost
+from drillbook.experiments import BENCH_HEADS, TABLES, head_cost
+from drillbook.experiments.bench.heads import fit_layers
 from drillbook.experiments.bench.model import compare_models, model_cost
 from drillbook.experiments.bench.sweep import greedy_decode as head_greedy
-from drillbook.heads import HEADS, Features, build_head
-from drillbook.models import Encoder, EncoderOutput, LanguageModel, build_model
+from drillbook.experiments.results.analyses import lm_analyses, translation_analyses
+from drillbook.heads import (
+    HEADS,
+    DistributionHead,
+    Features,
+    MixtureHead,
+    SoftmaxFamilyHead,
+    VectorHead,
+    build_head,
+)
+from drillbook.models import Encoder, EncoderOutput, LanguageModel, build_model, param_report
 from drillbook.nmt import load_parallel_from_files
 from drillbook.nmt.decode import beam_search, greedy_decode, translate_pairs
 from drillbook.nmt.model import Seq2Seq
+from drillbook.plotting import HEAD_COLORS
 from drillbook.train import NMTTrainer, Trainer, evaluate
-from drillbook.train.lm import lm_analyses, split_stream
+from drillbook.train.lm import split_stream
 from drillbook.train.runs import LoadedRun
-from drillbook.train.translation import TranslationVocabs, translation_analyses
+from drillbook.train.translation import TranslationVocabs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -52,14 +67,12 @@ KINDS = sorted(HEADS)
 V, D = 11, 8
 #: layers the tiny AWD-LSTM exposes: the embedding and two LSTM layers
 N_LAYERS = 3
-#: options that shrink paper-sized defaults; a head not listed runs with its defaults
-TINY = {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer": [1, 1, 2]},
-        "drill": {"depth": 1}, "dual": {"d_joint": 4}, "vmf": {"dim": 4}}
 BOS, EOS = 2, 3
 
 
 def tiny(kind: str) -> dict:
-    return dict(TINY.get(kind, {}))
+    """The options each head declares to shrink its paper-sized defaults."""
+    return HEADS[kind].tiny_options()
 
 
 def one_line(err: pytest.ExceptionInfo) -> str:
@@ -123,6 +136,39 @@ def test_declarations_match_what_the_head_does(kind):
     assert not (cls.has_logits and cls.is_mixture)
     assert cls.is_distribution or not (cls.has_logits or cls.is_mixture)
     assert not cls.reads_layers or head.layer_sizes == [D] * N_LAYERS
+    # the flags are what the types say
+    assert cls.is_distribution is issubclass(cls, DistributionHead) is not issubclass(
+        cls, VectorHead)
+    assert cls.has_logits is issubclass(cls, SoftmaxFamilyHead)
+    assert cls.is_mixture is issubclass(cls, MixtureHead)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_what_the_package_derives_from_each_head(kind):
+    """The tutorial config, the cpu-scale rows, the benchmark entries and the colour of a
+    head all come from what its class declares."""
+    cls = HEADS[kind]
+    assert re.fullmatch(r"#[0-9a-f]{6}", HEAD_COLORS[kind])
+    bench = {name: entry for name, entry in BENCH_HEADS.items() if entry[0] == kind}
+    assert list(bench) == [kind + suffix for suffix in cls.bench]
+    for _, options in bench.values():  # each entry builds, as bench heads builds it
+        options = fit_layers(options, N_LAYERS)
+        if cls.reads_layers:
+            options["layer_sizes"] = [D] * N_LAYERS
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # vMF's random table
+            build_head(kind, vocab_size=V, d_hidden=D, embedding=nn.Embedding(V, D),
+                       **options)
+    name = f"tutorial/ptb-{kind}"
+    rows = [r.name for r in TABLES["cpu-scale"] if r.config == name]
+    if not cls.is_distribution:
+        assert name not in list_configs() and rows == []
+        return
+    config = get_config(name)
+    assert config.head == HeadConfig(kind, cls.tutorial_options())
+    report = param_report(config)  # the model builds (on the meta device)
+    assert report["output_layer_dedicated"] > 0
+    assert rows == [kind + suffix for suffix in cls.cpu_scale]
 
 
 # ------------------------------------------------------------------ build_head sizes

@@ -42,11 +42,11 @@ def transformer(**train) -> Config:
 
 # ------------------------------------------------------------------ precision
 def test_precision_resolves_per_device_and_names_itself_in_results():
-    assert [resolve_precision(a, "cpu") for a in ("off", "bf16", "fp16", "auto")] == \
-        ["off", "bf16", "fp16", "off"]  # auto: no bf16 arithmetic on most CPUs
-    assert [precision_label(p) for p in ("off", "bf16", "fp16", "tf32")] == \
-        ["fp32", "bf16-autocast", "fp16-autocast", "tf32-matmul"]
-    with pytest.raises(ConfigError, match=r"train\.amp='half'.*off, bf16, fp16, tf32, auto"):
+    assert [resolve_precision(a, "cpu") for a in ("fp32", "bf16", "fp16", "auto", "off")] == \
+        ["fp32", "bf16", "fp16", "fp32", "fp32"]  # auto: no bf16 arithmetic on most CPUs
+    assert [precision_label(p) for p in ("fp32", "bf16", "fp16", "tf32", "bf16-autocast")] == \
+        ["fp32", "bf16", "fp16", "tf32", "bf16"]  # one name everywhere; old labels read
+    with pytest.raises(ConfigError, match=r"train\.amp='half'.*fp32, bf16, fp16, tf32, auto"):
         resolve_precision("half", "cpu")
     with pytest.raises(ConfigError, match=r"fp16 needs a gradient scaler.*not meta"):
         resolve_precision("fp16", "meta")
@@ -56,7 +56,7 @@ def test_tf32_is_refused_where_there_is_no_tf32(monkeypatch):
     """``tf32`` on a CPU, or on a GPU older than compute capability 8.0 (a T4 is 7.5),
     would train float32 under a ``tf32`` label: refused, naming the device."""
     with pytest.raises(ConfigError, match=r"tf32 needs an NVIDIA GPU of compute "
-                                          r"capability 8\.0.*not the cpu; use train\.amp=off"):
+                                          r"capability 8\.0.*not the cpu; use train\.amp=fp32"):
         resolve_precision("tf32", "cpu")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
@@ -64,7 +64,7 @@ def test_tf32_is_refused_where_there_is_no_tf32(monkeypatch):
         resolve_precision("tf32", "cuda")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     assert resolve_precision("tf32", "cuda") == "tf32"
-    assert resolve_precision("auto", "cuda") == "off"  # offered, never chosen for you
+    assert resolve_precision("auto", "cuda") == "fp32"  # offered, never chosen for you
 
 
 def test_tf32_covers_the_whole_step_and_nothing_after(tmp_path, monkeypatch):
@@ -101,9 +101,9 @@ def test_auto_precision_is_bf16_only_for_mixtures_on_a_bf16_gpu(monkeypatch):
     float32 for every other head, on every device, and for mixtures without bf16."""
     for bf16 in (True, False):
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda b=bf16: b)
-        assert resolve_precision("auto", "cuda", mixture=True) == ("bf16" if bf16 else "off")
-        assert resolve_precision("auto", "cuda") == "off"
-    assert resolve_precision("auto", "cpu", mixture=True) == "off"
+        assert resolve_precision("auto", "cuda", mixture=True) == ("bf16" if bf16 else "fp32")
+        assert resolve_precision("auto", "cuda") == "fp32"
+    assert resolve_precision("auto", "cpu", mixture=True) == "fp32"
 
 
 @pytest.mark.parametrize("kind", sorted(k for k, c in HEADS.items() if c.is_distribution))
@@ -115,19 +115,18 @@ def test_a_run_resolves_auto_by_its_head(tmp_path, monkeypatch, kind):
 
     def spy(amp, device, *, mixture=False):
         seen["mixture"] = mixture
-        return "off"
+        return "fp32"
 
     monkeypatch.setattr(loop, "resolve_precision", spy)
     config = tiny_config(amp="auto")
-    config.head = HeadConfig(kind, {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer":
-                                    [1, 1, 2]}, "drill": {"depth": 1}}.get(kind, {}))
+    config.head = HeadConfig(kind, HEADS[kind].tiny_options())
     make(tmp_path / "run", config)
     assert seen["mixture"] is HEADS[kind].is_mixture
 
 
 def test_old_boolean_amp_values_still_load_and_hash_as_today():
     old = tiny_config().to_dict()
-    for value, now in [(False, "off"), (True, "bf16")]:
+    for value, now in [(False, "fp32"), (True, "bf16"), ("off", "fp32")]:
         old["train"]["amp"] = value
         assert Config.from_dict(old).train.amp == now
     old["train"]["amp"] = False
@@ -148,7 +147,7 @@ def test_bf16_autocast_trains_on_the_cpu_and_every_record_names_it(tmp_path):
     bf16 = lm(tmp_path / "bf16", tiny_config(**short, amp="bf16"))
     bf16.fit()
     a, b = read_log(tmp_path / "fp32")[0], read_log(tmp_path / "bf16")[0]
-    assert (a["precision"], b["precision"]) == ("fp32", "bf16-autocast")
+    assert (a["precision"], b["precision"]) == ("fp32", "bf16")
     assert a["train_loss"] != b["train_loss"]  # the step really ran in bf16
     assert abs(a["train_loss"] - b["train_loss"]) < 0.1
     assert bf16.scaler is None
@@ -159,7 +158,7 @@ def test_fp16_checkpoints_its_gradient_scaler_and_resumes_to_the_bit(tmp_path):
     whole = lm(tmp_path / "whole", config)
     whole.fit()
     assert whole.scaler is not None and read_log(tmp_path / "whole")[0]["precision"] == \
-        "fp16-autocast"
+        "fp16"
     part = lm(tmp_path / "part", config)
     part.fit(max_steps=11)  # stops mid-epoch 2
     saved = load_checkpoint(tmp_path / "part" / "last.pt")
@@ -186,7 +185,7 @@ def test_translation_trains_in_bf16_on_the_cpu_and_refuses_fp16_there(tmp_path):
                    "train.max_batches_per_epoch=2", "train.max_eval_pairs=4")
     NMTTrainer(config, tmp_path / "bf16", device="cpu", corpus=tiny_parallel(),
                progress=False).fit()
-    assert read_log(tmp_path / "bf16")[0]["precision"] == "bf16-autocast"
+    assert read_log(tmp_path / "bf16")[0]["precision"] == "bf16"
     with pytest.raises(ConfigError, match=r"fp16 on the CPU"):
         NMTTrainer(small("multi30k/de-en-softmax", "train.amp=fp16"), tmp_path / "fp16",
                    device="cpu", corpus=tiny_parallel(), progress=False)
@@ -198,13 +197,13 @@ def test_fp16_on_cuda_trains_with_a_scaler(tmp_path):
                       corpus=tiny_corpus(), progress=False)
     trainer.fit()
     assert trainer.scaler is not None and trainer.scaler.get_scale() > 0
-    assert read_log(tmp_path / "run")[0]["precision"] == "fp16-autocast"
+    assert read_log(tmp_path / "run")[0]["precision"] == "fp16"
 
 
 @CUDA
 def test_tf32_on_cuda_trains_names_itself_and_leaves_float32_behind(tmp_path):
     """On a GPU with TF32 (compute capability 8.0 or newer; skipped on older ones): the
-    run trains, every record says ``tf32-matmul``, its validation loss is a float32
+    run trains, every record says ``tf32``, its validation loss is a float32
     evaluation's (the same weights evaluated again outside the run agree), and the
     process's matmul setting is float32 again afterwards."""
     if torch.cuda.get_device_capability()[0] < 8:
@@ -213,7 +212,7 @@ def test_tf32_on_cuda_trains_names_itself_and_leaves_float32_behind(tmp_path):
                       corpus=tiny_corpus(), progress=False)
     trainer.fit()
     record = read_log(tmp_path / "run")[0]
-    assert record["precision"] == "tf32-matmul"
+    assert record["precision"] == "tf32"
     assert torch.backends.cuda.matmul.allow_tf32 is False
     assert trainer._validate() == record["val_loss"]
 

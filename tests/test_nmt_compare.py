@@ -14,7 +14,9 @@ from drillbook.nmt import NMTVocab, make_batches
 from drillbook.nmt.compare import (
     example_translations,
     format_examples,
+    repeats_a_word,
     short_pairs,
+    stuck_translations,
     time_training_steps,
 )
 from drillbook.nmt.model import Seq2Seq
@@ -99,3 +101,21 @@ def test_example_translations_of_a_model_that_always_says_dog():
         "source:    ein sehr großer roter hund läuft",
         "reference: a very big red dog runs", "dog model: dog dog dog"]
     assert format_examples([]) == ""
+
+
+def test_a_word_repeated_four_times_in_a_row_is_stuck():
+    assert repeats_a_word("a a a a .".split())
+    assert not repeats_a_word("a a a . a".split())  # three in a row, then a break
+    assert not repeats_a_word("a man in a red shirt".split())  # frequent, not in a row
+    assert repeats_a_word("two young young young".split(), times=3)
+    assert not repeats_a_word([])
+    with pytest.raises(ConfigError, match="times >= 2"):
+        repeats_a_word(["a"], times=1)
+
+
+def test_stuck_translations_counts_per_model_and_skips_source_and_reference():
+    rows = [{"source": "x x x x", "reference": "y y y y", "tied": "a a a a a .",
+             "dual": "a man ."},
+            {"source": "z", "reference": "w", "tied": "a a a a", "dual": "two two two two"}]
+    assert stuck_translations(rows) == {"tied": 2, "dual": 1}
+    assert stuck_translations([]) == {}

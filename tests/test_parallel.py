@@ -13,15 +13,19 @@ from pathlib import Path
 import pytest
 
 from drillbook.cli import main
+from drillbook.errors import ConfigError
 from drillbook.experiments import load_results, validate_result
-from drillbook.experiments.parallel import training_budget
-from drillbook.experiments.plans import PLANS, fit_step_model, measured_steps, predict
 from drillbook.experiments.results import (
     PACK_LIMIT_BYTES,
     gpu_results,
     pack_results,
     unpack_results,
 )
+from drillbook.experiments.run.launchers import SubmititLauncher, executor_parameters
+from drillbook.experiments.run.plans import fit_step_model, measured_steps, predict
+from drillbook.experiments.run.scheduler import run_parallel, training_budget
+from drillbook.experiments.run.worker import JobSpec, Worker
+from drillbook.experiments.tables import PLANS
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_data = pytest.mark.skipif(
@@ -38,20 +42,10 @@ def test_the_time_left_is_shared_among_the_waves_less_the_reserve():
     assert training_budget(10.0, jobs_left=3, parallel=1, reserve_seconds=5.0) < 0
 
 
-@needs_data
-def test_two_workers_a_failure_a_deadline_and_the_pack(tmp_path, capsys):
-    broken = tmp_path / "runs" / "tutorial" / "drill"
-    broken.mkdir(parents=True)
-    (broken / "last.pt").write_bytes(b"not a checkpoint")  # this row's worker fails
-    start = time.monotonic()
-    assert main(["reproduce", "tutorial", "--parallel", "2", "--devices", "cpu", "cpu",
-                 "--deadline-minutes", "0.5", "--set", *TINY, "--max-eval-tokens", "200",
-                 "--out", str(tmp_path / "results"), "--runs", str(tmp_path / "runs"),
-                 "--pack", str(tmp_path / "evidence.tar.gz")]) == 0
-    assert time.monotonic() - start < 30  # the whole call within its deadline
-    captured = capsys.readouterr()
-    assert "row 1/2 tied [cpu]: epoch 1/1000" in captured.err  # each row's epoch lines
-    assert "2 job(s) in" in captured.err  # the summary table
+def _the_healthy_row_and_the_failed_one_are_packed(tmp_path: Path) -> None:
+    """What the workers of the tutorial table leave under ``tmp_path`` (its ``drill`` row's
+    run folder broken) when the deadline comes: the healthy row stopped at its budget in
+    time for its evaluation and analyses, the broken one's failure, and the pack."""
     docs = {d["row"]: d for d in load_results(tmp_path / "results")}
     tied, drill = docs["tied"], docs["drill"]
     # the deadline stopped the healthy row in time for its evaluation and analyses
@@ -66,8 +60,122 @@ def test_two_workers_a_failure_a_deadline_and_the_pack(tmp_path, capsys):
     unpacked = unpack_results(archive, tmp_path / "unpacked")
     assert sorted(p.relative_to(unpacked).as_posix() for p in unpacked.rglob("*.json")) == [
         "tutorial/drill.json", "tutorial/tied.json"]
-    assert main(["report", "--results", str(archive)]) == 0
+
+
+@needs_data
+def test_two_workers_a_failure_a_deadline_and_the_pack(tmp_path, capsys):
+    broken = tmp_path / "runs" / "tutorial" / "drill"
+    broken.mkdir(parents=True)
+    (broken / "last.pt").write_bytes(b"not a checkpoint")  # this row's worker fails
+    start = time.monotonic()
+    assert main(["reproduce", "tutorial", "--parallel", "2", "--devices", "cpu", "cpu",
+                 "--deadline-minutes", "0.5", "--set", *TINY, "--max-eval-tokens", "200",
+                 "--out", str(tmp_path / "results"), "--runs", str(tmp_path / "runs"),
+                 "--pack", str(tmp_path / "evidence.tar.gz")]) == 0
+    assert time.monotonic() - start < 30  # the whole call within its deadline
+    captured = capsys.readouterr()
+    assert "row 1/2 tied [cpu]: epoch 1/1000" in captured.err  # each row's epoch lines
+    assert "2 job(s) in" in captured.err  # the summary table
+    _the_healthy_row_and_the_failed_one_are_packed(tmp_path)
+    assert main(["report", "--results", str(tmp_path / "evidence.tar.gz")]) == 0
     assert "| tied | `tutorial/ptb-tied` |" in capsys.readouterr().out
+
+
+def _worker(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The worker entry point in a process of its own, as the scheduler starts it."""
+    return subprocess.run([sys.executable, "-m", "drillbook.experiments.run.worker", *argv],
+                          capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_a_job_spec_travels_as_json_and_a_bad_one_is_one_line(tmp_path):
+    spec = JobSpec("tutorial", "tied", 141, "cpu", "out", "runs", budget_minutes=0.5,
+                   overrides=("model.emsize=16",), label="row 1/2 tied [cpu]")
+    assert JobSpec.from_json(spec.to_json()) == spec
+    for text, problem in [('{"table": "tutorial"}', "required"), ("[1, 2]", "JSON object"),
+                          ("{oops", "must be JSON")]:
+        with pytest.raises(ConfigError, match=problem):
+            JobSpec.from_json(text)
+    done = _worker('{"table": "tutorial", "row": "tied"}', cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("drillbook worker: error: a job spec has the fields")
+    assert len(done.stderr.strip().splitlines()) == 1
+    missing = _worker(str(tmp_path / "nowhere.json"), cwd=tmp_path)
+    assert missing.returncode == 2 and "neither JSON text nor a file" in missing.stderr
+
+
+@needs_data
+def test_the_worker_entry_point_writes_its_row_whatever_happens(tmp_path):
+    spec = JobSpec("tutorial", "tied", 141, "cpu", str(tmp_path / "results"),
+                   str(tmp_path / "runs"), budget_minutes=5.0,
+                   overrides=(*TINY[:-2], "train.epochs=1", "train.max_eval_tokens=200"),
+                   max_eval_tokens=200, label="row 1/1 tied [cpu]", threads=1)
+    path = tmp_path / "spec.json"
+    path.write_text(spec.to_json())
+    done = _worker(str(path), cwd=tmp_path)  # a file holding the spec
+    assert done.returncode == 0, done.stderr
+    assert "row 1/1 tied [cpu]: epoch 1/1" in done.stderr
+    doc = json.loads((tmp_path / "results" / "tutorial" / "tied.json").read_text())
+    assert doc["status"] == "done" and validate_result(doc) == []
+    # a row that cannot train still gets its result file, and the worker ends normally
+    broken = tmp_path / "runs" / "tutorial" / "drill"
+    broken.mkdir(parents=True)
+    (broken / "last.pt").write_bytes(b"not a checkpoint")
+    done = _worker(JobSpec(**{**json.loads(spec.to_json()), "row": "drill",
+                              "overrides": spec.overrides}).to_json(), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "results" / "tutorial" / "drill.json").read_text())
+    assert doc["status"] == "failed" and "no config.json" in doc["error"]
+
+
+def test_a_job_the_queue_stops_early_is_submitted_again_as_it_was():
+    spec = JobSpec("tutorial", "tied", 141, "cuda", "out", "runs")
+    again = Worker().checkpoint(spec)
+    assert isinstance(again.function, Worker) and again.args == (spec,)
+
+
+def test_submitit_parameters_are_checked_before_anything_is_submitted(tmp_path, capsys):
+    assert executor_parameters(["timeout_min=600", "slurm_partition=gpu",
+                                "gpus_per_node=1"]) == {
+        "timeout_min": 600, "slurm_partition": "gpu", "gpus_per_node": 1}
+    with pytest.raises(ConfigError, match="is not KEY=VALUE"):
+        executor_parameters(["timeout_min"])
+    with pytest.raises(ConfigError, match=r"submitit refuses .*gpus_per_nod"):
+        SubmititLauncher(tmp_path / "s", cluster="local", parameters={"gpus_per_nod": 1})
+    with pytest.raises(ConfigError, match="unknown cluster 'pbs'"):
+        SubmititLauncher(tmp_path / "s", cluster="pbs")
+    # a queue's job needs a time limit: without a budget or a deadline, nothing is submitted
+    launcher = SubmititLauncher(tmp_path / "s", cluster="local")
+    with pytest.raises(ConfigError, match="need a time limit each"):
+        run_parallel("tutorial", launcher=launcher, out=tmp_path / "r", runs=tmp_path / "w")
+    assert not list((tmp_path / "s").glob("*")) and not (tmp_path / "r").exists()
+    with pytest.raises(SystemExit) as stopped:
+        main(["reproduce", "tutorial", "--launcher", "pbs"])
+    assert stopped.value.code == 2
+    assert "error: unknown --launcher 'pbs'" in capsys.readouterr().err
+
+
+@needs_data
+@pytest.mark.slow
+def test_rows_submitted_through_submitit_behave_as_local_workers(tmp_path, capsys):
+    """``--launcher submitit`` on submitit's local executor: the same console lines,
+    deadline, result files (a failing row's included) and pack as the local workers."""
+    broken = tmp_path / "runs" / "tutorial" / "drill"
+    broken.mkdir(parents=True)
+    (broken / "last.pt").write_bytes(b"not a checkpoint")  # this row's job fails
+    start = time.monotonic()
+    # a reserve of half a minute: a job's interpreters start before its budget counts
+    assert main(["reproduce", "tutorial", "--launcher", "submitit", "--cluster", "local",
+                 "--deadline-minutes", "1", "--reserve-minutes", "0.5", "--set", *TINY,
+                 "--max-eval-tokens", "200", "--out", str(tmp_path / "results"),
+                 "--runs", str(tmp_path / "runs"),
+                 "--pack", str(tmp_path / "evidence.tar.gz")]) == 0
+    assert time.monotonic() - start < 70  # the whole call within its deadline
+    captured = capsys.readouterr()
+    assert "row 1/2 tied: epoch 1/1000" in captured.err  # each row's lines, as they come
+    assert "submitit INFO" not in captured.err  # submitit's own log stays in its folder
+    assert "2 job(s) in" in captured.err  # the summary table
+    _the_healthy_row_and_the_failed_one_are_packed(tmp_path)
+    assert len(list((tmp_path / "runs" / "submitit").glob("*_log.err"))) == 2  # its logs
 
 
 def test_the_pack_refuses_more_than_it_may_hold(tmp_path, monkeypatch):
@@ -75,7 +183,7 @@ def test_the_pack_refuses_more_than_it_may_hold(tmp_path, monkeypatch):
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "row.json").write_bytes(os.urandom(4096))  # incompressible
-    monkeypatch.setattr("drillbook.experiments.results.PACK_LIMIT_BYTES", 1024)
+    monkeypatch.setattr("drillbook.experiments.results.files.PACK_LIMIT_BYTES", 1024)
     with pytest.raises(ResultFileError, match="over the 0 MiB an archive may hold"):
         pack_results(tmp_path, tmp_path / "x.tar.gz")
     assert not (tmp_path / "x.tar.gz").exists()
@@ -128,8 +236,8 @@ def test_the_sharing_cost_is_what_the_committed_window_measured():
     from the committed result files (the first model, the arithmetic shares, said 1.39)."""
     from statistics import mean
 
-    from drillbook.experiments.plans import SHARING_COST
     from drillbook.experiments.results import gpu_results, read_result
+    from drillbook.experiments.run.plans import SHARING_COST
 
     folder = gpu_results("fp32", table="gpu-ptb")
     predictions = predict(PLANS["gpu-ptb"], parallel=4, deadline_minutes=5.65)

@@ -14,6 +14,8 @@ from drillbook.heads import HEADS
 from drillbook.plotting import (
     HEAD_COLORS,
     VARIANT_COLORS,
+    derived_color,
+    family_colors,
     head_color,
     head_kind,
     log_tick_label,
@@ -40,7 +42,9 @@ def test_every_colour_stands_out_on_white_and_from_the_others():
         assert 1.05 / (_luminance(color) + 0.05) >= 3.0, name
     lab = {name: matplotlib_lab(color) for name, color in colors.items()}
     for a, b in itertools.combinations(colors, 2):  # CIE76 distance in L*a*b*
-        assert math.dist(lab[a], lab[b]) >= 25, (a, b)
+        assert math.dist(lab[a], lab[b]) >= 25, (
+            f"{a} and {b} look alike: declare a colour of its own on the head class "
+            f"(OutputHead.color)")
 
 
 def matplotlib_lab(color: str) -> tuple[float, float, float]:
@@ -55,6 +59,16 @@ def matplotlib_lab(color: str) -> tuple[float, float, float]:
         return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
 
     return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_every_head_declares_its_colour_and_a_head_without_one_gets_a_derived_one():
+    assert all(HEAD_COLORS[kind] == cls.color for kind, cls in HEADS.items())
+    kinds = [f"head-{i}" for i in range(200)] + ["scaled", "yellow", "x"]
+    for kind in kinds:  # any kind: the same colour every time, dark enough on white
+        color = derived_color(kind)
+        assert color == derived_color(kind) and len(color) == 7
+        assert 1.05 / (_luminance(color) + 0.05) >= 3.0, kind
+    assert len({derived_color(k) for k in kinds}) > 150  # hues spread over the circle
 
 
 def test_variants_have_their_own_colour():
@@ -93,3 +107,19 @@ def test_tidy_log_axis_drops_minor_labels():
     fig.canvas.draw()
     assert all(not t.get_text() for t in ax.yaxis.get_minorticklabels())
     plt.close(fig)
+
+
+def test_rows_of_one_head_get_shades_of_its_colour():
+    names = ["softmax", "vMF NLLvMF", "vMF reg2", "vMF reg2 tied", "vMF reg2"]
+    colors = family_colors(names)
+    assert list(colors) == ["softmax", "vMF NLLvMF", "vMF reg2", "vMF reg2 tied"]
+    assert len(set(colors.values())) == 4
+    assert colors["softmax"] == head_color("softmax")
+    assert colors["vMF NLLvMF"] == head_color("vmf")  # the first row keeps the head's own
+    base, darker, lighter = (to_rgb(colors[n]) for n in names[1:4])
+    assert sum(darker) < sum(base) < sum(lighter)
+    for a, b in zip(base, darker, strict=True):  # a shade of the same hue: each channel
+        assert b == pytest.approx(0.6 * a, abs=0.003)  # moves 40% of the way to black
+    assert _luminance(colors["vMF reg2 tied"]) <= _luminance("#ffffff") / 2
+    with pytest.raises(ValueError, match="row 6 of its head"):
+        family_colors([f"drill-{k}" for k in range(6)])

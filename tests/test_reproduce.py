@@ -256,12 +256,12 @@ def test_full_command_and_curve_figures(tmp_path, capsys):
 def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch):
     """On the tiny corpus: the main run, then AWD-LSTM's fine-tuning, each in the result
     file and each beside its own paper number in the report."""
-    from drillbook.experiments import Row, table_rows
+    from drillbook.experiments import Row, Table, table_rows
     from drillbook.experiments.tables import TABLES as tables
 
-    monkeypatch.setitem(tables, "tiny-ft", [Row(
+    monkeypatch.setitem(tables, "tiny-ft", Table("tiny-ft", (Row(
         "tied", "tutorial/ptb-tied", paper=("drill:table1:awd-lstm-wo-finetune",),
-        paper_finetuned="drill:table4:weight-tying")])
+        paper_finetuned="drill:table4:weight-tying"),)))
     kwargs = tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=2"])
     first = json.loads(reproduce("tiny-ft", budget_minutes=1e-6, **kwargs)[0].read_text())
     assert first["status"] == "budget" and "finetuned" not in first  # main run not done
@@ -309,11 +309,12 @@ def test_seeds_write_beside_the_row_and_give_a_spread(tmp_path, monkeypatch):
     import statistics
 
     from drillbook.errors import ResultFileError
-    from drillbook.experiments import Row
-    from drillbook.experiments.seeds import SeedSpread, resolved, seed_runs, seed_spread
+    from drillbook.experiments import Row, Table
+    from drillbook.experiments.results.seeds import SeedSpread, resolved, seed_runs, seed_spread
     from drillbook.experiments.tables import TABLES as tables
 
-    monkeypatch.setitem(tables, "tiny-seeds", [Row("tied", "tutorial/ptb-tied")])
+    monkeypatch.setitem(tables, "tiny-seeds",
+                        Table("tiny-seeds", (Row("tied", "tutorial/ptb-tied"),)))
     kwargs = tiny_reproduce(tmp_path, [
         "model.emsize=8", "model.nhid=8", "train.batch_size=4", "train.bptt=6",
         "train.eval_batch_size=2", "train.test_batch_size=2", "train.epochs=1"])
@@ -380,7 +381,7 @@ def test_a_row_writes_its_test_metric_before_its_long_analyses(tmp_path, monkeyp
     leaves the test metric (an H200 window lost two rows' metrics that way)."""
     import sys
 
-    reproducing = sys.modules["drillbook.experiments.reproduce"]
+    reproducing = sys.modules["drillbook.experiments.run.reproduce"]
     seen = {}
     rank_of = reproducing.rank_of
 

@@ -15,7 +15,7 @@ import pytest
 from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_hex
 
-from drillbook.experiments.seeds import (
+from drillbook.experiments.results.seeds import (
     SeedSpread,
     chance_separated,
     plot_spread,

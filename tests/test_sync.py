@@ -100,19 +100,16 @@ LM_HEADS = [kind for kind, cls in HEADS.items() if cls.is_distribution]
 @pytest.mark.parametrize("accum", [1, 2])
 def test_a_language_model_step_reads_nothing_back(tmp_path, kind, accum):
     config = tiny_config(log_interval=1000, accum_steps=accum)
-    config.head = HeadConfig(kind, OPTIONS.get(kind, {}))
+    config.head = HeadConfig(kind, HEADS[kind].tiny_options())
     trainer = make(tmp_path / "run", config)
     assert steps_between_logs(trainer, iter(trainer.batches())) == []
     assert trainer.check_steps() is not None  # ... and one read at the logging point
 
 
-#: small options of the heads that need them
-OPTIONS = {"mos": {"n_experts": 2}, "doc": {"vectors_per_layer": [1, 1, 2]},
-           "drill": {"depth": 1}, "dual": {"d_joint": 4}}
 #: every head a translation model takes (all but those that read an LM encoder's layers),
 #: as overrides of the softmax config; the vMF head through its configs, one per loss
 NMT_CASES = [("multi30k/de-en-softmax", f"head.kind={kind}",
-              *(f"head.options.{k}={json.dumps(v)}" for k, v in OPTIONS.get(kind, {}).items()))
+              *(f"head.options.{k}={json.dumps(v)}" for k, v in cls.tiny_options().items()))
              for kind, cls in HEADS.items() if cls.is_distribution and not cls.reads_layers]
 NMT_CASES += [("multi30k/de-en-vmf", f"head.options.loss={loss}") for loss in VMF_LOSSES]
 

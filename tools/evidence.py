@@ -8,7 +8,7 @@ In order, each step within what is left of ``--minutes``:
 1. the test suite's CUDA tests (``pytest -m cuda``; skipped, and said so, where pytest is
    not installed: a GPU machine may lack the dev tools);
 2. ``drillbook bench targets --device cuda``: the cost targets on this GPU;
-3. each plan (:data:`drillbook.experiments.plans.PLANS`): its predicted run (``--dry-run``),
+3. each plan (:data:`drillbook.experiments.run.plans.PLANS`): its predicted run (``--dry-run``),
    then its rows side by side on the GPU within the time left
    (``drillbook reproduce TABLE --parallel N --deadline-minutes M``).
 
@@ -99,7 +99,7 @@ def _have(module: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plan", nargs="+", default=["gpu-ptb"],
-                        help="plans of drillbook.experiments.plans.PLANS, in order")
+                        help="plans of drillbook.experiments.tables.PLANS, in order")
     parser.add_argument("--minutes", type=float, default=9.0, help="the whole window")
     parser.add_argument("--out", type=Path, default=Path("evidence"))
     parser.add_argument("--runs", type=Path, help="run folders (default OUT/../evidence-runs)")
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         # what is left after the prediction, a few seconds short of the window's end: the
         # call ends by its own deadline, before the window stops it
         minutes = max((window.left() - PLAN_MARGIN) / left_plans / 60, 0.0)
-        from drillbook.experiments.plans import PLANS
+        from drillbook.experiments.tables import PLANS
 
         spec = PLANS.get(plan)
         command = [*drillbook, "reproduce", spec.table if spec else plan,

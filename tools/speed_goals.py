@@ -8,7 +8,7 @@ settings (``drillbook train CONFIG --set train.epochs=E train.max_batches_per_ep
 a fresh process each); its time per update is the last epoch's training seconds over its
 updates (``epoch_seconds / batches`` of ``log.jsonl``), which leaves the first epoch's warm-up
 out. The authors' time is the steady ``ms/batch`` of their own console logs on the same
-kind of GPU (:mod:`drillbook.experiments.authors_code`, the committed window
+kind of GPU (:mod:`drillbook.experiments.results.authors_code`, the committed window
 ``drillbook/results/gpu/2026-11-26-h200-fp32/authors-code``), so only a run on that kind
 of GPU compares like with like; the script says which device it ran on.
 
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from drillbook.atomic import write_json  # noqa: E402
-from drillbook.experiments.authors_code import authors_code_timings  # noqa: E402
+from drillbook.experiments.results.authors_code import authors_code_timings  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
 from drillbook.train.runs import read_log  # noqa: E402
 

@@ -14,6 +14,11 @@ Loaded by Jupyter Book through ``sphinx: local_extensions:`` in ``_config.yml``.
     per attribute instead, with each object's value (``is_mixture``: yes or blank). For
     reStructuredText (an ``{eval-rst}`` block in a MyST page): the cells are parsed as such.
 
+``.. drillbook-registry-modules:: drillbook.heads.HEADS``
+    one section per module that defines an object of the registry, in the registry's order,
+    titled by the names it defines ("mos and doc") and holding the module's ``automodule``:
+    a head registered in a new module has its reference section without an edit of the page.
+
 Two adjustments to napoleon. Attribute, data and property docstrings are prose here:
 napoleon would read the first line of one as ``type: description`` (Google style) and turn
 "True: the head ..." into a type called "True", so they get napoleon's ordinary treatment
@@ -124,6 +129,20 @@ def _cell(value: Any) -> str:
     return f"``{value!r}``"
 
 
+def registry_rows(registry: dict, attributes: list[str], name_header: str = "name"
+                  ) -> list[list[str]]:
+    """The rows of a registry's table, header first: each name, a cross-reference to what
+    it maps to, then the value of each of ``attributes`` or (none given) the first paragraph
+    of its docstring."""
+    rows = [[name_header, "object", *([f"``{a}``" for a in attributes] or ["summary"])]]
+    for key, obj in registry.items():
+        role = "class" if inspect.isclass(obj) else "func"
+        row = [f"``{key}``", f":py:{role}:`~{obj.__module__}.{obj.__qualname__}`"]
+        row += [_cell(getattr(obj, a)) for a in attributes] or [_summary(obj)]
+        rows.append(row)
+    return rows
+
+
 class RegistryDirective(SphinxDirective):
     """A table of a ``name -> class or function`` mapping, generated from the mapping."""
 
@@ -134,15 +153,8 @@ class RegistryDirective(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         registry = _import_object(self.arguments[0])
-        attributes = self.options.get("attributes", "").split()
-        header = [self.options.get("name-header", "name"), "object",
-                  *([f"``{a}``" for a in attributes] or ["summary"])]
-        rows = [header]
-        for key, obj in registry.items():
-            role = "class" if inspect.isclass(obj) else "func"
-            row = [f"``{key}``", f":py:{role}:`~{obj.__module__}.{obj.__qualname__}`"]
-            row += [_cell(getattr(obj, a)) for a in attributes] or [_summary(obj)]
-            rows.append(row)
+        rows = registry_rows(registry, self.options.get("attributes", "").split(),
+                             self.options.get("name-header", "name"))
         module = importlib.import_module(self.arguments[0].rsplit(".", 1)[0])
         self.env.note_dependency(module.__file__)
         return self._table(rows)
@@ -154,6 +166,42 @@ class RegistryDirective(SphinxDirective):
             lines.append(f"   * - {row[0]}")
             lines.extend(f"     - {cell}" if cell else "     -" for cell in row[1:])
         return self.parse_text_to_nodes("\n".join(lines))
+
+
+def registry_modules(registry: dict) -> list[tuple[str, list[str]]]:
+    """``(module, names)``: each module that defines an object of ``registry``, in the
+    registry's order, with the names of the objects it defines."""
+    modules: dict[str, list[str]] = {}
+    for key, obj in registry.items():
+        modules.setdefault(obj.__module__, []).append(key)
+    return list(modules.items())
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+class RegistryModulesDirective(SphinxDirective):
+    """One section per module that defines an object of a registry (the heads of
+    :data:`drillbook.heads.HEADS`: a new head's module gets its section with no edit of the
+    page), titled by the names it defines, holding the module's ``automodule``."""
+
+    required_arguments = 1
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        out: list[nodes.Node] = []
+        for module, names in registry_modules(_import_object(self.arguments[0])):
+            self.env.note_dependency(importlib.import_module(module).__file__)
+            title = _and(names)
+            section = nodes.section(ids=[nodes.make_id(module)],
+                                    names=[nodes.fully_normalize_name(title)])
+            section += nodes.title(text=title)
+            section.extend(self.parse_text_to_nodes(f".. automodule:: {module}\n"
+                                                    f"   :members:\n"))
+            self.state.document.note_implicit_target(section, section)
+            out.append(section)
+        return out
 
 
 # ------------------------------------------------------------------ attribute docstrings
@@ -274,6 +322,7 @@ def resolve_reexport(app: Sphinx, env, node: pending_xref, contnode: nodes.Eleme
 def setup(app: Sphinx) -> dict:
     app.add_directive("drillbook-cli", CLIDirective)
     app.add_directive("drillbook-registry", RegistryDirective)
+    app.add_directive("drillbook-registry-modules", RegistryModulesDirective)
     app.setup_extension("sphinx.ext.napoleon")
     # napoleon's own handler runs at the default priority, 500
     app.connect("autodoc-process-docstring", stash_attribute_doc, priority=400)

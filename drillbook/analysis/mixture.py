@@ -64,7 +64,7 @@ def mixture_diagnostics(model, data: Tensor, bptt: int,
     from ..models import eval_windows
 
     head = model.head
-    if not head.is_mixture:
+    if not isinstance(head, MixtureHead):
         raise TypeError(f"mixture diagnostics need a MoS or DOC head, got "
                         f"{type(head).__name__}")
     priors, cvs = [], []

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from ..heads.base import Features, OutputHead
+from ..heads.base import DistributionHead, Features, OutputHead
 
 __all__ = ["FitResult", "SyntheticLanguage", "fit_head"]
 
@@ -167,15 +167,15 @@ def fit_head(
 
     Args:
         language: the target.
-        head: an :class:`~drillbook.heads.OutputHead` that is a distribution over words
-            (``is_distribution``), with ``vocab_size == V``; its parameters, device and
+        head: a :class:`~drillbook.heads.DistributionHead` (a distribution over words),
+            with ``vocab_size == V``; its parameters, device and
             dtype are used as they are.
         steps: Adam steps.
         lr: Adam learning rate.
         init_scale: standard deviation of the initial context vectors.
         seed: seeds the initial context vectors (private generator).
     """
-    if not head.is_distribution:
+    if not isinstance(head, DistributionHead):
         raise ConfigError(f"fit_head fits a distribution over words, and the {head.kind!r} "
                           f"head predicts vectors (no log_prob); fit a distribution head "
                           f"such as 'softmax'")

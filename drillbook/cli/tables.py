@@ -18,7 +18,7 @@ __all__ = ["add_commands"]
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args)
-    if args.parallel or args.deadline_minutes or args.devices:
+    if args.parallel or args.deadline_minutes or args.devices or args.launcher != "local":
         paths = _reproduce_side_by_side(args)
     else:
         paths = _reproduce_in_process(args)
@@ -47,32 +47,46 @@ def _reproduce_in_process(args: argparse.Namespace) -> list[Path] | None:
                           out=args.out, runs=args.runs, device=args.device,
                           overrides=args.set, max_eval_tokens=args.max_eval_tokens,
                           progress=False if args.quiet else None, seed=args.seed,
-                          keep_going=args.keep_going, label=args.label)
+                          keep_going=args.keep_going)
     return None if rank else paths
 
 
 def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
-    from ..experiments.parallel import run_parallel
+    from ..experiments.run.launchers import LAUNCHERS, SubmititLauncher, executor_parameters
+    from ..experiments.run.scheduler import run_parallel
     from ..runtime import resolve_device
     from ..train.distributed import rank_and_world_size
+    from ..validation import check_choice
+
+    check_choice(args.launcher, LAUNCHERS, "--launcher")
 
     if rank_and_world_size()[1] > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise CommandError("--parallel, --devices and --deadline-minutes start their own "
-                           "processes; run them without torchrun")
+        raise CommandError("--parallel, --devices, --deadline-minutes and --launcher start "
+                           "their own workers; run them without torchrun")
     if args.device and args.devices:
         raise CommandError("give --device or --devices, not both")
-    devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
-    return run_parallel(args.table, rows=args.rows, seeds=args.seed,
-                        parallel=args.parallel or len(devices), devices=devices,
-                        deadline_minutes=args.deadline_minutes,
+    if args.launcher == "submitit":
+        # the jobs run elsewhere: each device is resolved by its worker, where it runs
+        devices = args.devices or [args.device]
+        launcher = SubmititLauncher(Path(args.runs) / "submitit", cluster=args.cluster,
+                                    parameters=executor_parameters(args.executor))
+        parallel = args.parallel  # None: every job at once, the queue deciding
+    else:
+        if args.cluster or args.executor:
+            raise CommandError("--cluster and --executor are for --launcher submitit")
+        devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
+        launcher, parallel = None, args.parallel or len(devices)
+    return run_parallel(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
+                        devices=devices, deadline_minutes=args.deadline_minutes,
                         budget_minutes=args.budget_minutes,
                         reserve_minutes=args.reserve_minutes, out=args.out, runs=args.runs,
                         overrides=args.set or [], max_eval_tokens=args.max_eval_tokens,
-                        quiet=args.quiet)
+                        quiet=args.quiet, launcher=launcher)
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from ..experiments.plans import PLANS, Plan, format_predictions, predict
+    from ..experiments.run.plans import format_predictions, predict
+    from ..experiments.tables import PLANS, Plan
 
     plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
     parallel = args.parallel or plan.parallel
@@ -127,13 +141,15 @@ def _curve_figures(results: str, folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     from ..experiments import TABLES, load_results, plot_curves, table_rows
+    from ..experiments.results import result_task
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for table in sorted({d["table"] for d in load_results(results)} & set(TABLES)):
+    docs = {d["table"]: d for d in load_results(results)}
+    for table in sorted(set(docs) & set(TABLES)):
         rows = table_rows(table, results)
-        bleu = any(p.get("val_bleu") is not None for r in rows for p in r["curve"])
-        ax = plot_curves(rows, metric="val_bleu" if bleu else "val_ppl", title=table)
+        key = result_task(docs[table]).metric_key
+        ax = plot_curves(rows, metric=f"val_{key}", title=table)
         path = folder / f"{table}.png"
         ax.figure.tight_layout()
         ax.figure.savefig(path, dpi=120)
@@ -188,8 +204,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--dry-run", nargs="?", const="h200", metavar="CLASS",
         help="train nothing: print each row's predicted seconds per epoch, epochs reached "
              "by the deadline and peak memory on a device class (%(names)s; default h200), "
-             "and the model's assumptions"), "drillbook.experiments.plans", "DEVICE_CLASSES")
-    p.add_argument("--label", help=argparse.SUPPRESS)  # a worker's console lines
+             "and the model's assumptions"), "drillbook.experiments.run.plans", "DEVICE_CLASSES")
+    g = p.add_argument_group(
+        "on a cluster",
+        "--launcher submitit submits each row as a job through submitit (pip install "
+        "'drillbook[cluster]'): to Slurm's queue where there is one, or as processes on "
+        "this machine (--cluster local). Console lines, the deadline, --pack and the "
+        "result files are as above; a job that reaches its time limit is requeued and "
+        "resumes from its last checkpoint. Leave --device out to train on each node's default "
+        "device.")
+    g.add_argument("--launcher", default="local", metavar="NAME",
+                   help="where the workers run: local (the default: processes here) or "
+                        "submitit")
+    g.add_argument("--cluster", metavar="NAME",
+                   help="submitit's engine: slurm or local (default: Slurm where sbatch "
+                        "exists, else local)")
+    g.add_argument("--executor", nargs="+", metavar="KEY=VALUE",
+                   help="submitit's executor parameters, e.g. timeout_min=600 "
+                        "gpus_per_node=1 cpus_per_task=8 slurm_partition=gpu (default "
+                        "timeout: each job's budget and reserve, plus a minute)")
     p.set_defaults(func=_cmd_reproduce,
                    interrupted="; run the same command again to continue each row from its "
                                "last checkpoint")

@@ -19,6 +19,7 @@ from .registry import (
     list_configs,
     list_nmt_configs,
     paper_millions,
+    task_named_by,
 )
 from .translation import NMTConfig, NMTDataConfig, NMTModelConfig, NMTTrainConfig
 
@@ -51,4 +52,5 @@ __all__ = [
     "list_nmt_configs",
     "load_config",
     "paper_millions",
+    "task_named_by",
 ]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import ConfigError
-from ..precision import AMP_CHOICES
+from ..precision import AMP_CHOICES, OLD_SPELLINGS
 from ..validation import PROBABILITY as _PROBABILITY
 from ..validation import Rule, integer, is_integer, is_number, number, one_of, suggest
 
@@ -78,11 +78,12 @@ class LoopConfig:
     log_interval: int = 200  #: optimiser steps between two progress-bar updates
     checkpoint_minutes: float = 10.0  #: periodic checkpoint interval
     checkpoint_steps: int | None = None  #: ... or every N steps
-    #: precision: "off", "bf16", "fp16" (with a gradient scaler), "tf32" (TF32 matrix
+    #: precision: "fp32", "bf16", "fp16" (with a gradient scaler), "tf32" (TF32 matrix
     #: products in the training step, GPUs of compute capability >= 8.0) or "auto" (bf16
     #: for a mixture head on a GPU with bfloat16, else float32: the rule measured on an
-    #: H200, drillbook.precision.resolve_precision); old files' false/true read as off/bf16
-    amp: str = "off"
+    #: H200, drillbook.precision.resolve_precision); old files' false/true/"off" read as
+    #: fp32/bf16/fp32
+    amp: str = "fp32"
     #: gradient accumulation: each step's batch in this many pieces
     accum_steps: int = 1
     compile: bool = False  #: torch.compile the model (in place)
@@ -205,10 +206,10 @@ class SectionedConfig:
                         raise ConfigError(f"{name}.options must be an object of keyword "
                                           f"options, got {value!r}")
                     continue
-                value = _upgrade(f"{name}.{f.name}", value)
-                plain = _coerce(value, hints[f.name], f"{name}.{f.name}")
-                if type(plain) is not type(getattr(section, f.name)) and not isinstance(
-                        value, int):
+                upgraded = _upgrade(f"{name}.{f.name}", value)
+                plain = _coerce(upgraded, hints[f.name], f"{name}.{f.name}")
+                if upgraded is not value or (type(plain) is not type(value)
+                                             and not isinstance(upgraded, int)):
                     setattr(section, f.name, plain)  # a NumPy number: JSON needs Python's
         check_fields(self, self.RULES)
         return self
@@ -271,13 +272,15 @@ def _check_keys(cls, d: dict, where: str) -> None:
 
 
 #: values of earlier releases that still load, by key: ``train.amp`` was a boolean
-#: (``true``: bfloat16 autocast)
-_UPGRADES: Mapping[str, Mapping[bool, Any]] = {"train.amp": {False: "off", True: "bf16"}}
+#: (``true``: bfloat16 autocast), then said ``off`` for float32 (the precision's old
+#: spellings, :data:`drillbook.precision.OLD_SPELLINGS`)
+_UPGRADES: Mapping[str, Mapping[bool | str, Any]] = {"train.amp": OLD_SPELLINGS}
 
 
 def _upgrade(key: str, value: Any) -> Any:
-    """``value`` in today's form (``train.amp=true`` -> ``"bf16"``)."""
-    if isinstance(value, bool) and key in _UPGRADES:
+    """``value`` in today's form (``train.amp=true`` -> ``"bf16"``, ``off`` ->
+    ``"fp32"``)."""
+    if isinstance(value, (bool, str)) and value in _UPGRADES.get(key, {}):
         return _UPGRADES[key][value]
     return value
 

@@ -38,7 +38,7 @@ from .translation import NMTConfig, NMTDataConfig, NMTModelConfig
 
 __all__ = ["FINETUNE_LR", "LANGUAGE_MODEL", "TRANSLATION", "config_classes",
            "config_from_dict", "finetune_lr", "get_config", "get_nmt_config", "list_configs",
-           "list_nmt_configs", "paper_millions"]
+           "list_nmt_configs", "paper_millions", "task_named_by"]
 
 #: the two tasks, as configs name them (:attr:`SectionedConfig.task`)
 LANGUAGE_MODEL, TRANSLATION = Config.task, NMTConfig.task
@@ -201,15 +201,6 @@ def _language_models() -> dict[str, Callable[[], Config]]:
     for corpus in ("ptb", "wikitext-2"):
         for make in (_mos, _doc):
             b[make(corpus).name] = (lambda make=make, corpus=corpus: make(corpus))
-    for kind, options in [("softmax", {}), ("tied", {}), ("bilinear", {}),
-                          ("dual", {"d_joint": 128}), ("drill", {"depth": 2, "dropout": 0.3}),
-                          ("mos", {"n_experts": 5, "latent_dropout": 0.2}),
-                          ("doc", {"vectors_per_layer": [0, 2, 3], "latent_dropout": 0.2,
-                                   "cv_weight": 0.001}),
-                          ("sigsoftmax", {})]:
-        name = f"tutorial/ptb-{kind}"
-        b[name] = (lambda name=name, kind=kind, options=options:
-                   _tutorial(name, HeadConfig(kind, dict(options))))
     for kind, options in [("tied", {}), ("drill", {"depth": 2, "dropout": 0.3})]:
         name = f"tutorial/ptb-transformer-{kind}"
         b[name] = (lambda name=name, kind=kind, options=options:
@@ -276,17 +267,35 @@ def _translations() -> dict[str, Callable[[], NMTConfig]]:
     return b
 
 
-#: every named config of both tasks: name -> a function that builds a fresh copy
+def _tutorials() -> dict[str, Callable[[], Config]]:
+    """``tutorial/ptb-<kind>`` for every head of the registry that can end a language
+    model, with the options its class declares for the tutorial's size
+    (:attr:`~drillbook.heads.OutputHead.tutorial`). Read from the registry at each
+    look-up, so a head registered after import has its config too."""
+    from ..heads.registry import HEADS, language_model_refusal  # torch: only when asked
+
+    return {f"tutorial/ptb-{kind}": (lambda kind=kind, cls=cls: _tutorial(
+                f"tutorial/ptb-{kind}", HeadConfig(kind, cls.tutorial_options())))
+            for kind, cls in HEADS.items() if language_model_refusal(cls) is None}
+
+
+#: the papers' configs and the fixed tutorial ones of both tasks: name -> a function that
+#: builds a fresh copy (:func:`_configs` adds the tutorial config of every head)
 _CONFIGS: dict[str, Callable[[], SectionedConfig]] = {**_language_models(), **_translations()}
+
+
+def _configs() -> dict[str, Callable[[], SectionedConfig]]:
+    """Every named config of both tasks: name -> a function that builds a fresh copy."""
+    return {**_CONFIGS, **_tutorials()}
 
 
 def list_configs(task: str | None = None) -> list[str]:
     """The names of the named configs, sorted; only those of ``task`` if given
     (``"language-model"`` or ``"translation"``)."""
     if task is None:
-        return sorted(_CONFIGS)
+        return sorted(_configs())
     check_choice(task, sorted(config_classes()), "task")
-    return sorted(name for name, build in _CONFIGS.items() if build().task == task)
+    return sorted(name for name, build in _configs().items() if build().task == task)
 
 
 def get_config(name: str) -> SectionedConfig:
@@ -295,8 +304,9 @@ def get_config(name: str) -> SectionedConfig:
     Raises:
         ConfigError: unknown name; the message lists the valid ones.
     """
-    check_choice(name, sorted(_CONFIGS), "config")
-    return _CONFIGS[name]()
+    configs = _configs()
+    check_choice(name, sorted(configs), "config")
+    return configs[name]()
 
 
 def list_nmt_configs() -> list[str]:
@@ -307,7 +317,7 @@ def list_nmt_configs() -> list[str]:
 def get_nmt_config(name: str) -> NMTConfig:
     """A fresh copy of a named translation config (ConfigError listing names if unknown)."""
     check_choice(name, list_nmt_configs(), "translation config")
-    return _CONFIGS[name]()
+    return _configs()[name]()
 
 
 def config_classes() -> dict[str, type[SectionedConfig]]:
@@ -328,13 +338,21 @@ def config_from_dict(d: dict) -> SectionedConfig:
     if not isinstance(d, dict):
         raise ConfigError(f"a config must be a JSON object, got {type(d).__name__}")
     classes = config_classes()
-    task = d.get("task")
-    if task is None:
-        data = d.get("data") if isinstance(d.get("data"), dict) else {}
-        task = next((t for t, cls in classes.items()
-                     if set(data) <= {f.name for f in dataclasses.fields(cls.sections()["data"])}),
-                    LANGUAGE_MODEL)
+    task = task_named_by(d)
     if task not in classes:
         raise ConfigError(f"unknown task {task!r}; a config's task is one of "
                           f"{', '.join(sorted(classes))}")
     return classes[task].from_dict(d)
+
+
+def task_named_by(d: dict) -> str:
+    """The task a :meth:`~SectionedConfig.to_dict` dict is of, without reading the rest:
+    its ``"task"``, or for a dict without one (written before configs named their task) the
+    task whose ``data`` section has every key it gives (a language model when none has)."""
+    task = d.get("task")
+    if task is not None:
+        return task
+    data = d.get("data") if isinstance(d.get("data"), dict) else {}
+    return next((t for t, cls in config_classes().items()
+                 if set(data) <= {f.name for f in dataclasses.fields(cls.sections()["data"])}),
+                LANGUAGE_MODEL)

@@ -107,10 +107,12 @@ class NMTConfig(SectionedConfig):
                               f"of train.batch_size={self.train.batch_size} sentences cannot "
                               f"be cut into more pieces than it has sentences")
         check_head_kind(self.head.kind, language_model=False)
+        from ..heads import HEADS, VectorHead  # torch: only to validate
+
         vectors = self.data.target_embeddings
-        if self.head.kind == "vmf" and vectors is None:
-            raise ConfigError("a vmf head needs target word vectors: set "
-                              "data.target_embeddings to 'glove-50d' or 'word2vec'")
+        if issubclass(HEADS[self.head.kind], VectorHead) and vectors is None:
+            raise ConfigError(f"a {self.head.kind} head needs target word vectors: set "
+                              f"data.target_embeddings to 'glove-50d' or 'word2vec'")
         if vectors == "glove-50d" and self.data.tgt != "en":
             raise ConfigError(f"invalid data.target_embeddings='glove-50d' for target "
                               f"language {self.data.tgt!r}: GloVe-50d is English; use "

@@ -1,6 +1,19 @@
-"""Experiments built from the package parts: the papers' tables, trained row by row into
-result files that the report, the comparisons with the papers and the spread across seeds
-read, and the cost benchmarks (:mod:`drillbook.experiments.bench`)."""
+"""Experiments built from the package parts, in layers that import only downwards:
+
+* :mod:`~drillbook.experiments.tables`: the papers' tables, each one declaration
+  (:class:`~drillbook.experiments.tables.Table`) of its rows and of what the runner,
+  the planner and the report read of it;
+* :mod:`~drillbook.experiments.bench`: the cost benchmarks, which know no table;
+* :mod:`~drillbook.experiments.results`: the result files (their schema, the analyses they
+  carry), what the report, the comparisons with the papers and the spread across seeds
+  read from them, and how they are shown;
+* :mod:`~drillbook.experiments.run`: the runner, which trains a table's rows into result
+  files: in this process, or as workers (the worker entry point) started by a launcher,
+  processes here or jobs of a cluster's queue through submitit, within a deadline, and
+  the plans of a GPU window with their predictions.
+
+The names most used are importable from here.
+"""
 
 from ..provenance import environment
 from .bench import (
@@ -31,10 +44,6 @@ from .bench import (
     vocab_sweep,
     write_report,
 )
-from .compare import format_rows, full_command, plot_curves, ratios_to, table_rows
-from .format import fmt
-from .report import render_report
-from .reproduce import reproduce
 from .results import (
     RESULT_FORMAT,
     book_results,
@@ -45,12 +54,17 @@ from .results import (
     validate_result,
     write_result,
 )
-from .speed import speed_rows
-from .tables import TABLES, Row, baseline_row, find_row, paper_params, records_for
+from .results.compare import format_rows, full_command, plot_curves, ratios_to, table_rows
+from .results.format import fmt
+from .results.report import render_report
+from .results.speed import speed_rows
+from .run.reproduce import reproduce
+from .tables import PLANS, TABLES, Plan, Row, Table, find_row, paper_params, records_for
 
 __all__ = [
     "BENCH_FORMAT",
     "BENCH_HEADS",
+    "PLANS",
     "RESULT_FORMAT",
     "SIZES",
     "SWEEP_SIZES",
@@ -58,9 +72,10 @@ __all__ = [
     "TARGETS",
     "HeadCost",
     "ModelCost",
+    "Plan",
     "Row",
+    "Table",
     "Target",
-    "baseline_row",
     "book_results",
     "compare_heads",
     "compare_models",

@@ -1,24 +1,38 @@
-"""The papers' tables as the package reproduces them: each row a named config, the
-overrides that make the row, and the keys of the papers' numbers it is compared with
-(:data:`TABLES`); :mod:`~drillbook.experiments.reproduce` trains them and
-:mod:`~drillbook.experiments.report` shows them beside the papers'."""
+"""The papers' tables as the package reproduces them, each one declaration
+(:class:`Table`): its rows (:class:`Row`, each a named config, the overrides that make the
+row, and the keys of the papers' numbers it is compared with), what every row trains, the
+row its speed ratios divide by, whether its rows measure a rank, the columns of the
+papers' numbers the report prints (:class:`PaperColumn`) and the plans of a GPU window that
+run it (:class:`Plan`). :data:`TABLES` holds them;
+:mod:`~drillbook.experiments.run.reproduce` trains them, the planner
+(:mod:`~drillbook.experiments.run.plans`) sizes their windows and
+:mod:`~drillbook.experiments.results.report` shows them beside the papers', each reading a
+table's properties from here and nowhere else."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import overload
 
 from ..configs import apply_overrides, get_config
+from ..heads.registry import HEADS, language_model_refusal
 from ..papers import paper_number, paper_values
 from ..train.tasks import Task, task_of
 
-__all__ = ["CPU_SCALE_EPOCHS", "GPU_EPOCHS", "RANK_TABLES", "STAGES", "TABLES", "Row",
-           "baseline_row", "find_row", "paper_params", "records_for"]
+__all__ = ["DEVICES", "PAPER_RANKS", "PAPER_SPEED", "PLANS", "STAGES", "TABLES",
+           "PaperColumn", "Plan", "Row", "Table", "find_row", "paper_params", "records_for",
+           "table_of"]
 
 
 #: the stages a row's paper numbers belong to: the main run, fine-tuning, and dynamic
 #: evaluation of the fine-tuned run
 STAGES = ("main", "finetuned", "dynamic")
+
+#: what a table may be sized for: ``cpu`` (a row trains in minutes on a laptop's CPU) or
+#: ``gpu`` (the papers' models, the translation tables on the whole of Multi30k, the GPU
+#: windows' plans)
+DEVICES = ("cpu", "gpu")
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,9 @@ class Row:
             dynamically once fine-tuning has ended: the authors' grid searched on the
             validation split, the test split read with the best pair
             (:func:`drillbook.train.dynamic.evaluate_run`).
+        baseline: the row of the same table its speed ratio divides by, where it is not
+            the table's (:attr:`Table.baseline`): a table of two corpora divides each row
+            by the baseline of its corpus.
     """
 
     name: str
@@ -45,6 +62,7 @@ class Row:
     paper: tuple[str, ...] = ()
     paper_finetuned: str | None = None
     paper_dynamic: str | None = None
+    baseline: str | None = None
 
     @property
     def finetunes(self) -> bool:
@@ -79,6 +97,142 @@ class Row:
         return apply_overrides(get_config(self.config), [*self.overrides, *extra])
 
 
+@dataclass(frozen=True)
+class PaperColumn:
+    """A column of the papers' numbers that the report prints for a table, beside our own
+    columns of the same kind.
+
+    Attributes:
+        metric: the metric in the paper's record (``seconds_per_epoch``, ``rank_tol_1``).
+        header: the column's header.
+        digits: decimals shown.
+        beside: the group of our columns it follows: ``speed`` (seconds per epoch and the
+            ratio to the baseline) or ``rank``.
+    """
+
+    metric: str
+    header: str
+    digits: int = 2
+    beside: str = "speed"
+
+
+#: DRILL's Table 3 (Sec. 4.1.1): the paper's seconds per epoch and ratio to the baseline
+PAPER_SPEED = (PaperColumn("seconds_per_epoch", "paper s/epoch", 0),
+               PaperColumn("ratio_to_tied", "paper x baseline", 1))
+#: the ranks the papers and the DRILL authors' code give for the PTB test log-probabilities
+PAPER_RANKS = (PaperColumn("rank_tol_1", "authors' code (tol 1)", beside="rank"),
+               PaperColumn("rank", "DRILL Sec. 4.1.1", beside="rank"),
+               PaperColumn("rank_test", "DOC Table 5 (test)", beside="rank"))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one GPU window runs of a table: its seeds, how many rows at once, the deadline.
+
+    Attributes:
+        name: the plan's name (``make evidence PLAN=...``).
+        table: the name of the :class:`Table` it runs (the table that declares it).
+        seeds: the seeds of every row (empty: each row's own).
+        parallel: rows at once on the GPU.
+        deadline_minutes: the minutes of training and evaluation it is sized for.
+        description: what it shows, in a sentence.
+    """
+
+    name: str
+    table: str
+    seeds: tuple[int, ...] = ()
+    parallel: int = 4
+    deadline_minutes: float = 6.5
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Table(Sequence[Row]):
+    """One reproduction table, declared whole: a sequence of its rows (``table[0]``,
+    ``len(table)``, ``for row in table``) with the properties every reader shares.
+
+    Attributes:
+        name: the table's name (``drillbook reproduce NAME``).
+        rows: its rows, in the order the report shows them.
+        epochs: the epochs every row trains (None: each config's own); the override
+            ``train.epochs=N`` comes first in every row's overrides, before the row's own.
+        device: what it is sized for, one of :data:`DEVICES`.
+        rank: every row also measures the rank of its test log-probability matrix
+            (:func:`drillbook.analysis.rank_of`).
+        rank_positions: the test positions of that matrix (None: as many as the test
+            evaluation reads).
+        baseline: the row speed ratios divide by (a row may name its own,
+            :attr:`Row.baseline`); None: no ratio.
+        paper_columns: the papers' numbers the report prints beside ours, beyond the
+            validation and test metrics (:data:`PAPER_SPEED`, :data:`PAPER_RANKS`).
+        plans: the GPU windows' plans that run it (each names this table).
+    """
+
+    name: str
+    rows: tuple[Row, ...]
+    epochs: int | None = None
+    device: str = "gpu"
+    rank: bool = False
+    rank_positions: int | None = None
+    baseline: str | None = None
+    paper_columns: tuple[PaperColumn, ...] = ()
+    plans: tuple[Plan, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        rows = tuple(self.rows)
+        if self.epochs is not None:
+            rows = tuple(replace(r, overrides=(f"train.epochs={self.epochs}", *r.overrides))
+                         for r in rows)
+        object.__setattr__(self, "rows", rows)
+        names = [r.name for r in rows]
+        if len(set(names)) != len(names):
+            raise ValueError(f"table {self.name!r} names a row twice: {names}")
+        if self.device not in DEVICES:
+            raise ValueError(f"table {self.name!r}: device must be one of {DEVICES}, got "
+                             f"{self.device!r}")
+        wanted = [self.baseline, *(r.baseline for r in rows)] if rows else []
+        missing = sorted({b for b in wanted if b is not None} - set(names))
+        if missing:
+            raise ValueError(f"table {self.name!r} divides by rows it does not have: "
+                             f"{missing}")
+        for plan in self.plans:
+            if plan.table != self.name:
+                raise ValueError(f"plan {plan.name!r} runs table {plan.table!r}, not "
+                                 f"{self.name!r}, which declares it")
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Row, ...]: ...
+
+    def __getitem__(self, index):
+        return self.rows[index]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def row(self, name: str) -> Row | None:
+        """The row ``name`` (None when the table has no such row: a result file may
+        outlive the row that wrote it)."""
+        return next((r for r in self.rows if r.name == name), None)
+
+    def order(self, name: str) -> int:
+        """Where a row sorts in the report: its place in the table, rows it no longer has
+        last."""
+        names = [r.name for r in self.rows]
+        return names.index(name) if name in names else len(names)
+
+    def baseline_of(self, name: str) -> str | None:
+        """The row that the speed ratio of row ``name`` divides by: the row's own
+        :attr:`Row.baseline`, else the table's (None: no ratio)."""
+        row = self.row(name)
+        return (row.baseline if row is not None and row.baseline else None) or self.baseline
+
+    def columns_beside(self, group: str) -> tuple[PaperColumn, ...]:
+        """The :attr:`paper_columns` that follow our columns of ``group``."""
+        return tuple(c for c in self.paper_columns if c.beside == group)
+
 
 def _table4() -> list[Row]:
     """DRILL Table 4. Its numbers are after fine-tuning; Table 1 gives the tied and the
@@ -110,7 +264,8 @@ def _drill_main() -> list[Row]:
             key = f"drill:{table}:awd-lstm{suffix}"
             rows.append(Row(f"{corpus}-{head}", f"{corpus}/awd-lstm{suffix}",
                             paper=(f"{key}-wo-finetune",), paper_finetuned=key,
-                            paper_dynamic=f"{key}-dynamic-eval"))
+                            paper_dynamic=f"{key}-dynamic-eval",
+                            baseline=f"{corpus}-awd-lstm"))
     return rows
 
 
@@ -147,47 +302,31 @@ def _rank() -> list[Row]:
     ]
 
 
-#: epochs of 150 updates each for every row of the ``cpu-scale`` table: 900 updates of
-#: 32 x 35 tokens, about one pass over PTB's training text
-CPU_SCALE_EPOCHS = 6
-
-
 def _cpu_scale() -> list[Row]:
-    """Every head on the tutorial model, one budget. The dual head's config trains it with
-    SGD at learning rate 20, where it does not train stably at this size; ``dual-lr5`` is
-    the same head at 5, the rate that trained best of 2, 5, 10 and 20 in three epochs."""
-    budget = (f"train.epochs={CPU_SCALE_EPOCHS}",)
-    rows = [Row(h, f"tutorial/ptb-{h}", budget) for h in ("softmax", "tied", "bilinear", "dual")]
-    rows.append(Row("dual-lr5", "tutorial/ptb-dual", (*budget, "train.lr=5")))
-    rows += [Row(f"drill-{k}", "tutorial/ptb-drill", (*budget, f"head.options.depth={k}"))
-             for k in (1, 2, 4)]
-    return rows + [Row(h, f"tutorial/ptb-{h}", budget) for h in ("mos", "doc", "sigsoftmax")]
-
-
-#: epochs of every row of the GPU plans (:mod:`drillbook.experiments.plans`), sized with
-#: ``drillbook reproduce TABLE --dry-run`` for a window of about 9 minutes: the papers' PTB
-#: models side by side, the translation models on the whole of Multi30k, and the small
-#: models on whole passes over PTB
-GPU_EPOCHS = {"gpu-ptb": 7, "gpu-multi30k": 20, "gpu-small": 10}
+    """Every head that can end a language model on the tutorial model, one budget (the
+    table's epochs): the rows each head class declares
+    (:attr:`~drillbook.heads.OutputHead.cpu_scale`, e.g. DRILL at three depths, the dual
+    head at two learning rates), in the registry's order."""
+    return [Row(name, f"tutorial/ptb-{kind}", overrides)
+            for kind, cls in HEADS.items() if language_model_refusal(cls) is None
+            for name, overrides in cls.cpu_scale_rows().items()]
 
 
 def _gpu_ptb() -> list[Row]:
     """DRILL's and the mixtures' PTB models at the papers' size and settings, trained the
     same number of epochs (the papers plot their curves by epoch), not fine-tuned."""
-    e = (f"train.epochs={GPU_EPOCHS['gpu-ptb']}",)
-    return [Row("tied", "ptb/awd-lstm", e, paper=("drill:table1:awd-lstm-wo-finetune",)),
-            Row("drill-4", "ptb/awd-lstm-drill", e,
+    return [Row("tied", "ptb/awd-lstm", paper=("drill:table1:awd-lstm-wo-finetune",)),
+            Row("drill-4", "ptb/awd-lstm-drill",
                 paper=("drill:table1:awd-lstm-drill-wo-finetune",)),
-            Row("mos-15", "ptb/awd-lstm-mos", e),
-            Row("doc", "ptb/awd-lstm-doc", e)]
+            Row("mos-15", "ptb/awd-lstm-mos"),
+            Row("doc", "ptb/awd-lstm-doc")]
 
 
 def _gpu_multi30k() -> list[Row]:
     """The translation heads of the joint-embedding and vMF chapters on the whole of
     Multi30k (de-en): softmax, tied softmax, bilinear, dual, DRILL, and NLLvMF with its
     regularisers, with tied decoder inputs for the best of them."""
-    e = (f"train.epochs={GPU_EPOCHS['gpu-multi30k']}",)
-    return [Row(name, f"multi30k/de-en-{config}", e) for name, config in (
+    return [Row(name, f"multi30k/de-en-{config}") for name, config in (
         ("softmax", "softmax"), ("softmax-tied", "softmax-tied"), ("bilinear", "bilinear"),
         ("dual", "dual"), ("drill", "drill"), ("vmf-nllvmf", "vmf"), ("vmf-reg1", "vmf-reg1"),
         ("vmf-reg2", "vmf-reg2"), ("vmf-reg2-tied", "vmf-reg2-tied"))]
@@ -196,49 +335,91 @@ def _gpu_multi30k() -> list[Row]:
 def _gpu_small() -> list[Row]:
     """Every ``cpu-scale`` row at its small size, on whole passes over PTB and the whole
     validation text (the plan runs each with three seeds)."""
-    whole = (f"train.epochs={GPU_EPOCHS['gpu-small']}", "train.max_batches_per_epoch=null",
-             "train.max_eval_tokens=null")
-    return [Row(r.name, r.config, (*r.overrides[1:], *whole)) for r in _cpu_scale()
+    whole = ("train.max_batches_per_epoch=null", "train.max_eval_tokens=null")
+    return [Row(r.name, r.config, (*r.overrides, *whole)) for r in _cpu_scale()
             if r.name != "dual"]  # its learning rate fails at this size: dual-lr5 stands in
 
 
-#: table name -> rows. Each row names its own paper records (:mod:`drillbook.papers`).
-TABLES: dict[str, list[Row]] = {
-    "drill-table4": _table4(),
-    "drill-main": _drill_main(),
-    "mos-doc": _mixtures(),
-    "rank": _rank(),
-    # DRILL Table 3 as its Sec. 4.1.1 states it: seconds per epoch (every LM row records
-    # them; this table needs one epoch per row)
-    "speed": [Row(f"{c}-{h}", f"{c}/awd-lstm{s}", paper=(f"drill:sec4.1.1:{c}-{h}-speed",))
-              for c in ("ptb", "wt2")
-              for h, s in (("awd-lstm", ""), ("drill", "-drill"), ("mos", "-mos"))],
-    # vMF Table 1 and joint-embedding Table 3 analogues on Multi30k (de->en)
-    "multi30k-vmf": [Row("softmax", "multi30k/de-en-softmax"),
-                     Row("softmax-tied", "multi30k/de-en-softmax-tied"),
-                     Row("vmf-nllvmf", "multi30k/de-en-vmf"),
-                     *[Row(f"vmf-{loss}", f"multi30k/de-en-vmf-{loss}")
-                       for loss in ("reg1", "reg2", "l2", "cosine", "maxmargin")],
-                     *[Row(f"vmf-{loss}-tied", f"multi30k/de-en-vmf-{loss}-tied")
-                       for loss in ("reg1", "reg2", "maxmargin")]],
-    "multi30k-joint": [Row(h, f"multi30k/de-en-{c}") for h, c in (
-        ("softmax", "softmax"), ("tied", "softmax-tied"), ("bilinear", "bilinear"),
-        ("dual", "dual"), ("drill", "drill"))],
-    # a CPU-sized table: the tests and a first look
-    "tutorial": [Row("tied", "tutorial/ptb-tied"), Row("drill", "tutorial/ptb-drill")],
-    # every head at CPU scale, one budget for all: Table 4's ordering, the mixtures' rank
-    # and Table 3's speed ratios, small enough for a laptop (see CPU_SCALE_EPOCHS)
-    "cpu-scale": _cpu_scale(),
-    # the plans of a GPU window (drillbook.experiments.plans)
-    "gpu-ptb": _gpu_ptb(),
-    "gpu-multi30k": _gpu_multi30k(),
-    "gpu-small": _gpu_small(),
-}
+def _speed() -> list[Row]:
+    """DRILL Table 3 as its Sec. 4.1.1 states it: seconds per epoch (every LM row records
+    them; this table needs one epoch per row), each row against the AWD-LSTM of its
+    corpus."""
+    return [Row(f"{c}-{h}", f"{c}/awd-lstm{s}", paper=(f"drill:sec4.1.1:{c}-{h}-speed",),
+                baseline=f"{c}-awd-lstm")
+            for c in ("ptb", "wt2")
+            for h, s in (("awd-lstm", ""), ("drill", "-drill"), ("mos", "-mos"))]
 
-#: tables whose rows also measure the rank of the test log-probability matrix, and how many
-#: test positions the matrix has (None: as many as the test evaluation reads)
-RANK_TABLES: dict[str, int | None] = {"rank": None, "cpu-scale": 2000, "gpu-ptb": 4000,
-                                      "gpu-small": 2000}
+
+def _multi30k_vmf() -> list[Row]:
+    """vMF Table 1's analogue on Multi30k (de->en): softmax, and NLLvMF with every loss and
+    regulariser, with tied decoder inputs for three of them."""
+    return [Row("softmax", "multi30k/de-en-softmax"),
+            Row("softmax-tied", "multi30k/de-en-softmax-tied"),
+            Row("vmf-nllvmf", "multi30k/de-en-vmf"),
+            *[Row(f"vmf-{loss}", f"multi30k/de-en-vmf-{loss}")
+              for loss in ("reg1", "reg2", "l2", "cosine", "maxmargin")],
+            *[Row(f"vmf-{loss}-tied", f"multi30k/de-en-vmf-{loss}-tied")
+              for loss in ("reg1", "reg2", "maxmargin")]]
+
+
+def _tables() -> list[Table]:
+    """Every table, declared whole. The GPU tables' epochs are sized with ``drillbook
+    reproduce TABLE --dry-run`` for a window of about 9 minutes of an H100/H200, of which
+    the CUDA tests and the cost benchmark take the first two and a half: the papers' PTB
+    models side by side, the translation models on the whole of Multi30k, and the small
+    models on whole passes over PTB."""
+    return [
+        Table("drill-table4", tuple(_table4()), baseline="tied"),
+        # DRILL Tables 1 and 2: each row's speed against the AWD-LSTM of its corpus
+        Table("drill-main", tuple(_drill_main())),
+        Table("mos-doc", tuple(_mixtures())),
+        Table("rank", tuple(_rank()), rank=True, baseline="tied", paper_columns=PAPER_RANKS),
+        Table("speed", tuple(_speed()), paper_columns=PAPER_SPEED),
+        # vMF Table 1 and joint-embedding Table 3 analogues on Multi30k (de->en)
+        Table("multi30k-vmf", tuple(_multi30k_vmf())),
+        Table("multi30k-joint", tuple(Row(h, f"multi30k/de-en-{c}") for h, c in (
+            ("softmax", "softmax"), ("tied", "softmax-tied"), ("bilinear", "bilinear"),
+            ("dual", "dual"), ("drill", "drill"))), baseline="tied"),
+        # a CPU-sized table: the tests and a first look
+        Table("tutorial", (Row("tied", "tutorial/ptb-tied"),
+                           Row("drill", "tutorial/ptb-drill")), device="cpu", baseline="tied"),
+        # every head at CPU scale, one budget for all: Table 4's ordering, the mixtures'
+        # rank and Table 3's speed ratios, small enough for a laptop: 6 epochs of 150
+        # updates of 32 x 35 tokens, about one pass over PTB's training text
+        Table("cpu-scale", tuple(_cpu_scale()), epochs=6, device="cpu", rank=True,
+              rank_positions=2000, baseline="tied"),
+        # the tables of a GPU window's plans (drillbook.experiments.run.plans)
+        Table("gpu-ptb", tuple(_gpu_ptb()), epochs=7, rank=True, rank_positions=4000,
+              baseline="tied",
+              plans=(Plan("gpu-ptb", "gpu-ptb", parallel=4, description=(
+                  "tied AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size and settings "
+                  "on PTB, the same epochs each: curves, rank, frequency bands, mixture "
+                  "usage")),)),
+        Table("gpu-multi30k", tuple(_gpu_multi30k()), epochs=20,
+              plans=(Plan("gpu-multi30k", "gpu-multi30k", parallel=9, description=(
+                  "softmax, tied softmax, bilinear, dual, DRILL and the vMF losses on the "
+                  "whole of Multi30k de-en: BLEU, rare-word F1, decoding speed")),)),
+        Table("gpu-small", tuple(_gpu_small()), epochs=10, rank=True, rank_positions=2000,
+              baseline="tied",
+              plans=(Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=15,
+                          description=("every cpu-scale row at its small size on whole "
+                                       "passes over PTB, three seeds each: the ordering "
+                                       "with error bars")),)),
+    ]
+
+
+#: table name -> :class:`Table`. Each row names its
+#: own paper records (:mod:`drillbook.papers`).
+TABLES: dict[str, Table] = {t.name: t for t in _tables()}
+
+#: the plans of a GPU window (``make evidence PLAN=...``), by name: those the tables declare
+PLANS: dict[str, Plan] = {p.name: p for t in TABLES.values() for p in t.plans}
+
+
+def table_of(name: str) -> Table:
+    """The table ``name``; a table no longer declared (a result file may outlive it) is an
+    empty one whose speed ratios divide by a ``tied`` row."""
+    return TABLES.get(name) or Table(name, (), baseline="tied")
 
 
 def records_for(config) -> list[str]:
@@ -262,16 +443,7 @@ def records_for(config) -> list[str]:
 def find_row(table: str, name: str) -> Row | None:
     """The row ``name`` of ``table`` (None when the table or the row no longer exists: a
     result file may outlive the row that wrote it)."""
-    return next((r for r in TABLES.get(table, []) if r.name == name), None)
-
-
-def baseline_row(row: str) -> str:
-    """The row a speed ratio divides by: ``tied``, or ``<corpus>-awd-lstm`` in the tables
-    whose rows are named ``<corpus>-<head>``."""
-    for prefix in ("ptb-", "wt2-"):
-        if row.startswith(prefix):
-            return f"{prefix}awd-lstm"
-    return "tied"
+    return table_of(table).row(name)
 
 
 def paper_params(config) -> dict[str, float]:

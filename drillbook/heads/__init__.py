@@ -14,24 +14,38 @@ Each kind names one class in the registry :data:`HEADS` (``"softmax"``, ``"tied"
 ``"drill"``, ...), and each class's docstring gives its equation with the paper's equation
 number; the book's reference page tabulates them from :data:`HEADS`.
 
-What a head is and needs, each class declares in class attributes (``is_distribution``,
-``has_logits``, ``is_mixture``, ``reads_layers``, ``shares_embedding``, ``options``,
-documented on :class:`OutputHead`), so code that uses a head asks the head instead of
-testing its type:
+What a head is, is its type: a :class:`DistributionHead` (a distribution over the words)
+or a :class:`VectorHead` (vMF), a :class:`SoftmaxFamilyHead` or a :class:`MixtureHead`,
+each with the calls it promises. What it needs, and what the rest of the package needs to
+know about it (its FLOP count, its colour in the figures, small options for tests, its
+benchmark entries, its tutorial config and ``cpu-scale`` rows), each class declares in
+class attributes and class methods documented on :class:`OutputHead`, so code that uses a
+head asks the head and never names a kind:
 
->>> HEADS["vmf"].is_distribution, HEADS["doc"].reads_layers, HEADS["softmax"].shares_embedding
-(False, True, False)
+>>> issubclass(HEADS["vmf"], DistributionHead), HEADS["doc"].reads_layers
+(False, True)
+>>> HEADS["drill"].flops(vocab_size=100, d=16, tokens=10, depth=2).label
+102400
 
-:func:`build_head` reads these declarations and nothing else
-(:mod:`drillbook.heads.registry`).
+A new head is its module and one line in :data:`~drillbook.heads.registry.PACKAGE_HEADS`;
+:func:`register_head` adds one from elsewhere (and :func:`unregister_head` removes it),
+after checking its declarations (:mod:`drillbook.heads.registry`).
 """
 
-from .base import Features, OutputHead, ParamCounts, SoftmaxFamilyHead
+from .base import (
+    DistributionHead,
+    Features,
+    OutputHead,
+    ParamCounts,
+    SoftmaxFamilyHead,
+    VectorHead,
+)
 from .bilinear import BilinearHead
 from .drill import DrillHead
 from .dual import DualHead
+from .flops import HeadFlops
 from .mixture import DOCHead, MixtureHead, MoSHead
-from .registry import HEADS, build_head
+from .registry import HEADS, RegistryView, build_head, register_head, unregister_head
 from .sigsoftmax import SigSoftmaxHead
 from .softmax import EmbeddingHead, SoftmaxHead, TiedHead
 from .vmf import VMFHead
@@ -40,18 +54,24 @@ __all__ = [
     "HEADS",
     "BilinearHead",
     "DOCHead",
+    "DistributionHead",
     "DrillHead",
     "DualHead",
     "EmbeddingHead",
     "Features",
+    "HeadFlops",
     "MixtureHead",
     "MoSHead",
     "OutputHead",
     "ParamCounts",
+    "RegistryView",
     "SigSoftmaxHead",
     "SoftmaxFamilyHead",
     "SoftmaxHead",
     "TiedHead",
     "VMFHead",
+    "VectorHead",
     "build_head",
+    "register_head",
+    "unregister_head",
 ]

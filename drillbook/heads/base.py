@@ -18,25 +18,42 @@ term), as the trainers do. A :class:`Features` object carries ``h`` and the laye
 may be passed as ``h`` instead. Heads never keep global state and never pick a device:
 they run wherever their parameters live.
 
-What a head *is* and *needs* is declared on its class (:attr:`OutputHead.is_distribution`,
-:attr:`~OutputHead.has_logits`, :attr:`~OutputHead.is_mixture`,
+What a head *is* is its type: a :class:`DistributionHead` (a distribution over the words:
+every head but one) or a :class:`VectorHead` (vMF), a :class:`SoftmaxFamilyHead` (one
+softmax over logits) or a :class:`~drillbook.heads.MixtureHead` (several, mixed), each
+with the calls its docstring lists. What it *needs*, and what the rest of the package needs
+to know about it, is declared on its class (:attr:`~OutputHead.options`,
 :attr:`~OutputHead.reads_layers`, :attr:`~OutputHead.shares_embedding`,
-:attr:`~OutputHead.options`). Models, trainers, decoders, benchmarks and analyses read
-these declarations; none of them tests a head's type or inspects its signature.
+:attr:`~OutputHead.color`, :meth:`~OutputHead.flops`, :attr:`~OutputHead.tiny`,
+:attr:`~OutputHead.tutorial`, :attr:`~OutputHead.cpu_scale`, :attr:`~OutputHead.bench`).
+Models, trainers, decoders, benchmarks, the FLOP model, the figures and the tables read
+these; none of them names a head's kind.
+
+Heads check what they are given: features of another width or dtype (outside autocast),
+targets of another shape, dtype or (on the CPU) range are refused in one line saying what
+the head expected. Every head takes an empty batch: ``log_prob`` of ``(0, d_hidden)``
+features is ``(0, V)`` and its loss is 0 (:meth:`OutputHead.loss`).
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
+import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from ..validation import POSITIVE_INT
+from .flops import FlopSize, HeadFlops
 
-__all__ = ["Features", "OutputHead", "ParamCounts", "SoftmaxFamilyHead"]
+__all__ = ["AUTOCAST_DTYPES", "DistributionHead", "Features", "OutputHead", "ParamCounts",
+           "SoftmaxFamilyHead", "VectorHead", "autocast_dtype"]
 
 
 class Features(NamedTuple):
@@ -97,12 +114,36 @@ def last_layer(features: Tensor | Features) -> Tensor:
     return features.last if isinstance(features, Features) else features
 
 
-class OutputHead(nn.Module):
-    """Base class of all output layers.
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype ``torch.autocast`` computes in on ``device_type`` (``"cpu"``, ``"cuda"``)
+    at this moment, or None when autocast is off there."""
+    try:  # torch >= 2.4
+        on = torch.is_autocast_enabled(device_type)
+        dtype = torch.get_autocast_dtype(device_type)
+    except (TypeError, AttributeError):  # older torch: one switch per backend
+        cpu = device_type == "cpu"
+        on = torch.is_autocast_cpu_enabled() if cpu else torch.is_autocast_enabled()
+        dtype = torch.get_autocast_cpu_dtype() if cpu else torch.get_autocast_gpu_dtype()
+    return dtype if on else None
 
-    Subclasses implement :meth:`log_prob`; everything else has a sound default. Each
-    subclass also declares, in the class attributes below, what it is and what it needs;
-    code that uses a head reads these rather than the head's type.
+
+#: the dtypes autocast moves between: features in one of them may meet a head whose
+#: parameters are in another while autocast is on (it casts both for each product)
+AUTOCAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class OutputHead(nn.Module):
+    """Base of all output layers.
+
+    A head derives from one of the two kinds of output :class:`DistributionHead` (a
+    distribution over the ``V`` words: every head but vMF) and :class:`VectorHead` (a
+    vector in a fixed embedding space: vMF), and implements :meth:`log_prob` (or the
+    vector head's calls); everything else has a sound default. Each head also declares,
+    in the class attributes and class methods below, what it is, what it needs and what
+    the package's other code needs to know about it (its FLOP count, its colour in the
+    book's figures, small options for tests, its benchmark entries, its tutorial config):
+    code that uses a head reads these, never the head's kind, and a new head is its
+    module and one line in :data:`~drillbook.heads.registry.PACKAGE_HEADS`.
 
     Args:
         vocab_size: ``V``, the number of output labels.
@@ -119,27 +160,19 @@ class OutputHead(nn.Module):
     #: ``embedding``; :func:`~drillbook.heads.build_head` refuses any other.
     options: ClassVar[tuple[str, ...]] = ()
 
-    #: True: :meth:`log_prob` is a normalised distribution over the ``V`` words and
-    #: :meth:`loss` its mean negative log-likelihood, so the head can end a language
-    #: model (perplexity, rank of the log-probability matrix) and be decoded by beam
-    #: search. False: the head predicts a vector in a fixed embedding space (vMF):
-    #: :meth:`log_prob` raises, :meth:`loss` is a loss on vectors, and the head provides
-    #: ``predict_vectors(features)`` ``(..., m)``, the unit-row table
-    #: ``target_embeddings`` ``(V, m)``, ``scores(features)`` ``(..., V)`` (not
-    #: normalised over words) and ``decode(features)`` (nearest word ids).
-    is_distribution: ClassVar[bool] = True
+    #: True for a :class:`DistributionHead`, False for a :class:`VectorHead` (set by the
+    #: type; :func:`~drillbook.heads.register_head` checks that it agrees): the head can
+    #: end a language model (perplexity, rank of the log-probability matrix) and be decoded
+    #: by beam search.
+    is_distribution: ClassVar[bool] = False
 
-    #: True: the distribution is one softmax over per-word scores, and the head provides
-    #: ``logits(features)`` ``(..., V)`` and ``logits_subset(features, ids)`` (what
-    #: sampled-softmax training scores); see :class:`SoftmaxFamilyHead`.
+    #: True for a :class:`SoftmaxFamilyHead` (set by the type): one softmax over per-word
+    #: scores, with ``logits`` and ``logits_subset`` (what sampled-softmax training scores).
     has_logits: ClassVar[bool] = False
 
-    #: True: :meth:`log_prob` mixes several components over the vocabulary (MoS, DOC). The
-    #: head has ``n_vectors`` (components per position), ``n_softmaxes`` (``V``-sized
-    #: softmaxes per position: ``n_vectors``, or 1 for MoS's mixture of contexts,
-    #: ``mix="logits"``), ``chunk_size`` (positions scored at once, ``None``: all),
-    #: ``mixture_weights(features)`` ``(..., n_vectors)``, and, when it also
-    #: :attr:`reads_layers`, ``vectors_per_layer`` (components per layer).
+    #: True for a :class:`~drillbook.heads.MixtureHead` (set by the type): several
+    #: components over the vocabulary mixed per position (MoS, DOC), with the calls that
+    #: class declares (``mixture_weights``, ``n_vectors``, ``n_softmaxes``, ``chunk_size``).
     is_mixture: ClassVar[bool] = False
 
     #: True: the head may read the encoder's middle layers (``Features.layers``), as DOC
@@ -154,15 +187,166 @@ class OutputHead(nn.Module):
     #: and to no other.
     shares_embedding: ClassVar[bool] = False
 
+    #: options that shrink paper-sized defaults so that tests run in milliseconds, for the
+    #: head at any width over an encoder that exposes three layers (the embedding and two
+    #: more); empty: the defaults are small already (:meth:`tiny_options` copies it)
+    tiny: ClassVar[Mapping[str, Any]] = {}
+
+    #: the head's options in the CPU-sized tutorial language model ``tutorial/ptb-<kind>``
+    #: (:mod:`drillbook.configs`: a 2 x 256 LSTM over 128-d embeddings, three layers with
+    #: the embedding), for a head that can end a language model (:meth:`tutorial_options`)
+    tutorial: ClassVar[Mapping[str, Any]] = {}
+
+    #: the rows of the ``cpu-scale`` table that train the tutorial config
+    #: (:mod:`drillbook.experiments.tables`): name suffix -> overrides of that config. A
+    #: row's name is :attr:`kind` and its suffix (``"drill"`` + ``"-4"``), so a subclass's
+    #: rows are its own (:meth:`cpu_scale_rows`)
+    cpu_scale: ClassVar[Mapping[str, tuple[str, ...]]] = {"": ()}
+
+    #: the head's entries in the cost benchmark (:data:`drillbook.experiments.BENCH_HEADS`):
+    #: name suffix -> options, at the papers' settings (dropouts included: they are part
+    #: of the step being timed); a name is :attr:`kind` and its suffix (``"mos"`` +
+    #: ``"-15"``) (:meth:`bench_variants`)
+    bench: ClassVar[Mapping[str, Mapping[str, Any]]] = {"": {}}
+
+    #: the head's colour in every figure of the book, a hex string that stands out against
+    #: white (contrast at least 3:1) and from the other heads' colours; None: a colour
+    #: derived from :attr:`kind` (:func:`drillbook.plotting.head_color`). Declared by the
+    #: class itself, never inherited: a subclass is another line in the figures.
+    color: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "color" not in vars(cls):
+            cls.color = None
+
     def __init__(self, vocab_size: int, d_hidden: int) -> None:
         super().__init__()
         name = type(self).__name__
         self.vocab_size = POSITIVE_INT.check(vocab_size, f"{name}: vocab_size")
         self.d_hidden = POSITIVE_INT.check(d_hidden, f"{name}: d_hidden")
 
+    # ------------------------------------------------------------ declarations
+    @classmethod
+    def default_options(cls) -> dict[str, Any]:
+        """The constructor's default of each of :attr:`options` (read from its signature)."""
+        params = inspect.signature(cls.__init__).parameters
+        return {name: params[name].default for name in cls.options
+                if name in params and params[name].default is not inspect.Parameter.empty}
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], *, noun: str = "option",
+                      others: Mapping[str, type[OutputHead]] | None = None) -> None:
+        """Refuse keys of ``options`` that are not among :attr:`options`, in one line that
+        lists the valid ones and, given the other heads (``others``), which of them take
+        a refused option.
+
+        Raises:
+            ConfigError: ``unknown option(s) ['detph'] for head 'drill'; valid ...``.
+        """
+        unknown = sorted(set(options) - set(cls.options))
+        if not unknown:
+            return
+        hints = []
+        for key in unknown:
+            takers = [k for k, c in (others or {}).items() if key in c.options]
+            if takers:
+                many = len(takers) > 1
+                hints.append(f"; only the {', '.join(takers)} head{'s' if many else ''} "
+                             f"take{'' if many else 's'} {key}")
+        raise ConfigError(f"unknown {noun}(s) {unknown} for head {cls.kind!r}; valid options: "
+                          f"{list(cls.options)}{''.join(hints)}")
+
+    @classmethod
+    def tiny_options(cls) -> dict[str, Any]:
+        """A fresh copy of :attr:`tiny`."""
+        return copy.deepcopy(dict(cls.tiny))
+
+    @classmethod
+    def tutorial_options(cls) -> dict[str, Any]:
+        """A fresh copy of :attr:`tutorial`."""
+        return copy.deepcopy(dict(cls.tutorial))
+
+    @classmethod
+    def cpu_scale_rows(cls) -> dict[str, tuple[str, ...]]:
+        """The rows of :attr:`cpu_scale` by name (:attr:`kind` and the suffix) ->
+        overrides."""
+        return {cls.kind + suffix: tuple(overrides)
+                for suffix, overrides in cls.cpu_scale.items()}
+
+    @classmethod
+    def bench_variants(cls) -> dict[str, dict[str, Any]]:
+        """The entries of :attr:`bench` by name (:attr:`kind` and the suffix) -> a fresh
+        copy of their options."""
+        return {cls.kind + suffix: copy.deepcopy(dict(options))
+                for suffix, options in cls.bench.items()}
+
+    @classmethod
+    def stand_in_options(cls, vocab_size: int, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with what real data would give the head filled in at random, for a
+        benchmark that times the head's arithmetic (which does not depend on the data):
+        vMF's table of word vectors. ``options`` unchanged by default."""
+        return options
+
+    @classmethod
+    def flops(cls, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,
+              **options: Any) -> HeadFlops:
+        """Matrix-product FLOPs of the head's forward pass over ``tokens`` positions
+        (:mod:`drillbook.heads.flops` says what each part counts), checked against
+        PyTorch's own ``FlopCounterMode`` for every head in the tests.
+
+        Args:
+            vocab_size, d: ``V`` and the embedding size.
+            tokens: positions ``n`` in the step.
+            d_hidden: the size of ``h`` (default ``d``).
+            options: the head's options as its constructor takes them (defaults as
+                there; options that change no product, such as dropouts, are accepted
+                and change nothing).
+
+        Raises:
+            ConfigError: an option the head does not take.
+        """
+        cls.check_options(options, noun="head option")
+        size = FlopSize(int(vocab_size), int(d), int(d if d_hidden is None else d_hidden),
+                        int(tokens))
+        return cls._flops(size, {**cls.default_options(), **options})
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict[str, Any]) -> HeadFlops:
+        """:meth:`flops` with every option given (defaults filled in); every head declares
+        it (usually one line: ``size.scores(width, context=..., label=...)``)."""
+        raise NotImplementedError(
+            f"{cls.__name__} declares no FLOP model: give it the classmethod "
+            f"_flops(size, options) returning drillbook.heads.flops.HeadFlops "
+            f"(FlopSize.scores builds one)")
+
     # ------------------------------------------------------------------ checks
+    def _dtype(self) -> torch.dtype:
+        """The dtype the head computes in: its first floating parameter's (or buffer's),
+        its own before its submodules' (a look-up of a microsecond: it runs every call)."""
+        own = itertools.chain(self._parameters.values(), self._buffers.values())
+        for t in itertools.chain(own, self.parameters(), self.buffers()):
+            if t is not None and t.is_floating_point():
+                return t.dtype
+        return torch.get_default_dtype()
+
+    def _check_dtype(self, x: Tensor, what: str) -> Tensor:
+        """``x`` after checking that it has the head's dtype, or another one autocast
+        computes in while autocast is on (it casts both sides of each product); one line
+        naming both dtypes otherwise."""
+        expected = self._dtype()
+        if x.dtype != expected and not (
+                x.dtype in AUTOCAST_DTYPES and expected in AUTOCAST_DTYPES
+                and autocast_dtype(x.device.type) is not None):
+            fix = (f"cast them with .to({expected}), or the head with .to({x.dtype}), or "
+                   f"run both under torch.autocast" if x.is_floating_point() else
+                   "features are the encoder's floating-point outputs, not word ids")
+            raise ValueError(f"{type(self).__name__} expects {what} of dtype {expected} (its "
+                             f"parameters' dtype), got {x.dtype}: {fix}")
+        return x
+
     def _hidden(self, features: Tensor | Features) -> Tensor:
-        """Return the last-layer features after checking their trailing size."""
+        """Return the last-layer features after checking their trailing size and dtype."""
         hidden = last_layer(features)
         if not isinstance(hidden, Tensor):
             raise TypeError(
@@ -175,11 +359,13 @@ class OutputHead(nn.Module):
                 f"got {tuple(hidden.shape)}; the encoder's last layer must have "
                 f"d_hidden={self.d_hidden} features"
             )
-        return hidden
+        return self._check_dtype(hidden, "hidden")
 
     def _check_target(self, hidden: Tensor, target: Tensor, ignore_index: int) -> None:
-        if target.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-            raise TypeError(f"target must hold integer word ids, got dtype {target.dtype}")
+        if not isinstance(target, Tensor) or target.dtype not in (
+                torch.int64, torch.int32, torch.int16, torch.uint8):
+            got = target.dtype if isinstance(target, Tensor) else type(target).__name__
+            raise TypeError(f"target must hold integer word ids, got dtype {got}")
         if tuple(target.shape) != tuple(hidden.shape[:-1]):
             raise ValueError(
                 f"target shape {tuple(target.shape)} does not match hidden shape "
@@ -234,13 +420,24 @@ class OutputHead(nn.Module):
                 ``lambda_beta * beta``), as its trainer does; off for evaluation.
 
         Returns:
-            a scalar tensor. As in :func:`torch.nn.functional.nll_loss`, the mean over
-            zero kept positions is ``nan``.
+            a scalar tensor. An empty batch (no position: its shape says so, nothing is
+            read back) has loss 0, with a zero gradient and no regulariser term (there
+            are no mixture weights to balance). A batch whose every target is
+            ``ignore_index`` has the mean over no position, ``nan``, as in
+            :func:`torch.nn.functional.nll_loss` (telling it apart would mean reading the
+            targets back from the device at every step).
+
+        Raises:
+            ValueError: features of another width or dtype, targets of another shape or
+                (on the CPU) out of range; TypeError: targets that are not integer ids.
         """
         features = with_layers(features, layers)
         hidden = self._hidden(features)
         self._check_target(hidden, target, ignore_index)
-        nll = self._mean_nll(features, target.reshape(-1).long(), ignore_index)
+        flat = target.reshape(-1).long()
+        nll = self._mean_nll(features, flat, ignore_index)
+        if not flat.numel():  # the mean over nothing is 0 / 0: the loss of no word is 0
+            return nll.nan_to_num(0.0)
         extra = self.regularizer(features) if regularize else None
         return nll if extra is None else nll + extra
 
@@ -249,6 +446,12 @@ class OutputHead(nn.Module):
         """The loss once inputs are checked; heads override it with a faster route."""
         logp = self.log_prob(features).reshape(-1, self.vocab_size)
         return F.nll_loss(logp, flat_target, ignore_index=ignore_index)
+
+    def score_values(self, positions: int) -> int:
+        """The most ``V``-wide score values the head holds at once in a training step over
+        ``positions`` positions (the benchmark's estimate of the memory it needs beyond
+        its parameters): one ``(n, V)`` matrix for a single softmax."""
+        return positions * self.vocab_size
 
     def shared_parameters(self) -> list[nn.Parameter]:
         """Parameters this head uses but does not own (the tied input embedding)."""
@@ -278,7 +481,50 @@ class OutputHead(nn.Module):
         return f"vocab_size={self.vocab_size}, d_hidden={self.d_hidden}"
 
 
-class SoftmaxFamilyHead(OutputHead):
+class DistributionHead(OutputHead):
+    """A head whose :meth:`log_prob` is a normalised distribution over the ``V`` words and
+    whose :meth:`loss` is its mean negative log-likelihood: it can end a language model
+    (perplexity is ``exp`` of the mean loss; the log-probability matrix has a rank) and be
+    decoded by beam search. Every head but vMF."""
+
+    is_distribution = True
+
+
+class VectorHead(OutputHead):
+    """A head that predicts a vector in a fixed embedding space instead of a distribution
+    over words (vMF): :meth:`log_prob` raises, :meth:`loss` is a loss on vectors, and the
+    head provides the calls below and the unit-row table ``target_embeddings`` ``(V, m)``.
+    It cannot end a language model (no perplexity) and is decoded greedily, by nearest
+    neighbour."""
+
+    is_distribution = False
+
+    #: the frozen table of the words' unit vectors, ``(V, m)``
+    target_embeddings: Tensor
+
+    def predict_vectors(self, features: Tensor | Features) -> Tensor:
+        """The predicted vectors ``(..., m)``."""
+        raise NotImplementedError
+
+    def scores(self, features: Tensor | Features) -> Tensor:
+        """Every word's score ``(..., V)``, higher is better; not normalised over words."""
+        raise NotImplementedError
+
+    def decode(self, features: Tensor | Features) -> Tensor:
+        """The best word's id at every position ``(...)`` (nearest neighbour)."""
+        raise NotImplementedError
+
+    def _log_prob(self, features: Tensor | Features) -> Tensor:
+        raise NotImplementedError(
+            f"{type(self).__name__} predicts word vectors and has no log_prob: use "
+            f"scores(features) (..., V), decode(features) or loss(features, target)")
+
+    def score_values(self, positions: int) -> int:
+        """0: training scores no word (the loss reads the target's vector only)."""
+        return 0
+
+
+class SoftmaxFamilyHead(DistributionHead):
     """A head whose distribution is one softmax over per-word scores (logits).
 
     ``p(w | h) = softmax(s(h))_w`` with ``s(h) in R^V``. Subclasses implement

@@ -6,7 +6,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import Features, SoftmaxFamilyHead
-from .dual import check_dropout, label_dropout, variational_dropout
+from .flops import FlopSize, HeadFlops
+from .label_encoder import check_dropout, label_dropout, variational_dropout
 from .softmax import EmbeddingHead
 
 __all__ = ["BilinearHead"]
@@ -38,7 +39,7 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
         p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(g_{out}(E)\\, h_t + b)
 
     * ``dropout``/``dropout_kind``: ``δ`` on the label-side input ``E``, as in DRILL
-      (:func:`~drillbook.heads.dual.label_dropout`); training mode only;
+      (:func:`~drillbook.heads.label_encoder.label_dropout`); training mode only;
     * ``residual``: ``+ E``, the undropped embedding (needs ``d_h = d``). The context side
       of this head is the identity, so a residual to ``h_t``, ``E (W h_t + h_t)``, would be
       the same map; there is one option. With ``W = 0`` the residual head is the tied head.
@@ -69,6 +70,11 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
 
     kind = "bilinear"
     options = ("dropout", "dropout_kind", "residual", "bias")
+    color = "#2a9bb8"  # lighter blue: a tied head with one more matrix
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        return size.scores(size.d, context=2 * size.tokens * size.d_hidden * size.d)  # W h
 
     def __init__(
         self,

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from torch import Tensor, nn
 
 from ..validation import NON_NEGATIVE_INT
-from .dual import (
+from .flops import FlopSize, HeadFlops
+from .label_encoder import (
     ACTIVATIONS,
     DROPOUT_KINDS,
+    LabelEncoderHead,
     check_activation,
     check_dropout,
     label_dropout,
-    variational_dropout,
 )
-from .label_cache import LabelEncoderHead
 
-__all__ = ["DrillHead", "variational_dropout"]
+__all__ = ["DrillHead"]
 
 
 class DrillHead(LabelEncoderHead):
@@ -87,6 +89,19 @@ class DrillHead(LabelEncoderHead):
                "residual_previous", "bias")
     activations = ("sigmoid", "relu", "tanh", "identity")
     dropout_kinds = DROPOUT_KINDS
+    color = "#117733"  # green
+
+    tiny: ClassVar[dict] = {"depth": 1}
+    tutorial: ClassVar[dict] = {"depth": 2, "dropout": 0.3}
+    cpu_scale: ClassVar[dict] = {f"-{k}": (f"head.options.depth={k}",) for k in (1, 2, 4)}
+    # depths 1 to 4, with the paper's dropout
+    bench: ClassVar[dict] = {f"-{k}": {"depth": k, "dropout": 0.6} for k in (1, 2, 3, 4)}
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        # K layers of (V, d) x (d, d) over the vocabulary; cached at evaluation
+        return size.scores(size.d, label=2 * int(options["depth"]) * size.vocab_size
+                           * size.d * size.d)
 
     def __init__(
         self,

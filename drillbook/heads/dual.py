@@ -1,78 +1,23 @@
-"""Dual nonlinear mapping: labels and contexts projected into one joint space.
-
-Also the helpers the label-encoder heads share: their activations and the dropout on the
-label side (:func:`label_dropout`), used by :class:`DualHead`, the bilinear head and DRILL.
-"""
+"""Dual nonlinear mapping: labels and contexts projected into one joint space."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import ClassVar
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..validation import POSITIVE_INT, PROBABILITY, check_choice
+from ..validation import POSITIVE_INT
 from .base import Features
-from .label_cache import LabelEncoderHead
+from .flops import FlopSize, HeadFlops
+from .label_encoder import (
+    ACTIVATIONS,
+    LabelEncoderHead,
+    check_activation,
+    check_dropout,
+    label_dropout,
+)
 
-__all__ = ["ACTIVATIONS", "DROPOUT_KINDS", "DualHead", "check_activation", "check_dropout",
-           "label_dropout", "variational_dropout"]
-
-
-def _identity(x: Tensor) -> Tensor:
-    return x
-
-
-#: the nonlinearities the label/context projections may use, by name
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid,
-    "relu": torch.relu,
-    "identity": _identity,
-}
-
-
-def check_activation(name: str, choices: tuple[str, ...], kind: str) -> str:
-    """Return ``name`` if it is one of ``choices``, else a ConfigError listing them."""
-    return check_choice(name, choices, "activation", where=f" for the {kind!r} head")
-
-
-#: the kinds of dropout on a label matrix (see :func:`label_dropout`)
-DROPOUT_KINDS = ("variational", "standard")
-
-
-def check_dropout(p: object, kind: str, head: str) -> tuple[float, str]:
-    """``(p, kind)`` if ``p`` is a probability in ``[0, 1)`` and ``kind`` one of
-    :data:`DROPOUT_KINDS`, else a ConfigError naming the valid values."""
-    p = PROBABILITY.saying("a probability in [0, 1) (0 disables it)").check(p, "dropout")
-    check_choice(kind, DROPOUT_KINDS, "dropout_kind", where=f" for the {head!r} head")
-    return float(p), kind
-
-
-def variational_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """Drop whole columns of a ``(V, d)`` label matrix with one shared mask.
-
-    One Bernoulli mask of shape ``(1, d)`` is drawn per call and broadcast over all
-    rows, so every label loses the same embedding dimensions; kept entries are scaled
-    by ``1 / (1 - p)``. The identity when ``training`` is false or ``p == 0``.
-    """
-    if not training or p == 0.0:
-        return x
-    mask = x.new_empty(1, x.shape[-1]).bernoulli_(1.0 - p).div_(1.0 - p)
-    return x * mask
-
-
-def label_dropout(x: Tensor, p: float, kind: str, training: bool) -> Tensor:
-    """Dropout ``δ`` on a label-side input ``(V, d)`` (where the DRILL authors' code drops;
-    DRILL's Eq. 12 writes it on a layer's output): ``"variational"``,
-    one ``(1, d)`` mask shared by all labels (:func:`variational_dropout`), or
-    ``"standard"``, independent entries. The identity in eval mode or with ``p = 0``."""
-    if not training or p == 0.0:
-        return x
-    if kind == "variational":
-        return variational_dropout(x, p)
-    return F.dropout(x, p, training=True)
+__all__ = ["DualHead"]
 
 
 class DualHead(LabelEncoderHead):
@@ -108,8 +53,9 @@ class DualHead(LabelEncoderHead):
         g_{in}(h_t) = \\sigma(V h_t + b_v) \\;[+\\, h_t]
 
     * ``dropout``/``dropout_kind``: ``δ`` on the label-side input ``E``, as in DRILL
-      (:func:`label_dropout`); training mode only. The context side gets none (in the
-      authors' code a context layer is dropped only from the second layer on);
+      (:func:`~drillbook.heads.label_encoder.label_dropout`); training mode only. The
+      context side gets none (in the authors' code a context layer is dropped only from
+      the second layer on);
     * ``residual_label``: ``+ E``, the undropped embedding (needs ``d_j = d``);
     * ``residual_context``: ``+ h_t`` (needs ``d_j = d_h``).
 
@@ -145,6 +91,20 @@ class DualHead(LabelEncoderHead):
     options = ("d_joint", "activation", "dropout", "dropout_kind", "residual_label",
                "residual_context", "bias")
     activations = ("tanh", "sigmoid", "relu", "identity")
+    color = "#332288"  # indigo
+
+    tiny: ClassVar[dict] = {"d_joint": 4}
+    tutorial: ClassVar[dict] = {"d_joint": 128}
+    # the tutorial config's SGD at learning rate 20 does not train this head stably at its
+    # size; "dual-lr5" is the same head at 5, the rate that trained best of 2, 5, 10 and 20
+    # in three epochs
+    cpu_scale: ClassVar[dict] = {"": (), "-lr5": ("train.lr=5",)}
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        dj = size.d if options["d_joint"] is None else int(options["d_joint"])
+        return size.scores(dj, label=2 * size.vocab_size * size.d * dj,  # σ(E U)
+                           context=2 * size.tokens * size.d_hidden * dj)  # σ(V h)
 
     def __init__(
         self,

@@ -14,22 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Features, SoftmaxFamilyHead
-from .softmax import EmbeddingHead
+from .base import autocast_dtype
 
-__all__ = ["LabelCache", "LabelEncoderHead"]
-
-
-def _autocast_state(device_type: str) -> tuple:
-    """Whether (and to which dtype) autocast is on: a cached value depends on it."""
-    try:  # torch >= 2.4
-        return (torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type))
-    except (TypeError, AttributeError):  # older torch: one switch per backend
-        return (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
-                torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
+__all__ = ["LabelCache"]
 
 
 class LabelCache:
@@ -82,7 +71,7 @@ class LabelCache:
     @staticmethod
     def _fingerprint(sources: Sequence[Tensor]) -> tuple:
         key = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in sources)
-        return (*key, _autocast_state(sources[0].device.type))
+        return (*key, autocast_dtype(sources[0].device.type))  # autocast changes the value
 
     @staticmethod
     def _version_of(value: Tensor) -> int | None:
@@ -129,60 +118,3 @@ class LabelCache:
 
     def __repr__(self) -> str:
         return f"LabelCache(filled={self.filled}, hits={self.hits}, misses={self.misses})"
-
-
-class LabelEncoderHead(EmbeddingHead, SoftmaxFamilyHead):
-    """Base of heads that encode the whole vocabulary, ``g_out(E)``, before scoring.
-
-    ``logits = g_in(h) g_out(E)^T + b``. Subclasses implement ``_encode_labels``
-    (``g_out(E)``, ``(V, d')``) and ``_label_sources`` (the tensors it reads), and
-    may override ``_context`` (``g_in``, identity by default). ``g_out(E)`` does not
-    depend on the context, so in eval mode under ``torch.no_grad()`` it is computed once
-    and kept in a :class:`LabelCache` until one of its sources changes.
-    """
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._label_cache = LabelCache()
-
-    def _encode_labels(self, rows: Tensor | None = None) -> Tensor:
-        """``g_out`` of the given embedding rows ``(n, d)`` (default: all of ``E``)."""
-        raise NotImplementedError
-
-    def _label_sources(self) -> Sequence[Tensor]:
-        raise NotImplementedError
-
-    def _context(self, hidden: Tensor) -> Tensor:
-        """``g_in(h)``: the context side of the score (identity unless overridden)."""
-        return hidden
-
-    def label_embeddings(self) -> Tensor:
-        """``g_out(E)``: the labels as the head scores them, shape ``(V, d')``.
-
-        Cached in eval mode under ``torch.no_grad()``; the result is then shared with the
-        cache, so treat it as read-only (clone before editing in place). In training mode
-        it samples dropout like a training step.
-        """
-        return self._label_cache.get(self, self._label_sources(), self._encode_labels)
-
-    def output_embeddings(self) -> Tensor:
-        return self.label_embeddings()
-
-    def clear_cache(self) -> None:
-        """Drop the cached ``g_out(E)`` (needed only after writes through ``p.data``)."""
-        self._label_cache.clear()
-
-    def _apply(self, *args, **kwargs):
-        # .to() / .cuda() / .double(): the cached value would sit on the old device
-        self._label_cache.clear()
-        return super()._apply(*args, **kwargs)
-
-    def _logits(self, features: Tensor | Features) -> Tensor:
-        context = self._context(self._hidden(features))
-        return F.linear(context, self.label_embeddings(), self.bias)
-
-    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
-        # labels are encoded row by row, so only the chosen rows need encoding
-        context = self._context(self._hidden(features))
-        labels = self._encode_labels(self.embedding_weight[ids])
-        return F.linear(context, labels, None if self.bias is None else self.bias[ids])

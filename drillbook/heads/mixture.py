@@ -7,6 +7,7 @@ low-rank "mixture of contexts" it is compared with, and what it costs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +16,8 @@ from torch.utils.checkpoint import checkpoint
 
 from ..errors import ConfigError
 from ..validation import POSITIVE_INT, POSITIVE_NUMBER, check_choice
-from .base import Features
+from .base import DistributionHead, Features
+from .flops import FlopSize, HeadFlops
 from .softmax import EmbeddingHead
 
 __all__ = [
@@ -182,7 +184,7 @@ def coefficient_of_variation(prior: Tensor, form: str = "paper") -> Tensor:
     return torch.sqrt((j - 1) * sums.var(correction=1)) / sums.mean()
 
 
-class MixtureHead(EmbeddingHead):
+class MixtureHead(EmbeddingHead, DistributionHead):
     """Base of the mixture heads: ``J`` vectors and a prior per position, one softmax each
     over the tied embedding, mixed in log space, processed in chunks of positions (or,
     with ``mix="logits"``, the logits mixed before one softmax).
@@ -219,7 +221,11 @@ class MixtureHead(EmbeddingHead):
     chooses the chunk from a memory budget instead (:func:`chunk_for_budget`): the scores
     of one chunk, in all the copies training keeps of them at once, stay within it.
 
-    Subclasses implement :meth:`components`.
+    What every mixture head has (what :attr:`~drillbook.heads.OutputHead.is_mixture`
+    promises): ``n_vectors`` (``J``, components per position), :attr:`n_softmaxes`,
+    ``chunk_size`` (positions scored at once, ``None``: all), :meth:`components` and
+    :meth:`mixture_weights`; and ``vectors_per_layer`` (components per layer) when it also
+    reads the middle layers. Subclasses implement :meth:`components`.
     """
 
     is_mixture = True
@@ -287,8 +293,16 @@ class MixtureHead(EmbeddingHead):
 
     # ----------------------------------------------------------- outputs
     def _chunks(self, n: int) -> list[slice]:
+        """The chunks of ``n`` positions (one empty chunk for none: an empty batch keeps
+        its ``(0, V)`` shape)."""
         size = n if self.chunk_size is None else self.chunk_size
-        return [slice(i, min(i + size, n)) for i in range(0, n, max(size, 1))]
+        return [slice(i, min(i + size, n)) for i in range(0, n, max(size, 1))] or [
+            slice(0, 0)]
+
+    def score_values(self, positions: int) -> int:
+        """``n_softmaxes`` score matrices of one chunk of positions at a time."""
+        chunk = min(self.chunk_size or positions, positions)
+        return self.n_softmaxes * chunk * self.vocab_size
 
     def _log_prob(self, features: Tensor | Features) -> Tensor:
         hidden = self._hidden(features)
@@ -378,6 +392,23 @@ class MoSHead(MixtureHead):
 
     kind = "mos"
     options = ("n_experts", "latent_dropout", "chunk_size", "chunk_mb", "bias", "mix")
+    color = "#d55e00"  # vermilion
+
+    tiny: ClassVar[dict] = {"n_experts": 2}
+    tutorial: ClassVar[dict] = {"n_experts": 5, "latent_dropout": 0.2}
+    # MoS-15 with the paper's latent dropout, whole and in chunks of 256 positions
+    bench: ClassVar[dict] = {
+        "-15": {"n_experts": 15, "latent_dropout": 0.29},
+        "-15-chunk256": {"n_experts": 15, "latent_dropout": 0.29, "chunk_size": 256}}
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        """``J`` score matrices mixing probabilities; one, over the ``pi``-weighted mean
+        context (a weighted sum, no product), mixing logits."""
+        mix = check_choice(options["mix"], MIX_MODES, "mix")
+        j, n, dh = int(options["n_experts"]), size.tokens, size.d_hidden
+        return size.scores(size.d, j if mix == "probs" else 1,
+                           context=2 * n * dh * j * size.d + 2 * n * dh * j)  # latent, prior
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *, n_experts: int = 15,
                  latent_dropout: float = 0.0, chunk_size: int | None = None,
@@ -450,6 +481,31 @@ class DOCHead(MixtureHead):
     options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight", "cv_form",
                "chunk_size", "chunk_mb", "bias")
     reads_layers = True
+    color = "#882255"  # wine: MoS's sibling, far from its colour
+
+    tiny: ClassVar[dict] = {"vectors_per_layer": [1, 1, 2]}
+    tutorial: ClassVar[dict] = {"vectors_per_layer": [0, 2, 3], "latent_dropout": 0.2,
+                                "cv_weight": 0.001}
+    # 15 vectors from the last layer and 5 from the one below, with the paper's dropout;
+    # whole, and in chunks of 256 positions with the balance term
+    bench: ClassVar[dict] = {
+        "-15+5": {"vectors_per_layer": [0, 5, 15], "latent_dropout": 0.6},
+        "-15+5-chunk256": {"vectors_per_layer": [0, 5, 15], "latent_dropout": 0.6,
+                           "cv_weight": 0.001, "chunk_size": 256}}
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        """The projections of every layer read (``layer_sizes``: default, every layer of
+        size ``d_hidden``), the prior, and ``J`` score matrices."""
+        counts = [int(i) for i in options["vectors_per_layer"]]
+        sizes = ([int(s) for s in options["layer_sizes"]] if options["layer_sizes"] is not None
+                 else [size.d_hidden] * len(counts))
+        if len(sizes) != len(counts):
+            raise ValueError(f"vectors_per_layer has {len(counts)} entries but layer_sizes "
+                             f"has {len(sizes)}")
+        j, n = sum(counts), size.tokens
+        projections = sum(2 * n * s * i * size.d for s, i in zip(sizes, counts, strict=True))
+        return size.scores(size.d, j, context=projections + 2 * n * size.d_hidden * j)
 
     def __init__(self, vocab_size: int, d_hidden: int, embedding=None, *,
                  vectors_per_layer: Sequence[int] = (0, 0, 5, 15),
@@ -505,6 +561,11 @@ class DOCHead(MixtureHead):
         for n, (layer, size) in enumerate(zip(features.layers, self.layer_sizes, strict=True)):
             if layer.shape[-1] != size:
                 raise ValueError(f"layer {n} has {layer.shape[-1]} features, expected {size}")
+            if layer.shape[:-1] != features.last.shape[:-1]:
+                raise ValueError(f"layer {n} has shape {tuple(layer.shape)}, the last layer "
+                                 f"{tuple(features.last.shape)}: every layer covers the same "
+                                 f"positions")
+            self._check_dtype(layer, f"layer {n}")
         return features.layers
 
     def components(self, features: Tensor | Features) -> tuple[Tensor, Tensor]:

@@ -24,10 +24,12 @@ class SigSoftmaxHead(TiedHead):
     a softmax, with no parameter beyond the tied head's. :meth:`logits` returns the
     effective scores ``z + log sigma(z)`` that the softmax normalises.
 
-    Args and shapes: as :class:`~drillbook.heads.TiedHead`.
+    Args, shapes and FLOPs: as :class:`~drillbook.heads.TiedHead` (the sigmoid is
+    elementwise).
     """
 
     kind = "sigsoftmax"
+    color = "#8a7a00"  # olive
 
     def _logits(self, features: Tensor | Features) -> Tensor:
         z = super()._logits(features)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import Features, OutputHead, SoftmaxFamilyHead
+from .flops import FlopSize, HeadFlops
 
 __all__ = ["EmbeddingHead", "SoftmaxHead", "TiedHead", "embedding_weight"]
 
@@ -35,6 +36,11 @@ class SoftmaxHead(SoftmaxFamilyHead):
 
     kind = "softmax"
     options = ("bias",)
+    color = "#666666"  # grey: the untied baseline
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        return size.scores(size.d_hidden)  # W is (V, d_h)
 
     def __init__(self, vocab_size: int, d_hidden: int, *, bias: bool = True) -> None:
         super().__init__(vocab_size, d_hidden)
@@ -144,6 +150,11 @@ class TiedHead(EmbeddingHead, SoftmaxFamilyHead):
 
     kind = "tied"
     options = ("bias",)
+    color = "#0072b2"  # blue
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        return size.scores(size.d)  # E is (V, d)
 
     def __init__(
         self,

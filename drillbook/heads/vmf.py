@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,8 @@ from torch import Tensor, nn
 from ..errors import DataError
 from ..losses import DECODE_METRICS, LOSSES, log_cm, max_margin_loss, nearest_neighbour
 from ..validation import check_choice
-from .base import Features, OutputHead
+from .base import Features, VectorHead
+from .flops import FlopSize, HeadFlops
 
 __all__ = ["VMFHead"]
 
@@ -25,7 +27,7 @@ __all__ = ["VMFHead"]
 DEFAULT_DIM = 300
 
 
-class VMFHead(OutputHead):
+class VMFHead(VectorHead):
     """Continuous-output layer with a frozen target embedding table (Kumar & Tsvetkov, 2019).
 
     ``ê = W h + b_w`` (``W`` is ``proj``, a ``nn.Linear(d_hidden, m)``) against the
@@ -86,7 +88,28 @@ class VMFHead(OutputHead):
 
     kind = "vmf"
     options = ("target_embeddings", "dim", "loss", "lambda1", "lambda2", "margin", "bias")
-    is_distribution = False
+    color = "#cc3399"  # magenta
+
+    tiny: ClassVar[dict] = {"dim": 4}
+    bench: ClassVar[dict] = {"-300": {"dim": 300}}
+
+    @classmethod
+    def stand_in_options(cls, vocab_size: int, options: dict) -> dict:
+        """A random ``(V, m)`` table when ``options`` give none."""
+        if "target_embeddings" in options:
+            return options
+        dim = options.get("dim") or DEFAULT_DIM
+        return {**options, "target_embeddings": torch.randn(vocab_size, dim)}
+
+    @classmethod
+    def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
+        """``W h`` only in training (the loss reads the target's vector); decoding by
+        nearest neighbour scores every word, ``2 n V m``."""
+        table, dim = options["target_embeddings"], options["dim"]
+        m = int(table.shape[1] if table is not None else dim or DEFAULT_DIM)
+        n = size.tokens
+        return HeadFlops(label=0, context=2 * n * size.d_hidden * m, scores=0, eval_label=0,
+                         decode=2 * n * size.vocab_size * m, score_values=0)
 
     def __init__(
         self,

@@ -21,8 +21,8 @@ from .decode import translate_pairs
 from .model import Seq2Seq
 from .vocab import NMTVocab
 
-__all__ = ["example_translations", "format_examples", "short_pairs",
-           "time_training_steps"]
+__all__ = ["example_translations", "format_examples", "repeats_a_word", "short_pairs",
+           "stuck_translations", "time_training_steps"]
 
 
 def time_training_steps(steps: Mapping[str, tuple[nn.Module, Callable[[], Tensor]]], *,
@@ -116,3 +116,20 @@ def format_examples(rows: Sequence[Mapping[str, str]]) -> str:
     width = max(len(label) for row in rows for label in row) + 1
     return "\n\n".join("\n".join(f"{label + ':':<{width}} {text}" for label, text in row.items())
                        for row in rows)
+
+
+def repeats_a_word(words: Sequence[str], times: int = 4) -> bool:
+    """Whether one word stands ``times`` or more times in a row: the sign of a model that
+    has not learnt to stop repeating the most frequent word ("a a a a ...")."""
+    if times < 2:
+        raise ConfigError(f"repeats_a_word needs times >= 2, got {times}")
+    return any(len(set(words[i:i + times])) == 1 for i in range(len(words) - times + 1))
+
+
+def stuck_translations(rows: Sequence[Mapping[str, str]], *, times: int = 4) -> dict[str, int]:
+    """Per model, how many of its translations repeat one word ``times`` or more times in a
+    row (:func:`repeats_a_word`), from :func:`example_translations`' rows (``source`` and
+    ``reference`` are not models and are left out)."""
+    labels = [k for k in (rows[0] if rows else {}) if k not in ("source", "reference")]
+    return {label: sum(repeats_a_word(row[label].split(), times) for row in rows)
+            for label in labels}

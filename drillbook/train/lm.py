@@ -33,7 +33,6 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from ..analysis import loss_by_band, loss_by_word, mixture_diagnostics, token_nll
 from ..configs import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
 from ..errors import CheckpointError, ConfigError, DataError, RunFolderError
@@ -48,8 +47,7 @@ from .runs import BEST, CONFIG, LoadedRun, checkpoint_path, read_run_config
 from .step import StepLoss
 
 __all__ = ["Trainer", "evaluate", "evaluate_lm_run", "finetune", "finetune_trainer",
-           "graph_problem", "lm_analyses", "load_lm_data", "load_lm_run", "split_stream",
-           "training_loss"]
+           "graph_problem", "load_lm_data", "load_lm_run", "split_stream", "training_loss"]
 
 
 def training_loss(model: LanguageModel, x: Tensor, y: Tensor, hidden, *, alpha: float,
@@ -144,7 +142,7 @@ class Trainer(TrainingLoop):
             with :mod:`~drillbook.train.optimizers`' SGD and averaged SGD), captured as
             CUDA graphs per window length on a CUDA device (evaluation windows too), run
             eagerly elsewhere (bit-identical to the plain step on the CPU). One process,
-            whole batches, SGD, precision ``off``, ``bf16`` or ``tf32``, no
+            whole batches, SGD, precision ``fp32``, ``bf16`` or ``tf32``, no
             ``train.compile``; anything else is refused before the folder is written.
 
     ``last.pt`` holds, besides what the loop keeps (weights, optimiser, epoch, step, RNG,
@@ -443,7 +441,7 @@ def graph_problem(config: Config, world_size: int = 1) -> str | None:
         (t.optimizer != "sgd", f"it updates with SGD and averaged SGD, not "
                                f"train.optimizer={t.optimizer}: use train.optimizer=sgd"),
         (t.amp == "fp16", "fp16's gradient scaler reads its overflow flag back every step: "
-                          "use train.amp=bf16 or off"),
+                          "use train.amp=bf16 or fp32"),
         (t.compile, "train.compile is another way to launch fewer kernels: set "
                     "train.compile=false"),
     ]
@@ -545,36 +543,3 @@ def evaluate_lm_run(run: LoadedRun, split: str, *, data: Corpus, max_items: int 
     stream = split_stream(run.config, data, split).to(next(run.model.parameters()).device)
     loss, n = evaluate(run.model, stream, run.config.train.bptt, max_items, progress=None)
     return {"loss": loss, "ppl": perplexity(loss), "tokens": n}
-
-
-def lm_analyses(run: LoadedRun, split: str, *, data: Corpus,
-                max_items: int | None = None) -> dict[str, Any]:
-    """What a language model's result file carries for the chapters, on a split of
-    ``data`` (about ``max_items`` tokens of it, if given):
-
-    * ``frequency_bands``: the loss per band of the target word's training count, in DRILL
-      Fig. 3's bins (:func:`~drillbook.analysis.loss_by_band`);
-    * ``word_nll``: word id (a string, as JSON keys are) -> ``[summed NLL, tokens]`` of
-      every word that occurs, rounded to 1e-4, from which DRILL Fig. 3's relative
-      difference of any two rows follows (:func:`~drillbook.analysis.compare_by_frequency`);
-    * for a mixture head, ``mixture``: ``usage`` per component, ``entropy`` and
-      ``max_entropy`` (nats), ``cv`` (DOC Table 4's coefficient of variation),
-      ``usage_by_layer`` (DOC's share of each layer) and ``positions``
-      (:func:`~drillbook.analysis.mixture_diagnostics`).
-    """
-    model, bptt = run.model, run.config.train.bptt
-    stream = split_stream(run.config, data, split).to(next(model.parameters()).device)
-    nll, target = token_nll(model, stream, bptt, max_items)
-    sums, tokens = loss_by_word(nll, target, len(data.vocab))
-    out: dict[str, Any] = {
-        "frequency_bands": loss_by_band(sums, tokens, data.vocab.counts),
-        "word_nll": {str(w): [round(float(sums[w]), 4), int(tokens[w])]
-                     for w in torch.nonzero(tokens).flatten().tolist()},
-    }
-    if model.head.is_mixture:
-        d = mixture_diagnostics(model, stream, bptt, max_items)
-        out["mixture"] = {"usage": [round(float(u), 6) for u in d.usage],
-                          "entropy": d.entropy, "max_entropy": d.max_entropy, "cv": d.cv,
-                          "usage_by_layer": {str(k): v for k, v in d.usage_by_layer.items()},
-                          "positions": d.n_positions}
-    return out

@@ -134,12 +134,13 @@ class TrainingLoop(TaskHooks):
     task's ``process_state`` adds, ``scaler`` (the fp16 gradient scaler's state, or None)
     and ``changes`` (resumable values changed on resume).
 
-    **Precision** (``train.amp``, :func:`~drillbook.precision.resolve_precision`): ``off``
+    **Precision** (``train.amp``, :func:`~drillbook.precision.resolve_precision`): ``fp32``
     (float32), ``bf16`` (bfloat16 autocast; on CPU too), ``fp16`` (float16 autocast with a
     :class:`torch.amp.GradScaler`, whose state is checkpointed), ``tf32`` (float32 with
     TF32 matrix products in the training step, on a GPU that has them), or ``auto`` (bf16
     for a mixture head on a GPU with bfloat16, float32 otherwise, as measured). The old
-    boolean values of config files still load (``false`` = ``off``, ``true`` = ``bf16``).
+    values of config files still load (``false`` and ``off`` = ``fp32``, ``true`` =
+    ``bf16``).
 
     **Console**: a tqdm bar per epoch only when stderr is a terminal (``progress=None``) or
     when asked (``progress=True``), and one line per epoch on stderr (unless
@@ -177,7 +178,7 @@ class TrainingLoop(TaskHooks):
             ``True``: a bar always; ``False``: nothing on the console.
 
     Attributes:
-        precision: the resolved ``train.amp`` (``off``, ``bf16``, ``fp16`` or ``tf32``).
+        precision: the resolved ``train.amp`` (``fp32``, ``bf16``, ``fp16`` or ``tf32``).
         scaler: the fp16 gradient scaler, or None.
         model: the task's model (its weights are what is saved).
         forward_model: what the training step calls: the model, or its
@@ -288,7 +289,7 @@ class TrainingLoop(TaskHooks):
         if self.precision == "fp16" and self.device.type == "cpu" and any(
                 isinstance(m, torch.nn.RNNBase) for m in self.model.modules()):
             raise ConfigError("train.amp=fp16 on the CPU: torch's CPU LSTM has no "
-                              "float16 kernel; use train.amp=bf16 or off here (fp16 "
+                              "float16 kernel; use train.amp=bf16 or fp32 here (fp16 "
                               "is for CUDA)")
         self.scaler = (torch.amp.GradScaler(self.device.type)
                        if self.precision == "fp16" else None)

@@ -191,7 +191,7 @@ class OptimizerStep:
     gradient is the one batch's mean. Then the gradients are unscaled (fp16), clipped to
     ``clip`` (``torch.nn.utils.clip_grad_norm_``: ``g <- g min(1, clip / (||g|| + 1e-6))``)
     and the optimiser steps at ``lr x lr_scale(batch)``; the reducer checks the weights.
-    With ``k = 1`` and precision ``off`` this is the plain float32 step: forward, loss,
+    With ``k = 1`` and precision ``fp32`` this is the plain float32 step: forward, loss,
     backward, clip, step. Under ``train.amp=tf32`` the whole step, backward pass
     included, runs with TF32 matrix products.
 

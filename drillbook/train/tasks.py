@@ -20,7 +20,6 @@ from .lm import (
     Trainer,
     evaluate_lm_run,
     finetune_trainer,
-    lm_analyses,
     load_lm_data,
     load_lm_run,
     split_stream,
@@ -32,7 +31,6 @@ from .translation import (
     evaluate_translation_run,
     load_translation_data,
     load_translation_run,
-    translation_analyses,
 )
 
 __all__ = ["TASKS", "Task", "load_run", "task_of"]
@@ -61,9 +59,6 @@ class Task:
             loaded run on a split (``ppl`` with ``loss`` and ``tokens``, or ``bleu`` with
             ``bleu_signature``, ``beam`` and ``sentences``).
         describe: ``result -> str``: an :attr:`evaluate` result in words.
-        analyses: ``(run, split, *, data, max_items) -> dict``: what a result file carries
-            for the chapters beyond the metric (the ``analyses`` block of
-            :mod:`drillbook.experiments.results`).
         finetune_trainer: ``(run_dir, *, out, device, resume, progress, corpus, lr) ->
             TrainingLoop``: the trainer of the task's second stage (AWD-LSTM's averaged-SGD
             fine-tuning), or None where the task has none.
@@ -84,7 +79,6 @@ class Task:
     load_run: Callable[..., LoadedRun]
     evaluate: Callable[..., dict[str, Any]]
     describe: Callable[[dict[str, Any]], str]
-    analyses: Callable[..., dict[str, Any]]
     finetune_trainer: Callable[..., TrainingLoop] | None = None
     split_stream: Callable[..., Any] | None = None
     decodes: bool = False
@@ -115,7 +109,7 @@ TASKS: dict[str, Task] = {
         best_value=lambda s: s.best_val_ppl, load_data=load_lm_data, load_run=load_lm_run,
         evaluate=evaluate_lm_run,
         describe=lambda r: f"perplexity {r['ppl']:.2f} over {r['tokens']:,} tokens",
-        analyses=lm_analyses, finetune_trainer=finetune_trainer, split_stream=split_stream),
+        finetune_trainer=finetune_trainer, split_stream=split_stream),
     TRANSLATION: Task(
         name=TRANSLATION, config_class=config_classes()[TRANSLATION], trainer=NMTTrainer,
         metric="BLEU", metric_key="bleu", short="BLEU",
@@ -123,7 +117,7 @@ TASKS: dict[str, Task] = {
         load_run=load_translation_run, evaluate=evaluate_translation_run,
         describe=lambda r: (f"BLEU {r['bleu']:.2f} over {r['sentences']:,} sentences with "
                             f"beam {r['beam']}"),
-        analyses=translation_analyses, decodes=True),
+        decodes=True),
 }
 
 

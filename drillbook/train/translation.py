@@ -8,7 +8,6 @@ both checkpoints carry the vocabularies, so a run can translate on its own.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,7 +15,6 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from ..analysis import rare_word_f1
 from ..configs import NMTConfig
 from ..errors import ConfigError
 from ..heads import HEADS, OutputHead
@@ -35,7 +33,7 @@ from .step import StepLoss
 
 __all__ = ["NMTTrainer", "TranslationVocabs", "check_negative_sampling",
            "evaluate_translation_run", "load_translation_data", "load_translation_run",
-           "sampled_softmax_loss", "translation_analyses", "translation_loss"]
+           "sampled_softmax_loss", "translation_loss"]
 
 
 class TranslationVocabs(NamedTuple):
@@ -364,35 +362,3 @@ def evaluate_translation_run(run: LoadedRun, split: str, *, data: ParallelCorpus
     bleu = multi30k_bleu(hyps, split=split, lang=run.config.data.tgt, download=True)
     return {"beam": beam, "bleu": bleu.score, "bleu_signature": bleu.signature,
             "sentences": len(pairs)}
-
-
-def translation_analyses(run: LoadedRun, split: str, *, data: ParallelCorpus,
-                         max_items: int | None = None, examples: int = 3) -> dict[str, Any]:
-    """What a translation run's result file carries for the chapters, from greedy decoding
-    of a split of ``data`` (its first ``max_items`` sentences, if given):
-
-    * ``rare_word_f1``: word F1 of the decoded output by the word's training count (vMF
-      Table 5's analysis; :func:`~drillbook.analysis.rare_word_f1`);
-    * ``sentences_per_second`` of decoding (the device synchronised around it);
-    * ``examples``: the first ``examples`` pairs of at most 12 words each way, with the
-      model's translation (tokens joined by spaces).
-    """
-    src_vocab, tgt_vocab = run.data
-    pairs = data.split(split)[:max_items]
-    device = next(run.model.parameters()).device
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    hyps = translate_pairs(run.model, pairs, src_vocab, tgt_vocab,
-                           max_len=run.config.train.max_len, device=device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
-    counts = dict(zip(tgt_vocab.words, tgt_vocab.counts.tolist(), strict=True))
-    short = [i for i, (s, g) in enumerate(pairs) if len(s) <= 12 and len(g) <= 12][:examples]
-    return {
-        "rare_word_f1": rare_word_f1(hyps, [g for _, g in pairs], counts),
-        "sentences_per_second": len(pairs) / seconds if seconds > 0 else None,
-        "examples": [{"source": " ".join(pairs[i][0]), "reference": " ".join(pairs[i][1]),
-                      "hypothesis": " ".join(hyps[i])} for i in short],
-    }

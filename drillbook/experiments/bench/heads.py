@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import ConfigError
-from ...heads import HEADS, Features, OutputHead, build_head
+from ...heads import HEADS, Features, OutputHead, RegistryView, build_head
 from ...precision import autocast
 from ...provenance import environment
 from .measure import BENCH_FORMAT, add_ratios, amp_of, log, step_costs, with_random_table
@@ -96,13 +96,9 @@ def _features(head: OutputHead, tokens: int, d: int, device: torch.device,
 
 def score_bytes(head: OutputHead, positions: int, element_size: int) -> int:
     """Bytes of the largest score tensor ``head`` materialises for ``positions`` contexts
-    in training (a head that is no distribution, vMF, scores no words then: 0)."""
-    if not head.is_distribution:
-        return 0
-    if not head.is_mixture:
-        return positions * head.vocab_size * element_size
-    chunk = min(head.chunk_size or positions, positions)
-    return head.n_softmaxes * chunk * head.vocab_size * element_size
+    in training (its :meth:`~drillbook.heads.OutputHead.score_values`: 0 for a head that
+    scores no words then, vMF)."""
+    return head.score_values(positions) * element_size
 
 
 def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,
@@ -190,22 +186,12 @@ def compare_heads(heads: Sequence[tuple[str, dict]], *, baseline: str = "tied",
 #: vocabulary sizes the benchmark knows by name
 SIZES = {"ptb": 10_000, "wt2": 33_278, "50k": 50_000}
 
-#: the heads of the cost chapter, with the papers' settings (dropouts included: they are
-#: part of the training step being timed)
-BENCH_HEADS: dict[str, tuple[str, dict]] = {
-    "softmax": ("softmax", {}),
-    "tied": ("tied", {}),
-    "bilinear": ("bilinear", {}),
-    "dual": ("dual", {}),
-    **{f"drill-{k}": ("drill", {"depth": k, "dropout": 0.6}) for k in (1, 2, 3, 4)},
-    "mos-15": ("mos", {"n_experts": 15, "latent_dropout": 0.29}),
-    "mos-15-chunk256": ("mos", {"n_experts": 15, "latent_dropout": 0.29, "chunk_size": 256}),
-    "doc-15+5": ("doc", {"vectors_per_layer": [0, 5, 15], "latent_dropout": 0.6}),
-    "doc-15+5-chunk256": ("doc", {"vectors_per_layer": [0, 5, 15], "latent_dropout": 0.6,
-                                  "cv_weight": 0.001, "chunk_size": 256}),
-    "sigsoftmax": ("sigsoftmax", {}),
-    "vmf-300": ("vmf", {"dim": 300}),
-}
+#: the heads of the cost chapter: name -> (kind, options), every entry each registered head
+#: declares (:attr:`~drillbook.heads.OutputHead.bench`: the papers' settings,
+#: dropouts included, as they are part of the training step being timed)
+BENCH_HEADS = RegistryView(lambda: {name: (kind, options) for kind, cls in HEADS.items()
+                                    for name, options in cls.bench_variants().items()},
+                           "benchmark head")
 
 
 def check_names(names: Sequence[str], sizes: Sequence[str] = ()) -> None:

@@ -45,8 +45,8 @@ __all__ = [
 #: the ``format`` of every report this package writes
 BENCH_FORMAT = "drillbook-bench/2"
 
-#: ``precision`` values, short names of :data:`drillbook.precision.PRECISIONS`: plain
-#: float32, or bf16 autocast around forward and loss
+#: ``precision`` values, names of :data:`drillbook.precision.PRECISIONS`: plain float32,
+#: or bf16 autocast around forward and loss
 PRECISIONS = ("fp32", "bf16")
 
 #: ``clock`` values of :func:`time_call`: elapsed time, or the process's CPU time
@@ -54,13 +54,13 @@ CLOCKS = ("wall", "cpu")
 
 
 def amp_of(precision: str) -> str:
-    """The resolved precision (:func:`drillbook.precision.autocast`'s argument) of a
-    benchmark's ``precision`` (:data:`PRECISIONS`).
+    """A benchmark's ``precision`` checked (one of :data:`PRECISIONS`), by its name: what
+    :func:`drillbook.precision.autocast` takes.
 
     Raises:
         ConfigError: ``unknown precision 'fp16'; choose one of ['fp32', 'bf16']``.
     """
-    return precision_named(precision, PRECISIONS).amp
+    return precision_named(precision, PRECISIONS).name
 
 
 #: what the benchmarks are measuring, one line each (``"bench heads: drill-4 at ptb ..."``).
@@ -271,14 +271,11 @@ def write_report(report: dict, path: str | Path) -> Path:
 
 
 def with_random_table(kind: str, vocab_size: int, options: dict) -> dict:
-    """``options`` for a head, with a random ``(V, m)`` target table for a head that
-    predicts vectors (vMF) and was given none: a benchmark times its arithmetic, which does
-    not depend on the words' vectors, and says so by passing the table itself."""
+    """``options`` for a head, with what real data would give it filled in at random
+    (:meth:`~drillbook.heads.OutputHead.stand_in_options`: vMF's target table): a benchmark
+    times the arithmetic, which does not depend on the words' vectors, and says so by
+    passing them itself."""
     from ...heads import HEADS
-    from ...heads.vmf import DEFAULT_DIM
 
-    cls = HEADS.get(kind)
-    if cls is None or cls.is_distribution or "target_embeddings" in options:
-        return options
-    dim = options.get("dim") or DEFAULT_DIM
-    return {**options, "target_embeddings": torch.randn(vocab_size, dim)}
+    cls = HEADS.get(kind)  # an unknown kind: build_head names the choices
+    return options if cls is None else cls.stand_in_options(vocab_size, options)

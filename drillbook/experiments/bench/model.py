@@ -87,7 +87,7 @@ def bench_config(encoder: str, overrides: Sequence[str] = ()) -> Config:
             or a translation config.
     """
     config = get_config(encoder)
-    if config.task != Config.task:
+    if not isinstance(config, Config):  # the language model's config class
         raise ConfigError(f"{encoder} is a {config.task} config; the benchmark puts heads "
                           f"behind a language model's encoder: choose a language-model "
                           f"config (`drillbook configs`)")

@@ -87,7 +87,7 @@ def trainer_step(model: LanguageModel, optimizer: torch.optim.Optimizer, x: Tens
     detached state (it costs what a fresh state costs), the learning-rate scaling by the
     window length (``lr_scale`` 1). Returns the head's loss (detached)."""
     task = _Trained(model, optimizer, train)
-    step = OptimizerStep(task, model, clip=train.clip, parts=1, precision="off",
+    step = OptimizerStep(task, model, clip=train.clip, parts=1, precision="fp32",
                          device=x.device, scaler=None,
                          reducer=LocalReducer(model, MAX_LOSS, _unchecked),
                          autocast_context=amp)

@@ -3,7 +3,7 @@ CPU runs left them, and the papers' kinds of figure drawn from them.
 
 Every chapter has a section with its paper's central figure. It reads result files only
 (never a checkpoint): :func:`plan_results` finds a GPU plan's rows in the newest window
-that ran it (``drillbook/results/gpu/<window>/``, see :mod:`drillbook.experiments.plans`),
+that ran it (``drillbook/results/gpu/<window>/``, see :mod:`drillbook.experiments.run.plans`),
 and while no window has, the chapter shows a committed CPU table instead and prints
 :func:`missing_evidence`, the one command that would produce the real thing. The
 functions below turn result files into the rows of those figures: ranks
@@ -15,17 +15,25 @@ and :func:`plot_f1` draw the two that no other module draws.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingFileError
-from ..plotting import head_color, head_kind
-from .plans import PLANS
-from .results import book_results, gpu_results, load_results, read_result
-from .tables import TABLES
+from ...errors import MissingFileError
+from ...plotting import family_colors, head_color, head_kind
+from ..tables import table_of
+from .files import (
+    READABLE_FORMATS,
+    book_results,
+    gpu_results,
+    load_results,
+    read_result,
+    result_task,
+)
 
-__all__ = ["band_differences", "curve_points", "f1_rows", "missing_evidence",
+__all__ = ["band_differences", "committed_results", "curve_points", "f1_rows",
+           "missing_evidence",
            "mixture_usage", "plan_folder", "plan_results", "plot_band_differences", "plot_f1",
            "rank_rows", "table_results", "val_at_epoch", "window_rows"]
 
@@ -39,9 +47,29 @@ def table_results(table: str, folder: str | Path | None = None, *,
     docs = [d for d in load_results(folder) if d["table"] == table]
     if seeds:
         docs += [read_result(p) for p in sorted((folder / table).glob("seed-*/*.json"))]
-    order = [r.name for r in TABLES.get(table, [])]
-    return sorted(docs, key=lambda d: (order.index(d["row"]) if d["row"] in order
-                                       else len(order), d["seed"]))
+    order = table_of(table).order
+    return sorted(docs, key=lambda d: (order(d["row"]), d["seed"]))
+
+
+def committed_results(folder: str | Path | None = None, *,
+                      task: str | None = None) -> list[dict[str, Any]]:
+    """Every result file in a results folder (default: the book's), at any depth: the
+    tables' rows, their seed folders and the GPU windows' rows, each validated, sorted by
+    path; with ``task`` (``"language-model"``, ``"translation"``), only the rows of that
+    task's configs. Benchmark reports and other JSON files are not result files and are
+    skipped."""
+    folder = Path(folder) if folder is not None else book_results()
+    docs = []
+    for path in sorted(folder.rglob("*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue  # not JSON, so not a result file
+        if isinstance(doc, dict) and doc.get("format") in READABLE_FORMATS:
+            docs.append(read_result(path))
+    if task is not None:
+        docs = [d for d in docs if result_task(d).name == task]
+    return docs
 
 
 def plan_folder(table: str, results: str | Path | None = None,
@@ -66,7 +94,7 @@ def plan_results(table: str, results: str | Path | None = None,
 def missing_evidence(table: str) -> str:
     """One sentence for a chapter whose GPU plan has not run yet: what is missing and the
     command that produces it."""
-    plan = next((p for p in PLANS.values() if p.table == table), None)
+    plan = next(iter(table_of(table).plans), None)
     command = (f"`make evidence PLAN={plan.name} MINUTES=9 OUT=evidence` on a GPU"
                if plan else f"`drillbook reproduce {table}`")
     return (f"No GPU run of the {table} table is committed yet; {command} produces it "
@@ -212,22 +240,24 @@ def plot_band_differences(rows: Sequence[dict[str, Any]], reference: str, ax=Non
 
 def plot_f1(rows: Sequence[dict[str, Any]], ax=None):
     """Word F1 of decoded output per training-frequency bin (:func:`f1_rows`), a line per
-    row in its head's colour (rows of one head differ by line style); bins without
-    references are left out."""
+    row in its head's colour, rows of one head in shades of it and in different line
+    styles (:func:`~drillbook.plotting.family_colors`); bins without references are left
+    out."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.6))
     bands = list(dict.fromkeys(r["band"] for r in rows))
     styles, seen = ("-", "--", ":", "-."), {}
-    for name in dict.fromkeys(r["row"] for r in rows):
+    colors = family_colors([r["row"] for r in rows])
+    for name in colors:
         mine = {r["band"]: r["f1"] for r in rows if r["row"] == name}
         points = [(j, mine[b]) for j, b in enumerate(bands) if mine.get(b) is not None]
         kind = head_kind(name)  # rows of one head (vMF's losses) differ by line style
         used = seen.get(kind, 0)
         seen[kind] = used + 1
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
-                ls=styles[used % len(styles)], color=head_color(name), label=name)
+                ls=styles[used % len(styles)], color=colors[name], label=name)
     ax.set_xticks(range(len(bands)), bands)
     ax.set(xlabel="training count of the word", ylabel="word F1 of the translations",
            ylim=(0, 1))

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..validation import check_choice
+from ...validation import check_choice
+from ..tables import TABLES
+from .files import load_results, result_precision
 from .format import fmt
-from .results import load_results
-from .tables import GPU_EPOCHS, TABLES
 
 __all__ = ["always_falls", "cpu_tables", "format_rows", "full_command",
            "last_change", "plot_curves", "ratios_to", "table_rows"]
@@ -88,7 +88,7 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
             "budget_minutes": doc["budget_minutes"] if doc else None,
             "wall_seconds": doc["wall_seconds"] if doc else None,
             "device": doc["device"] if doc else None,
-            "precision": doc.get("precision") if doc else None,
+            "precision": result_precision(doc) if doc else None,
             **{k: v for k, v in metrics.items() if k not in (valid, test)},
             "curve": doc["curve"] if doc else [],
         })
@@ -117,14 +117,11 @@ def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
 
 
 def cpu_tables() -> tuple[str, ...]:
-    """The tables sized for a CPU: every row trains a ``tutorial/`` config (minutes per
-    row) for its config's epochs. Every other table is sized for a GPU: the papers'
+    """The tables sized for a CPU (:attr:`~drillbook.experiments.tables.Table.device`
+    ``cpu``: a row trains in minutes). Every other table is sized for a GPU: the papers'
     AWD-LSTM configs (hours to days per row), the translation tables on the full Multi30k,
-    and the GPU windows' plans (:data:`~drillbook.experiments.tables.GPU_EPOCHS`), which
-    train small configs for many more epochs."""
-    return tuple(t for t, rows in TABLES.items()
-                 if rows and t not in GPU_EPOCHS
-                 and all(r.config.startswith("tutorial/") for r in rows))
+    and the GPU windows' plans, which train small configs for many more epochs."""
+    return tuple(name for name, table in TABLES.items() if table.device == "cpu")
 
 
 def _points(curve: Sequence[dict[str, Any]], metric: str) -> list[float]:
@@ -176,7 +173,8 @@ def full_command(table: str, *, colab: bool = False) -> str:
 
 
 def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=None,
-                x: str = "epoch", log_y: bool | None = None, title: str | None = None):
+                x: str = "epoch", log_y: bool | None = None, title: str | None = None,
+                colors: dict[str, str] | None = None):
     """Learning curves of the rows that have one (the output of :func:`table_rows`).
 
     Each line has its head's colour (:func:`drillbook.plotting.head_color`); rows of one
@@ -189,13 +187,15 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
         x: ``epoch`` or ``elapsed_seconds``.
         log_y: log scale (default: on for perplexities), with plain tick labels
             (:func:`drillbook.plotting.tidy_log_axis`).
+        colors: row -> colour, in place of the head's (e.g.
+            :func:`drillbook.plotting.family_colors`, shades for rows of one head).
 
     Returns:
         the matplotlib axes.
     """
     import matplotlib.pyplot as plt
 
-    from ..plotting import head_color, tidy_log_axis
+    from ...plotting import head_color, tidy_log_axis
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.6))
@@ -207,7 +207,7 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
                   and math.isfinite(p[metric])]
         if points:
             try:
-                color = head_color(r["row"])
+                color = (colors or {}).get(r["row"]) or head_color(r["row"])
             except KeyError:  # a row that names no head: matplotlib's next colour
                 color = None
             style = styles[used.get(color, 0) % len(styles)]

@@ -12,13 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic, write_json
-from ..errors import MissingFileError, ResultFileError
+from ...atomic import write_atomic, write_json
+from ...configs import task_named_by
+from ...errors import MissingFileError, ResultFileError
+from ...precision import PRECISIONS, canonical_precision
+from ...train.tasks import Task, task_of
 
 __all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
            "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
-           "gpu_results", "load_results", "pack_results", "read_result", "unpack_results",
-           "validate_result", "write_result"]
+           "gpu_results", "load_results", "pack_results", "read_result", "result_precision",
+           "result_task", "unpack_results", "validate_result", "write_result"]
 
 RESULT_FORMAT = "drillbook-result/3"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers; the
@@ -50,7 +53,7 @@ REQUIRED: dict[str, tuple[type, ...]] = {
 #: fields a document may lack, checked when present: field -> allowed Python types
 OPTIONAL: dict[str, tuple[type, ...]] = {
     "bleu_signature": (str,),  # sacrebleu's signature of a translation row's test_bleu
-    "precision": (str,),  # fp32, bf16-autocast or fp16-autocast
+    "precision": (str,),  # fp32, bf16, fp16 or tf32 (old files: their labels)
     "world_size": (int,),  # processes that trained together
     "error": (str,),  # why a row failed (status failed, out-of-memory or deadline)
     "analyses": (dict,),  # what the chapters draw beyond the metrics (ANALYSES)
@@ -103,7 +106,7 @@ def validate_result(doc: Any) -> list[str]:
     """Every way ``doc`` breaks the schema (an empty list when it is valid).
 
     A result file is a small JSON document, ``results/<table>/<row>.json``, written by
-    :func:`drillbook.experiments.reproduce.reproduce` when a row finishes or stops at its
+    :func:`drillbook.experiments.run.reproduce.reproduce` when a row finishes or stops at its
     budget. It records what was run (the full resolved config and its hash, the seed), where
     and with what (git commit, device, torch and CUDA versions), how far it got (epochs,
     steps, wall seconds, the budget), what it measured and the learning curve.
@@ -113,7 +116,7 @@ def validate_result(doc: Any) -> list[str]:
     ``epochs_done``, ``steps_done``, ``wall_seconds``, ``lr``, ``metrics``, ``curve``; its
     status may also be ``converged``, stopped at its non-monotone trigger). A row compared
     with dynamic evaluation (Krause et al., 2018) then has a ``dynamic`` block too, written by
-    :func:`drillbook.experiments.reproduce.reproduce` once fine-tuning has ended: the pair
+    :func:`drillbook.experiments.run.reproduce.reproduce` once fine-tuning has ended: the pair
     ``lr``, ``lamb`` chosen on the validation split, ``eps``, ``bptt``, ``grad_batches``
     (``None``: all of them), ``finished`` and ``metrics`` (``val_ppl``, ``test_ppl``,
     ``test_tokens``, ``static_test_ppl``).
@@ -135,6 +138,9 @@ def validate_result(doc: Any) -> list[str]:
         return [f"expected a JSON object, got {type(doc).__name__}"]
     problems = _check_fields(doc, REQUIRED, "", STATUSES)
     problems += _check_types(doc, {k: t for k, t in OPTIONAL.items() if k in doc}, "")
+    if isinstance(doc.get("precision"), str) and canonical_precision(
+            doc["precision"]) not in PRECISIONS:
+        problems.append(f"precision {doc['precision']!r} is not one of {list(PRECISIONS)}")
     if doc.get("format") not in (None, *READABLE_FORMATS):
         problems.append(f"format {doc.get('format')!r} is not one of {READABLE_FORMATS}")
     if "finetuned" in doc:
@@ -216,8 +222,8 @@ def book_results() -> Path:
     ``drillbook/results/``: ``<table>/<row>.json`` (with ``<table>/seed-<N>/<row>.json``
     for further seeds), ``bench/*.json`` and ``REPORT.md``, the same in a checkout, an
     editable install and a wheel. Read it with :func:`load_results`,
-    :func:`~drillbook.experiments.compare.table_rows` or
-    :func:`~drillbook.experiments.report.render_report`; write new runs elsewhere.
+    :func:`~drillbook.experiments.results.compare.table_rows` or
+    :func:`~drillbook.experiments.results.report.render_report`; write new runs elsewhere.
 
     Raises:
         MissingFileError: the installed package lacks its result files.
@@ -370,3 +376,19 @@ def read_result(path: str | Path) -> dict[str, Any]:
         raise ResultFileError(f"result file {path} is not a valid {RESULT_FORMAT} document: "
                               + "; ".join(problems) + f"; {fix}")
     return doc
+
+
+def result_task(doc: dict[str, Any]) -> Task:
+    """The task a result file's row trained (:class:`~drillbook.train.tasks.Task`): the
+    ``task`` its stored config names (:func:`~drillbook.configs.task_named_by`; a file of
+    a failed row may store an empty config, a language model's). What a reader asks of it
+    instead of guessing from the metrics: the metric's name and key, whether the row
+    fine-tunes, ranks or decodes."""
+    return task_of(task_named_by(doc.get("config") or {}))
+
+
+def result_precision(doc: dict[str, Any]) -> str:
+    """The precision a result file's row trained in, by its one name
+    (:data:`drillbook.precision.PRECISIONS`): an old file's label (``bf16-autocast``) read
+    as its name, a file written before precisions were recorded as ``fp32``."""
+    return canonical_precision(doc.get("precision") or "fp32")

@@ -7,21 +7,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ResultFileError
+from ...errors import ResultFileError
+from ...train.tasks import Task
+from ..bench.report import render_targets
+from ..tables import table_of
 from .authors_code import PACKAGE_ROWS, authors_code_timings
-from .bench.report import render_targets
+from .files import load_results, result_task
 from .format import fmt
-from .results import load_results
 from .seeds import SEED_FOLDER, chance_separated, resolved_pairs, seed_spread, spread_table
 from .speed import first_epochs
-from .tables import TABLES, baseline_row, find_row
 
 __all__ = ["render_report"]
-
-
-#: paper rank columns of the report: metric in the record -> column header
-_PAPER_RANKS = {"rank_tol_1": "authors' code (tol 1)", "rank": "DRILL Sec. 4.1.1",
-                "rank_test": "DOC Table 5 (test)"}
 
 
 def render_report(folder: str | Path) -> str:
@@ -32,10 +28,11 @@ def render_report(folder: str | Path) -> str:
     file is ignored). Rows whose paper number is after fine-tuning get fine-tuning columns:
     our fine-tuned run next to that number, our main run next to the paper's before
     fine-tuning (a dash where the paper gives none). Speed ratios divide each row's seconds
-    per epoch by its :func:`baseline_row` in the same table; rank columns appear for tables
-    that measured a rank. A table with a row run under two or more seeds gets a table
-    across seeds (:mod:`drillbook.experiments.seeds`), and the benchmark reports in
-    ``folder/bench`` give a section on the cost targets
+    per epoch by its baseline row in the same table, and the papers' columns are those the
+    table declares (:class:`~drillbook.experiments.tables.Table`); rank columns
+    appear for tables that measure a rank. A table with a row run under two or more seeds
+    gets a table across seeds (:mod:`drillbook.experiments.results.seeds`), and the
+    benchmark reports in ``folder/bench`` give a section on the cost targets
     (:func:`~drillbook.experiments.bench.report.render_targets`).
     Deterministic: the same files give the same bytes (tests check it).
     """
@@ -70,24 +67,21 @@ def _tables(folder: str | Path, heading: str) -> list[str]:
     for doc in docs:
         by_table.setdefault(doc["table"], []).append(doc)
     lines: list[str] = []
-    for table in sorted(by_table):
-        order = [r.name for r in TABLES.get(table, [])]
-        rows = sorted(by_table[table], key=lambda d: (order.index(d["row"])
-                                                     if d["row"] in order else len(order),
-                                                     d["row"]))
-        spec = {d["row"]: find_row(table, d["row"]) for d in rows}
-        paper = {name: r.paper_values("main") if r else {} for name, r in spec.items()}
-        tuned = {name: r.paper_values("finetuned") if r else {} for name, r in spec.items()}
-        dyn = {name: r.paper_values("dynamic") if r else {} for name, r in spec.items()}
+    for name in sorted(by_table):
+        table = table_of(name)
+        rows = sorted(by_table[name], key=lambda d: (table.order(d["row"]), d["row"]))
+        spec = {d["row"]: table.row(d["row"]) for d in rows}
+        paper = {row: r.paper_values("main") if r else {} for row, r in spec.items()}
+        tuned = {row: r.paper_values("finetuned") if r else {} for row, r in spec.items()}
+        dyn = {row: r.paper_values("dynamic") if r else {} for row, r in spec.items()}
         has_dyn = any(dyn.values()) or any("dynamic" in d for d in rows)
-        unit = "BLEU" if any("val_bleu" in d["metrics"] for d in rows) else "perplexity"
+        task = result_task(rows[0])  # a table's rows are of one task
+        valid, test = f"val_{task.metric_key}", f"test_{task.metric_key}"
         seconds = {d["row"]: d["metrics"].get("seconds_per_epoch") for d in rows}
         has_ft = any(r and r.finetunes for r in spec.values()) or any(
             "finetuned" in d for d in rows)
-        paper_speed = any("seconds_per_epoch" in p or "ratio_to_tied" in p
-                          for p in paper.values())
-        ranks = [m for m in _PAPER_RANKS if any(m in p for p in paper.values())]
-        ranked = bool(ranks) or any("rank_tol_1" in d["metrics"] for d in rows)
+        speeds, ranks = table.columns_beside("speed"), table.columns_beside("rank")
+        ranked = table.rank or bool(ranks) or any("rank_tol_1" in d["metrics"] for d in rows)
         header = ["row", "config", "budget (min)", "status", "epochs", "valid", "test",
                   "paper valid", "paper test"]
         if has_ft:
@@ -96,13 +90,12 @@ def _tables(folder: str | Path, heading: str) -> list[str]:
         if has_dyn:
             header += ["dyn valid", "dyn test", "paper dyn valid", "paper dyn test"]
         header += ["s/epoch", "x baseline"]
-        if paper_speed:
-            header += ["paper s/epoch", "paper x baseline"]
+        header += [c.header for c in speeds]
         if ranked:
             header += ["rank (tol 1)", "rank (numpy tol)", "positions",
-                       *[_PAPER_RANKS[m] for m in ranks]]
-        intro = (f"Metric: {unit}. `paper valid`/`paper test`: the paper's number for the "
-                 "main run (before fine-tuning), a dash where the paper gives none.")
+                       *[c.header for c in ranks]]
+        intro = (f"Metric: {task.metric}. `paper valid`/`paper test`: the paper's number for "
+                 "the main run (before fine-tuning), a dash where the paper gives none.")
         signatures = sorted({d["bleu_signature"] for d in rows if "bleu_signature" in d})
         if signatures:
             intro += (" `valid`: BLEU of the tokenised text (it selects the checkpoint); "
@@ -119,14 +112,12 @@ def _tables(folder: str | Path, heading: str) -> list[str]:
                   "the same table. Seconds per epoch are each row's own wall-clock time: "
                   "rows run at different times on a shared machine are not a speed "
                   "comparison (`drillbook bench` measures ratios in one process).")
-        lines += [f"{heading} {table}", "", intro, "",
+        lines += [f"{heading} {name}", "", intro, "",
                   "| " + " | ".join([*header, "device"]) + " |",
                   "|" + "---|" * (len(header) + 1)]
         for d in rows:
             m, p, t = d["metrics"], paper[d["row"]], tuned[d["row"]]
-            bleu = "val_bleu" in m  # translation rows report BLEU, LM rows perplexity
-            valid, test = (("val_bleu", "test_bleu") if bleu else ("val_ppl", "test_ppl"))
-            base = seconds.get(baseline_row(d["row"]))
+            base = seconds.get(table.baseline_of(d["row"]))
             own = m.get("seconds_per_epoch")
             cells = [d["row"], f"`{d['config_name']}`", fmt(d["budget_minutes"], 1),
                      d["status"], str(d["epochs_done"]), fmt(m.get(valid)),
@@ -142,15 +133,14 @@ def _tables(folder: str | Path, heading: str) -> list[str]:
                 cells += [fmt(dm.get(valid)), fmt(dm.get(test)), fmt(dp.get(valid)),
                           fmt(dp.get(test))]
             cells += [fmt(own, 1), fmt(own / base if own and base else None)]
-            if paper_speed:
-                cells += [fmt(p.get("seconds_per_epoch"), 0), fmt(p.get("ratio_to_tied"), 1)]
+            cells += [fmt(p.get(c.metric), c.digits) for c in speeds]
             if ranked:
                 cells += [fmt(m.get("rank_tol_1")), fmt(m.get("rank_numpy_tol")),
-                          fmt(m.get("rank_positions")), *[fmt(p.get(r)) for r in ranks]]
+                          fmt(m.get("rank_positions")),
+                          *[fmt(p.get(c.metric), c.digits) for c in ranks]]
             lines.append("| " + " | ".join([*cells, d["device"]]) + " |")
         lines.append("")
-        lines += _seeds_section(folder, table, "test_bleu" if unit == "BLEU" else "test_ppl",
-                                heading + "#")
+        lines += _seeds_section(folder, name, task, heading + "#")
     return lines
 
 
@@ -187,12 +177,13 @@ def _read_bench(path: Path) -> dict:
                               f"it with `drillbook bench ... --out {path}`") from None
 
 
-def _seeds_section(folder: str | Path, table: str, metric: str, heading: str) -> list[str]:
-    """The report's lines on ``table`` across seeds (none while no row has two seeds)."""
-    spreads = seed_spread(folder, table, metric)
+def _seeds_section(folder: str | Path, table: str, task: Task, heading: str) -> list[str]:
+    """The report's lines on ``table`` across seeds of its ``task``'s test metric (none
+    while no row has two seeds)."""
+    spreads = seed_spread(folder, table, f"test_{task.metric_key}")
     if not any(s.n >= 2 for s in spreads):
         return []
-    name = {"test_ppl": "test perplexity", "test_bleu": "test BLEU"}.get(metric, metric)
+    name = f"test {task.metric}"
     lines = [f"{heading} {table} across seeds", "",
              f"{name.capitalize()} of every seed of a row (`drillbook reproduce {table} "
              f"--rows ROW --seed N` writes `{table}/{SEED_FOLDER}N/ROW.json` beside the "

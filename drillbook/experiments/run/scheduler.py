@@ -3,9 +3,11 @@
 One language model of the papers' size keeps only a small part of a large GPU busy (a batch
 of 20 sequences is bound by kernel latency, not arithmetic), so several rows trained at once
 each run at nearly their solo speed. :func:`run_parallel` trains the jobs of a table
-(:func:`~drillbook.experiments.reproduce.table_jobs`) in up to ``parallel`` worker
-processes, each a ``drillbook reproduce`` of one job on its device, and keeps the whole call
-within ``deadline_minutes``:
+(:func:`~drillbook.experiments.run.reproduce.table_jobs`) as up to ``parallel`` workers at
+once, each the worker entry point (:mod:`~drillbook.experiments.run.worker`) running one
+job on its device, started by a launcher (:mod:`~drillbook.experiments.run.launchers`):
+a process on this machine, or a job of a cluster's queue through submitit. It keeps the
+whole call within ``deadline_minutes``:
 
 * every job gets a training budget that leaves time for its evaluation, analyses and result
   file: the time left, shared among the waves of jobs still to run, less a reserve;
@@ -22,23 +24,25 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..provenance import git_state
-from ..validation import POSITIVE_INT, POSITIVE_NUMBER
-from .format import fmt
+from ...errors import ConfigError
+from ...provenance import git_state
+from ...train.tasks import task_of
+from ...validation import POSITIVE_INT, POSITIVE_NUMBER
+from ..results import write_result
+from ..results.format import fmt
+from .launchers import Handle, Launcher, ProcessLauncher
 from .reproduce import Job, failure_doc, table_jobs
-from .results import write_result
+from .worker import JobSpec
 
-__all__ = ["Worker", "run_parallel", "summary_table", "training_budget"]
+__all__ = ["Running", "run_parallel", "summary_table", "training_budget"]
 
 #: seconds the workers get, at the deadline, to stop on SIGTERM before they are killed
 GRACE_SECONDS = 5.0
@@ -57,71 +61,47 @@ def training_budget(seconds_left: float, jobs_left: int, parallel: int,
 
 
 @dataclass
-class Worker:
-    """One job running in its own process.
+class Running:
+    """One job that a launcher started.
 
     Attributes:
         job: what it runs.
-        device: where (``cpu``, ``cuda``, ``cuda:1``).
-        process: the ``drillbook reproduce`` process.
+        device: where (``cpu``, ``cuda``, ``cuda:1``; None: the worker's default device).
+        handle: the launcher's handle (its console lines, its end, how to stop it).
         started: when it started (``time.monotonic()``).
         index: its place in the table's jobs (from 1).
         before: the modification time (ns) of its result file when it started (None: none).
-        lines: its last console lines (kept for the message of a worker that dies).
         stopped_by_deadline: the deadline stopped it.
     """
 
     job: Job
-    device: str
-    process: subprocess.Popen
+    device: str | None
+    handle: Handle
     started: float
     index: int
     before: int | None = None
-    lines: list[str] = field(default_factory=list)
     stopped_by_deadline: bool = False
 
 
-def _command(job: Job, *, device: str, budget_minutes: float, out: Path, runs: Path,
-             overrides: Sequence[str], max_eval_tokens: int | None, label: str) -> list[str]:
-    command = [sys.executable, "-m", "drillbook.cli", "reproduce", job.table,
-               "--rows", job.row.name, "--seed", str(job.seed), "--device", device,
-               "--out", str(out), "--runs", str(runs), "--keep-going", "--label", label]
-    if math.isfinite(budget_minutes):
-        command += ["--budget-minutes", f"{budget_minutes:.6f}"]
-    if overrides:
-        command += ["--set", *overrides]
-    if max_eval_tokens is not None:
-        command += ["--max-eval-tokens", str(max_eval_tokens)]
-    return command
-
-
-def _relay(worker: Worker, lock: threading.Lock, quiet: bool) -> None:
-    """Copy the worker's console lines to stderr as they come."""
-    for line in worker.process.stderr:
-        line = line.rstrip("\n")
-        worker.lines = [*worker.lines[-19:], line]
-        if not quiet:
-            with lock:
-                print(line, file=sys.stderr, flush=True)
-
-
 def run_parallel(table: str, *, rows: Sequence[str] | None = None,
-                 seeds: Sequence[int] | None = None, parallel: int = 1,
-                 devices: Sequence[str] = ("cpu",), deadline_minutes: float | None = None,
-                 budget_minutes: float | None = None, reserve_minutes: float | None = None,
-                 out: str | Path = "results", runs: str | Path = "runs",
-                 overrides: Sequence[str] = (),
+                 seeds: Sequence[int] | None = None, parallel: int | None = 1,
+                 devices: Sequence[str | None] = ("cpu",),
+                 deadline_minutes: float | None = None, budget_minutes: float | None = None,
+                 reserve_minutes: float | None = None, out: str | Path = "results",
+                 runs: str | Path = "runs", overrides: Sequence[str] = (),
                  max_eval_tokens: int | None = None, quiet: bool = False,
-                 threads: int | None = None) -> list[Path]:
-    """Train the jobs of ``table`` in up to ``parallel`` worker processes, each on one of
+                 threads: int | None = None, launcher: Launcher | None = None) -> list[Path]:
+    """Train the jobs of ``table`` as up to ``parallel`` workers at once, each on one of
     ``devices`` in turn, and end within ``deadline_minutes`` (see the module notes).
 
     Args:
         table, rows, seeds, overrides, max_eval_tokens, out, runs: as for
-            :func:`~drillbook.experiments.reproduce.reproduce`.
-        parallel: jobs at once.
-        devices: the devices the jobs are spread over, in turn (``cuda:0 cuda:1``); one
-            device takes several jobs when ``parallel`` exceeds their number.
+            :func:`~drillbook.experiments.run.reproduce.reproduce`.
+        parallel: jobs at once (None: all of them, a cluster's queue deciding when each
+            starts).
+        devices: the devices the jobs are spread over, in turn (``cuda:0 cuda:1``; None:
+            the worker's default device, where it runs); one device takes several jobs
+            when ``parallel`` exceeds their number.
         deadline_minutes: the whole call ends within this (None: no deadline; each job
             trains ``budget_minutes``, or to the end).
         budget_minutes: without a deadline, each job's training budget (None: to the end).
@@ -131,24 +111,42 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
         quiet: no console lines from the workers (the summary is still printed).
         threads: CPU threads of each worker (default: the machine's cores shared among the
             workers, at least 1).
+        launcher: what starts the workers (default: processes on this machine,
+            :class:`~drillbook.experiments.run.launchers.ProcessLauncher`; submitit's
+            :class:`~drillbook.experiments.run.launchers.SubmititLauncher` submits them to
+            a cluster's queue).
 
     Returns:
         the result file of every job, in table order (written by its worker, or here for a
         job that died, ran out of time or could not start).
+
+    Raises:
+        ConfigError: the launcher needs a time limit per job and neither a deadline nor a
+            budget gives one (nothing is started).
     """
-    parallel = POSITIVE_INT.check(parallel, "--parallel")
     start = time.monotonic()
     deadline = (math.inf if deadline_minutes is None else start + 60 * POSITIVE_NUMBER.check(
         deadline_minutes, "--deadline-minutes") - END_MARGIN_SECONDS)
     jobs = table_jobs(table, rows, seeds, list(overrides))
+    parallel = (max(len(jobs), 1) if parallel is None
+                else POSITIVE_INT.check(parallel, "--parallel"))
+    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
+    launcher = launcher if launcher is not None else ProcessLauncher(threads)
+    if launcher.needs_time_limit and math.isinf(deadline) and budget_minutes is None:
+        raise ConfigError("these workers need a time limit each: give --budget-minutes or "
+                          "--deadline-minutes (or --executor timeout_min=MINUTES)")
     source = git_state()
     out, runs = Path(out), Path(runs)
-    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     queue = list(enumerate(jobs, 1))
-    running: list[Worker] = []
+    running: list[Running] = []
     docs: dict[int, dict] = {}  # job index -> the result this process writes
     lock = threading.Lock()
+
+    def relay(line: str) -> None:
+        if not quiet:
+            with lock:
+                print(line, file=sys.stderr, flush=True)
+
     launched = 0
     while queue or running:
         now = time.monotonic()
@@ -169,24 +167,22 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
                                         seconds=0.0, run_dir=job.run_dir(runs),
                                         budget_minutes=0.0)
                 continue
-            label = f"row {index}/{len(jobs)} {job.name} [{device}]"
-            command = _command(job, device=device, budget_minutes=budget / 60, out=out,
-                               runs=runs, overrides=overrides,
-                               max_eval_tokens=max_eval_tokens, label=label)
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                       text=True, env=env, start_new_session=True)
+            spec = JobSpec(job.table, job.row.name, job.seed, device, str(out), str(runs),
+                           budget_minutes=budget / 60 if math.isfinite(budget) else None,
+                           overrides=tuple(overrides), max_eval_tokens=max_eval_tokens,
+                           label=f"row {index}/{len(jobs)} {job.name}"
+                                 + (f" [{device}]" if device else ""),
+                           threads=threads)
             path = job.result_path(out)
-            worker = Worker(job, device, process, now, index,
-                            path.stat().st_mtime_ns if path.exists() else None)
-            threading.Thread(target=_relay, args=(worker, lock, quiet), daemon=True).start()
-            running.append(worker)
+            before = path.stat().st_mtime_ns if path.exists() else None
+            handle = launcher.start(spec, relay, seconds=budget + reserve)
+            running.append(Running(job, device, handle, now, index, before))
             launched += 1
         if not queue and not running:
             break
         if time.monotonic() >= deadline:
             _stop(running)
-        for worker in [w for w in running if w.process.poll() is not None]:
+        for worker in [w for w in running if w.handle.poll() is not None]:
             running.remove(worker)
             _settle(worker, source, out, runs, docs)
         if queue and time.monotonic() >= deadline:  # what never started
@@ -204,23 +200,22 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
     return written
 
 
-def _stop(running: list[Worker]) -> None:
-    """Stop the workers still running at the deadline: SIGTERM, then SIGKILL after
-    :data:`GRACE_SECONDS`."""
+def _stop(running: list[Running]) -> None:
+    """Stop the workers still running at the deadline: ask them to stop (SIGTERM), then
+    end them after :data:`GRACE_SECONDS`."""
     for worker in running:
-        if worker.process.poll() is None:
+        if worker.handle.poll() is None:
             worker.stopped_by_deadline = True
-            os.killpg(worker.process.pid, signal.SIGTERM)
+            worker.handle.stop()
     end = time.monotonic() + GRACE_SECONDS
-    while time.monotonic() < end and any(w.process.poll() is None for w in running):
+    while time.monotonic() < end and any(w.handle.poll() is None for w in running):
         time.sleep(0.1)
     for worker in running:
-        if worker.process.poll() is None:
-            os.killpg(worker.process.pid, signal.SIGKILL)
-            worker.process.wait()
+        if worker.handle.poll() is None:
+            worker.handle.kill()
 
 
-def _settle(worker: Worker, source: dict, out: Path, runs: Path, docs: dict) -> None:
+def _settle(worker: Running, source: dict, out: Path, runs: Path, docs: dict) -> None:
     """After a worker has ended: its result file if it wrote one this call, else one
     written here (``deadline`` when the deadline stopped it, ``failed`` otherwise)."""
     job, path = worker.job, worker.job.result_path(out)
@@ -230,9 +225,9 @@ def _settle(worker: Worker, source: dict, out: Path, runs: Path, docs: dict) -> 
     if worker.stopped_by_deadline:
         status, error = "deadline", "stopped at the deadline before its result was written"
     else:
-        tail = " / ".join(line for line in worker.lines[-3:] if line.strip())
+        tail = " / ".join(line for line in worker.handle.lines[-3:] if line.strip())
         status = "failed"
-        error = (f"the worker exited with status {worker.process.returncode} and wrote no "
+        error = (f"the worker exited with status {worker.handle.poll()} and wrote no "
                  f"result" + (f"; its last lines: {tail}" if tail else ""))[:300]
     docs[worker.index] = failure_doc(job, source, status=status, error=error,
                                      device=worker.device, seconds=seconds,
@@ -247,8 +242,7 @@ def summary_table(jobs: Sequence[Job], out: str | Path, seconds: float) -> str:
     for job in jobs:
         path = job.result_path(out)
         doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-        m = doc.get("metrics", {})
-        key = "bleu" if "val_bleu" in m else "ppl"
+        m, key = doc.get("metrics", {}), task_of(job.config).metric_key
         lines.append(f"{job.name:<28} {doc.get('status', 'missing'):<14} "
                      f"{fmt(doc.get('epochs_done')):>6} {fmt(m.get(f'val_{key}')):>9} "
                      f"{fmt(m.get(f'test_{key}')):>9} {fmt(doc.get('wall_seconds'), 0):>7}")

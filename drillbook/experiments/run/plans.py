@@ -2,7 +2,7 @@
 
 A lent GPU comes rarely and for minutes, so what a window will hold has to be worked out on
 a CPU beforehand. A :class:`Plan` is a table of rows trained side by side
-(:mod:`drillbook.experiments.parallel`) within a deadline; :func:`predict` says, row by
+(:mod:`drillbook.experiments.run.scheduler`) within a deadline; :func:`predict` says, row by
 row, the seconds per epoch, the epochs reached by the deadline and the peak memory on a
 device class, from a stated model (:data:`ASSUMPTIONS`):
 
@@ -36,19 +36,18 @@ from typing import Any
 
 import torch
 
-from ..analysis import awd_lstm_flops, head_flops
-from ..configs import LANGUAGE_MODEL, config_from_dict
-from ..data import corpus_spec
-from ..errors import ConfigError
-from ..heads import HEADS
-from ..validation import check_choice
-from .bench.measure import saved_bytes
-from .parallel import END_MARGIN_SECONDS, training_budget
+from ...configs import config_from_dict
+from ...errors import ConfigError
+from ...validation import check_choice
+from ..results import gpu_results
+from ..tables import Plan, find_row
 from .reproduce import Job, table_jobs
+from .scheduler import END_MARGIN_SECONDS, training_budget
+from .sizing import sizing_of
 
-__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "PLANS", "SHARING_COST", "DeviceClass", "Plan",
-           "Prediction", "activation_bytes", "fit_step_model", "format_predictions",
-           "measured_steps", "predict", "step_flops"]
+__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "SHARING_COST", "DeviceClass", "Prediction",
+           "activation_bytes", "fit_step_model", "format_predictions", "measured_steps",
+           "predict", "step_flops"]
 
 #: what each further row on the same GPU adds to a row's time, as a multiple of its time
 #: alone: fitted to the gpu-ptb window of 2026-11-26 (NVIDIA H200, four rows at once, each
@@ -108,90 +107,14 @@ DEVICE_CLASSES: dict[str, DeviceClass] = {
 }
 
 
-@dataclass(frozen=True)
-class Plan:
-    """What one GPU window runs: a table, its seeds, how many rows at once, the deadline.
-
-    Attributes:
-        name: the plan's name (``make evidence PLAN=...``).
-        table: a key of :data:`~drillbook.experiments.tables.TABLES`.
-        seeds: the seeds of every row (empty: each row's own).
-        parallel: rows at once on the GPU.
-        deadline_minutes: the minutes of training and evaluation it is sized for.
-        description: what it shows, in a sentence.
-    """
-
-    name: str
-    table: str
-    seeds: tuple[int, ...] = ()
-    parallel: int = 4
-    deadline_minutes: float = 6.5
-    description: str = ""
-
-
-#: the plans of a GPU window, sized by :func:`predict` for about 9 minutes of an H100/H200
-#: of which the CUDA tests and the cost benchmark take the first two and a half
-PLANS: dict[str, Plan] = {
-    "gpu-ptb": Plan("gpu-ptb", "gpu-ptb", parallel=4, description=(
-        "tied AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size and settings on PTB, "
-        "the same epochs each: curves, rank, frequency bands, mixture usage")),
-    "gpu-multi30k": Plan("gpu-multi30k", "gpu-multi30k", parallel=9, description=(
-        "softmax, tied softmax, bilinear, dual, DRILL and the vMF losses on the whole of "
-        "Multi30k de-en: BLEU, rare-word F1, decoding speed")),
-    "gpu-small": Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=15,
-                      description=("every cpu-scale row at its small size on whole passes "
-                                   "over PTB, three seeds each: the ordering with error "
-                                   "bars")),
-}
-
-
 # ------------------------------------------------------------------ FLOPs
-def _lm_flops(config, vocab_size: int, positions: float) -> float:
-    """Forward matrix-product FLOPs of a language model over ``positions`` positions."""
-    m = config.model
-    if m.encoder != "awd-lstm":
-        raise ConfigError(f"no FLOP model for a {m.encoder!r} encoder; the plans train the "
-                          f"AWD-LSTM")
-    d_out = m.d_out or m.emsize
-    n = max(1, round(positions))
-    encoder = awd_lstm_flops(emsize=m.emsize, nhid=m.nhid, nlayers=m.nlayers, tokens=n,
-                             d_out=d_out)
-    options = dict(config.head.options)
-    if HEADS[config.head.kind].reads_layers:
-        options["layer_sizes"] = [m.emsize, *[m.nhid] * (m.nlayers - 1), d_out]
-    head = head_flops(config.head.kind, vocab_size=vocab_size, d=m.emsize, d_hidden=d_out,
-                      tokens=n, **options)
-    return float(encoder + head.train_forward)
-
-
-def _seq2seq_flops(config, src_vocab: int, tgt_vocab: int, src_len: float, tgt_len: float,
-                   sentences: int) -> float:
-    """Forward matrix-product FLOPs of the attentional model
-    (:class:`~drillbook.nmt.model.Seq2Seq`) on ``sentences`` pairs of the given mean
-    lengths: the bidirectional encoder, the decoder, Luong attention and the head."""
-    m = config.model
-    e, h, s, t = m.emb_size, m.hidden, src_len * sentences, tgt_len * sentences
-    half = h // 2
-    encoder = 2 * 2 * 4 * half * (e + half) * s
-    decoder = 2 * 4 * h * (e + h) * t + (m.dec_layers - 1) * 2 * 4 * h * (2 * h) * t
-    attention = 2 * s * h * h + 2 * 2 * t * src_len * h + 2 * t * 2 * h * h
-    options = dict(config.head.options)
-    options.pop("loss", None)
-    head = head_flops(config.head.kind, vocab_size=tgt_vocab, d=e if HEADS[
-        config.head.kind].shares_embedding else h, d_hidden=h, tokens=max(1, round(t)),
-        **{k: v for k, v in options.items() if k != "target_embeddings"})
-    return float(encoder + decoder + attention + head.train_forward)
-
-
-def step_flops(config, vocab_size: int, positions: float, **translation) -> float:
+def step_flops(config, vocab_size: int, positions: float, **extra) -> float:
     """Matrix-product FLOPs of one training step, forward and backward (three times the
-    forward pass), of a language model over ``positions`` positions, or (``translation``:
+    forward pass, :attr:`~drillbook.experiments.run.sizing.TaskSizing.forward_flops` of the
+    config's task): of a language model over ``positions`` positions, or (``extra``:
     ``src_vocab``, ``src_len``, ``tgt_len``) of a translation batch of ``positions``
     sentences."""
-    if config.task == LANGUAGE_MODEL:
-        return 3 * _lm_flops(config, vocab_size, positions)
-    return 3 * _seq2seq_flops(config, translation["src_vocab"], vocab_size,
-                              translation["src_len"], translation["tgt_len"], int(positions))
+    return 3 * sizing_of(config).forward_flops(config, vocab_size, positions, **extra)
 
 
 # ------------------------------------------------------------------ the measured steps
@@ -219,18 +142,16 @@ def measured_steps(folder: str | Path) -> list[dict[str, Any]]:
     out = []
     for row, r in rows.items():
         if row not in configs:
-            from .tables import find_row
-
             spec = find_row("speed", row)
             if spec is None:
                 continue
             configs[row] = spec.resolve()
         config = configs[row]
-        vocab = corpus_spec(config.data.corpus).vocab_size
-        positions = (r["tokens"] / r["steps"] if r["tokens"]
-                     else config.train.batch_size * _mean_bptt(config.train.bptt))
+        sizes = sizing_of(config).sizes(config)
+        positions = r["tokens"] / r["steps"] if r["tokens"] else sizes["positions"]
         out.append({"row": row, "seconds_per_step": r["seconds"] / r["steps"],
-                    "positions": positions, "flops": step_flops(config, vocab, positions)})
+                    "positions": positions,
+                    "flops": step_flops(config, sizes["vocab"], positions)})
     return out
 
 
@@ -252,70 +173,19 @@ def fit_step_model(steps: Sequence[dict[str, Any]]) -> tuple[float, float]:
     return a, b
 
 
-def _mean_bptt(bptt: int) -> float:
-    """The mean window length of AWD-LSTM's variable BPTT (``bptt`` w.p. 0.95, else half)."""
-    return 0.95 * bptt + 0.05 * bptt / 2
-
-
 # ------------------------------------------------------------------ memory
-def _lm_batch(model, positions: int, vocab: int, gen: torch.Generator):
-    t = 8
-    b = max(1, positions // t)
-    x = torch.randint(0, vocab, (t + 1, b), generator=gen)
-    return x[:-1], x[1:]
-
-
-def activation_bytes(config, vocab_size: int, positions: float, **translation) -> float:
+def activation_bytes(config, vocab_size: int, positions: float, **extra) -> float:
     """What autograd keeps for the backward pass of one training step of ``positions``
-    positions (a language model) or sentences (translation, with ``src_vocab``,
-    ``src_len``, ``tgt_len``): measured on the CPU at two small sizes with
-    :func:`~drillbook.experiments.bench.measure.saved_bytes`, extrapolated linearly."""
-    from ..models import build_model, build_translation_model
-    from ..train.lm import training_loss
-
+    positions (a language model) or sentences (translation, with ``extra``: ``src_vocab``,
+    ``src_len``, ``tgt_len``): measured on the CPU at two small sizes by the task's probe
+    (:attr:`~drillbook.experiments.run.sizing.TaskSizing.saved`, with
+    :func:`~drillbook.experiments.bench.measure.saved_bytes`), extrapolated linearly."""
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
-    if config.task == LANGUAGE_MODEL:
-        model = build_model(config, vocab_size).train()
-        chunk = config.head.options.get("chunk_size") or 8
-        sizes = (2 * chunk, 4 * chunk)
-
-        def one(n: int) -> float:
-            x, y = _lm_batch(model, n, vocab_size, gen)
-            hidden = model.init_hidden(x.shape[1])
-            return saved_bytes(lambda: training_loss(model, x, y, hidden,
-                                                     alpha=config.train.alpha,
-                                                     beta=config.train.beta)[0],
-                               exclude=[*model.parameters(), *model.buffers()])
-    else:
-        table = None
-        if not HEADS[config.head.kind].is_distribution:
-            table = torch.nn.functional.normalize(torch.randn(vocab_size, 50, generator=gen),
-                                                  dim=-1)
-        model = build_translation_model(config, translation["src_vocab"], vocab_size,
-                                        pad_id=0, target_embeddings=table).train()
-        sizes = (2, 4)
-        s_len = max(1, round(translation["src_len"]))
-        t_len = max(1, round(translation["tgt_len"]))
-
-        def one(n: int) -> float:
-            src = torch.randint(4, translation["src_vocab"], (s_len, n), generator=gen)
-            tgt = torch.randint(4, vocab_size, (t_len + 1, n), generator=gen)
-            lengths = torch.full((n,), s_len)
-            return saved_bytes(lambda: model.loss(src, lengths, tgt[:-1], tgt[1:]),
-                               exclude=[*model.parameters(), *model.buffers()])
-
-    (n1, n2), (y1, y2) = sizes, [one(n) for n in sizes]
+    (n1, n2), bytes_at = sizing_of(config).saved(config, vocab_size, gen, **extra)
+    y1, y2 = bytes_at(n1), bytes_at(n2)
     slope = max(y2 - y1, 0.0) / (n2 - n1)
     return max(y1 + slope * (positions - n1), 0.0)
-
-
-def _optimizer_states(config) -> int:
-    """Tensors the optimiser keeps per parameter: Adam two, averaged SGD one (its average),
-    SGD none."""
-    if config.task != LANGUAGE_MODEL or config.train.optimizer == "adam":
-        return 2
-    return 1
 
 
 # ------------------------------------------------------------------ predictions
@@ -346,36 +216,6 @@ class Prediction:
     peak_gib: float
 
 
-def _sizes(config) -> dict[str, Any]:
-    """Vocabulary, positions per step, steps and evaluation windows per epoch."""
-    t = config.train
-    if config.task == LANGUAGE_MODEL:
-        spec = corpus_spec(config.data.corpus)
-        positions = t.batch_size * _mean_bptt(t.bptt)
-        steps = spec.tokens["train"] / positions
-        windows = spec.tokens["valid"] / (t.eval_batch_size * t.bptt)
-        cap = t.max_batches_per_epoch
-        return {"vocab": spec.vocab_size, "positions": positions, "extra": {},
-                "steps": min(math.ceil(steps), cap or math.inf), "windows": windows,
-                "eval_positions": t.eval_batch_size * t.bptt}
-    from ..nmt import NMTVocab
-    from ..train.translation import load_translation_data
-
-    corpus = load_translation_data(config)
-    pairs = corpus.train[: config.data.max_train_pairs]
-    src_vocab = NMTVocab.build((s for s, _ in pairs), min_freq=config.data.min_freq)
-    tgt_vocab = NMTVocab.build((g for _, g in pairs), min_freq=config.data.min_freq)
-    extra = {"src_vocab": len(src_vocab),
-             "src_len": sum(len(s) for s, _ in pairs) / len(pairs),
-             "tgt_len": 1 + sum(len(g) for _, g in pairs) / len(pairs)}
-    steps = math.ceil(len(pairs) / t.batch_size)
-    batches = math.ceil(len(corpus.valid[: t.max_eval_pairs]) / t.batch_size)
-    return {"vocab": len(tgt_vocab), "positions": t.batch_size, "extra": extra,
-            "steps": min(steps, t.max_batches_per_epoch or math.inf),
-            "windows": batches, "eval_positions": t.batch_size,
-            "decode_steps": batches * t.max_len}
-
-
 def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
             deadline_minutes: float | None = None, parallel: int | None = None
             ) -> list[Prediction]:
@@ -388,8 +228,6 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
             :func:`~drillbook.experiments.results.gpu_results`).
         deadline_minutes, parallel: instead of the plan's.
     """
-    from .results import gpu_results
-
     device = DEVICE_CLASSES[check_choice(device_class, sorted(DEVICE_CLASSES), "device class")]
     folder = (Path(steps_folder) if steps_folder is not None
               else gpu_results("fp32", table="speed"))
@@ -400,7 +238,8 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     rows = []
     for job in jobs:
         config = job.config
-        sizes = _sizes(config)
+        sizing = sizing_of(config)
+        sizes = sizing.sizes(config)
         flops = step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"])
         step = (a + b * flops) * device.step_scale
         eval_flops = step_flops(config, sizes["vocab"], sizes["eval_positions"],
@@ -408,8 +247,8 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
         eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
         # greedy decoding of the validation set: one small forward per target position
         eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
-        params = sum(p.numel() for p in _model(config, sizes).parameters())
-        state = 4 * params * (2 + _optimizer_states(config))
+        params = sum(p.numel() for p in sizing.model(config, sizes).parameters())
+        state = 4 * params * (2 + sizing.optimizer_states(config))
         saved = activation_bytes(config, sizes["vocab"], sizes["positions"], **sizes["extra"])
         rows.append({"job": job, "steps": int(sizes["steps"]), "step": step,
                      "share": min(b * flops / step, 1.0), "eval": eval_seconds,
@@ -429,28 +268,12 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     return out
 
 
-def _model(config, sizes: dict[str, Any]) -> torch.nn.Module:
-    """The config's model, to count its parameters: a language model on the meta device
-    (nothing allocated), a translation model (a few million parameters) on the CPU."""
-    from ..models import build_model, build_translation_model
-
-    if config.task == LANGUAGE_MODEL:
-        with torch.device("meta"):
-            return build_model(config, sizes["vocab"])
-    table = (None if HEADS[config.head.kind].is_distribution
-             else torch.nn.functional.normalize(torch.randn(sizes["vocab"], 50), dim=-1))
-    return build_translation_model(config, sizes["extra"]["src_vocab"], sizes["vocab"],
-                                   pad_id=0, target_embeddings=table)
-
-
 def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_class: str,
                        deadline_minutes: float, parallel: int,
                        steps_folder: str | Path | None = None) -> str:
     """The dry run's printout: the plan, one line per row, the memory of the rows that run
     together against the device's, the step model's fit to the measured steps, and the
     assumptions."""
-    from .results import gpu_results
-
     device = DEVICE_CLASSES[device_class]
     folder = (Path(steps_folder) if steps_folder is not None
               else gpu_results("fp32", table="speed"))

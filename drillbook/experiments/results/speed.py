@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..papers import RECORD
+from ...papers import RECORD
+from ..tables import TABLES
 from .authors_code import PACKAGE_ROWS, authors_code_timings
-from .tables import TABLES, baseline_row
 
 __all__ = ["first_epochs", "speed_rows"]
 
@@ -48,15 +48,16 @@ def speed_rows(fp32: str | Path, bf16: str | Path | None = None) -> list[dict[st
     ours, half = first_epochs(fp32), first_epochs(bf16)
     authors = {PACKAGE_ROWS.get(r["run"]): r for r in authors_code_timings(
         fp32 / "authors-code")}
-    rows = []
-    for spec in TABLES["speed"]:
+    rows, table = [], TABLES["speed"]
+    for spec in table:
         if spec.name not in ours:
             continue
-        mine, base = ours[spec.name], ours.get(baseline_row(spec.name))
+        baseline = table.baseline_of(spec.name)
+        mine, base = ours[spec.name], ours.get(baseline)
         paper = RECORD[f"drill:sec4.1.1:{spec.name}-speed"].values
         repo = RECORD[f"drill-repo:speed:{spec.name}"]["seconds_per_epoch"]
-        repo_base = RECORD[f"drill-repo:speed:{baseline_row(spec.name)}"]["seconds_per_epoch"]
-        paper_base = RECORD[f"drill:sec4.1.1:{baseline_row(spec.name)}-speed"].values
+        repo_base = RECORD[f"drill-repo:speed:{baseline}"]["seconds_per_epoch"]
+        paper_base = RECORD[f"drill:sec4.1.1:{baseline}-speed"].values
         ms = 1000 * mine["seconds"] / mine["updates"]
         theirs = authors.get(spec.name, {}).get("steady_ms_per_batch")
         rows.append({
@@ -68,7 +69,7 @@ def speed_rows(fp32: str | Path, bf16: str | Path | None = None) -> list[dict[st
             "paper_ratio": paper.get("ratio_to_tied") or (
                 paper["seconds_per_epoch"] / paper_base["seconds_per_epoch"]
                 if "seconds_per_epoch" in paper and "seconds_per_epoch" in paper_base
-                and spec.name != baseline_row(spec.name) else None),
+                and spec.name != baseline else None),
             "repo_seconds_per_epoch": repo, "repo_ratio": repo / repo_base,
             "authors_ms_per_batch": theirs,
             "ratio_to_authors": ms / theirs if theirs else None,

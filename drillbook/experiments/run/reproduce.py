@@ -1,11 +1,12 @@
 """Reproduce the papers' tables row by row, at a stated budget, resumably.
 
-``drillbook reproduce TABLE`` trains every row of a table (:data:`~.tables.TABLES`) into
-``runs/<table>/<row>/`` and writes ``results/<table>/<row>.json``
-(:mod:`~drillbook.experiments.results`) when the row finishes or its budget runs out; run
-again, every interrupted row resumes from its last checkpoint. A row whose paper number is
-after AWD-LSTM's fine-tuning stage is fine-tuned within the same budget once its main run is
-done, and its result file records both stages (compare like with like).
+``drillbook reproduce TABLE`` trains every row of a table
+(:data:`~drillbook.experiments.tables.TABLES`) into ``runs/<table>/<row>/`` and writes
+``results/<table>/<row>.json`` (:mod:`~drillbook.experiments.results`) when the row
+finishes or its budget runs out; run again, every interrupted row resumes from its last
+checkpoint. A row whose paper number is after AWD-LSTM's fine-tuning stage is fine-tuned
+within the same budget once its main run is done, and its result file records both stages
+(compare like with like).
 """
 
 from __future__ import annotations
@@ -20,23 +21,23 @@ from typing import Any
 
 import torch
 
-from ..analysis import rank_of
-from ..configs import finetune_lr
-from ..errors import ConfigError
-from ..heads import HEADS
-from ..precision import precision_label, resolve_precision
-from ..provenance import device_name, git_state
-from ..runtime import resolve_device
-from ..train.distributed import rank_and_world_size
-from ..train.lm import finetune_trainer, split_stream
-from ..train.loop import RunStatus, TrainingLoop
-from ..train.runs import BEST, LOG, has_checkpoint, read_log
-from ..train.tasks import Task, task_of
-from ..validation import check_choice
-from .bench.measure import free_memory, is_out_of_memory
-from .results import RESULT_FORMAT, write_result
-from .seeds import SEED_FOLDER
-from .tables import RANK_TABLES, TABLES, Row
+from ...analysis import rank_of
+from ...configs import finetune_lr
+from ...errors import ConfigError
+from ...heads import HEADS
+from ...precision import precision_label, resolve_precision
+from ...provenance import device_name, git_state
+from ...runtime import resolve_device
+from ...train.distributed import rank_and_world_size
+from ...train.loop import RunStatus, TrainingLoop
+from ...train.runs import BEST, LOG, has_checkpoint, read_log
+from ...train.tasks import Task, task_of
+from ...validation import check_choice
+from ..bench.measure import free_memory, is_out_of_memory
+from ..results import RESULT_FORMAT, write_result
+from ..results.analyses import result_analyses
+from ..results.seeds import SEED_FOLDER
+from ..tables import TABLES, Row
 
 __all__ = ["Job", "failure_doc", "reproduce", "table_jobs"]
 
@@ -78,10 +79,14 @@ def table_jobs(table: str, rows: Sequence[str] | None = None,
     (None: the config's own), in table order, row by row.
 
     Raises:
-        ConfigError: an unknown table or row (the message lists the valid ones).
+        ConfigError: an unknown table or row (the message lists the valid ones), or a row
+            that asks its task for a stage it has not: fine-tuning, dynamic evaluation or a
+            rank (:attr:`~drillbook.train.tasks.Task.finetunes`,
+            :attr:`~drillbook.train.tasks.Task.streams`).
     """
     check_choice(table, sorted(TABLES), "table")
-    chosen = TABLES[table]
+    spec = TABLES[table]
+    chosen = list(spec)
     if rows:
         names = {r.name for r in chosen}
         unknown = sorted(set(rows) - names)
@@ -92,6 +97,7 @@ def table_jobs(table: str, rows: Sequence[str] | None = None,
     jobs = []
     for row in chosen:
         config = row.resolve(overrides)
+        _check_stages(table, row, task_of(config), rank=spec.rank)
         for seed in wanted:
             if seed is None or seed == config.train.seed:
                 jobs.append(Job(table, row, config.train.seed, table, config))
@@ -99,6 +105,19 @@ def table_jobs(table: str, rows: Sequence[str] | None = None,
                 jobs.append(Job(table, row, seed, f"{table}/{SEED_FOLDER}{seed}",
                                 row.resolve([*overrides, f"train.seed={seed}"])))
     return jobs
+
+
+def _check_stages(table: str, row: Row, task: Task, *, rank: bool) -> None:
+    """Refuse a row whose stages its task has not (before anything trains)."""
+    asks = [(what, has) for what, wanted, has in (
+        ("fine-tuning", row.finetunes, task.finetunes),
+        ("dynamic evaluation", row.paper_dynamic is not None, task.streams),
+        ("a rank", rank, task.streams)) if wanted]
+    missing = [what for what, has in asks if not has]
+    if missing:
+        raise ConfigError(f"row {row.name!r} of {table!r} asks for {' and '.join(missing)}, "
+                          f"which {task.name} runs ({row.config}) do not have; drop the "
+                          f"row's paper_finetuned/paper_dynamic record or the table's rank")
 
 
 def reproduce(table: str, *, rows: list[str] | None = None,
@@ -110,14 +129,15 @@ def reproduce(table: str, *, rows: list[str] | None = None,
               label: str | None = None) -> list[Path]:
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
-    A row with a fine-tuned paper number (:attr:`~.tables.Row.finetunes`) is fine-tuned
-    once its main run is done (``status: done``), in ``<runs>/<table>/<row>/finetune``, at
-    the authors' fine-tuning learning rate (:func:`drillbook.configs.finetune_lr`). The
-    budget covers both stages: fine-tuning gets what the main run left of this call's
+    A row with a fine-tuned paper number
+    (:attr:`~drillbook.experiments.tables.Row.finetunes`) is fine-tuned once its main
+    run is done (``status: done``), in ``<runs>/<table>/<row>/finetune``, at the authors'
+    fine-tuning learning rate (:func:`drillbook.configs.finetune_lr`). The budget covers
+    both stages: fine-tuning gets what the main run left of this call's
     minutes, and resumes at the next call when none was left.
 
     Args:
-        table: a key of :data:`~.tables.TABLES`.
+        table: a key of :data:`~drillbook.experiments.tables.TABLES`.
         rows: row names to run (default: all).
         budget_minutes: wall-clock minutes of training per row *per call* (None: train to
             the end); the evaluation follows.
@@ -134,7 +154,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             ``<out>/<table>/seed-<seed>/<row>.json`` (run folders
             ``<runs>/<table>/seed-<seed>/<row>``), beside the row's own file, so repeated
             runs of one table give the spread across seeds
-            (:func:`~drillbook.experiments.seeds.seed_spread`).
+            (:func:`~drillbook.experiments.results.seeds.seed_spread`).
         keep_going: a row that fails (or runs out of memory) gets a result file saying so
             (``status`` ``failed`` or ``out-of-memory``, ``error``) and the next row runs;
             without it the error is raised.
@@ -142,7 +162,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     """
     jobs = table_jobs(table, rows, seed, list(overrides or []))
     source = git_state()  # the code this call runs, read before training starts
-    rank_cap = (RANK_TABLES.get(table) or max_eval_tokens) if table in RANK_TABLES else _NO_RANK
+    spec = TABLES[table]
+    rank_cap = (spec.rank_positions or max_eval_tokens) if spec.rank else _NO_RANK
     loaded: dict[str, Any] = {}  # each data section's corpus, loaded by the first row
     written = []
     for index, job in enumerate(jobs, 1):
@@ -277,7 +298,7 @@ def _stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
     :data:`_NO_RANK`: no rank), with the device's peak memory on CUDA. Returns ``(metrics,
     curve, extra)``, ``extra`` the result's top-level fields (a translation's
     ``bleu_signature``, and with ``analyses`` the task's ``analyses`` block of the test
-    split, :attr:`~drillbook.train.tasks.Task.analyses`).
+    split, :func:`~drillbook.experiments.results.analyses.result_analyses`).
 
     ``early(metrics, curve, extra, pending)`` is called once the test metric is known and
     before the rank and the analyses (``pending`` names them), which can take long (a
@@ -304,11 +325,12 @@ def _stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
                                           ("analyses", analyses)) if due]
         if early is not None and pending:
             early(dict(metrics), _curve(log), dict(extra), pending)
-        if rank_cap != _NO_RANK:  # the rank tables are language-model tables
-            test = split_stream(config, data, "test").to(trainer.device)
+        if rank_cap != _NO_RANK:  # a table that ranks streams (checked by table_jobs)
+            test = task.split_stream(config, data, "test").to(trainer.device)
             metrics.update(rank_of(run.model, test, config.train.bptt, rank_cap))
         if analyses:
-            extra["analyses"] = task.analyses(run, "test", data=data, max_items=max_eval_tokens)
+            extra["analyses"] = result_analyses(run, "test", data=data,
+                                                max_items=max_eval_tokens)
     if trainer.device.type == "cuda":
         metrics["peak_gpu_memory_bytes"] = torch.cuda.max_memory_allocated(trainer.device)
     return metrics, _curve(log), extra
@@ -320,9 +342,9 @@ def _finetune_stage(task: Task, row: Row, run_dir: Path, corpus, device, progres
     """Fine-tune a finished row (or resume its fine-tuning) for at most ``minutes`` and
     return the result file's ``finetuned`` block."""
     out = run_dir / "finetune"
-    trainer = finetune_trainer(run_dir, out=out, device=device, corpus=corpus,
-                               progress=progress, resume=has_checkpoint(out),
-                               lr=finetune_lr(row.config))
+    trainer = task.finetune_trainer(run_dir, out=out, device=device, corpus=corpus,
+                                    progress=progress, resume=has_checkpoint(out),
+                                    lr=finetune_lr(row.config))
     trainer.label = label
     status = trainer.fit(max_minutes=minutes)
     metrics, curve, _ = _stage_metrics(task, trainer, status, corpus, max_eval_tokens)
@@ -336,7 +358,7 @@ def _dynamic_stage(run_dir: Path, corpus, device, max_eval_tokens: int | None) -
     the authors' grid on the validation split, the test split with the best pair, both
     capped at ``max_eval_tokens``. Resumable: the state file stays in the stage's folder,
     and a finished one is read back, not evaluated again."""
-    from ..train.dynamic import evaluate_run
+    from ...train.dynamic import evaluate_run
 
     state = run_dir / "dynamic-eval-best-test.pt"
     r = evaluate_run(run_dir, split="test", do_search=True, search_tokens=max_eval_tokens,
@@ -358,9 +380,10 @@ def _earlier_finetuned(path: Path) -> dict | None:
 def _result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dict, *,
                 status: str, epochs_done: int, budget_minutes: float | None, metrics: dict,
                 curve: list) -> dict:
-    """The result document of one row (:mod:`.results`): what was run, where, with which
-    code, how far it got and what it measured. The papers' numbers are not copied in: the
-    report reads them from the record when it shows the row."""
+    """The result document of one row (:mod:`~drillbook.experiments.results.files`): what
+    was run, where, with which code, how far it got and what it measured. The papers'
+    numbers are not copied in: the report reads them from the record when it shows the
+    row."""
     return {
         "format": RESULT_FORMAT, "table": table, "row": row.name,
         "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingPackageError, ResultFileError
+from ...errors import MissingPackageError, ResultFileError
+from ...precision import canonical_precision
+from ..tables import table_of
+from .files import read_result
 from .format import fmt
-from .results import read_result
-from .tables import TABLES
 
 __all__ = ["SEED_FOLDER", "SeedSpread", "chance_separated", "plot_spread", "resolved",
            "resolved_pairs", "seed_runs", "seed_spread", "spread_table"]
@@ -112,15 +113,14 @@ def seed_spread(folder: str | Path, table: str, metric: str = "test_ppl",
     """``metric`` of every row of ``folder/table`` across its seeds, in the table's row
     order (rows the table no longer has last, by name); rows with fewer than
     ``min_seeds`` runs are left out."""
-    order = [r.name for r in TABLES.get(table, [])]
+    order = table_of(table).order
     out = []
     for row, docs in seed_runs(folder, table).items():
         have = [d for d in docs if metric in d["metrics"]]
         if len(have) >= min_seeds and have:
             out.append(SeedSpread(row, tuple(d["seed"] for d in have),
                                   tuple(float(d["metrics"][metric]) for d in have)))
-    return sorted(out, key=lambda s: (order.index(s.row) if s.row in order else len(order),
-                                      s.row))
+    return sorted(out, key=lambda s: (order(s.row), s.row))
 
 
 def resolved(a: SeedSpread, b: SeedSpread) -> bool:
@@ -197,7 +197,7 @@ def plot_spread(spreads: Sequence[SeedSpread], *, ax=None, ylabel: str = "test p
                                   "pip install 'drillbook[notebooks]'") from None
     import matplotlib.pyplot as plt
 
-    from ..plotting import head_color
+    from ...plotting import head_color
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.6))
@@ -236,6 +236,8 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
         # description or an old file's copied paper numbers do not)
         config = {k: dict(doc["config"].get(k, {})) for k in _TRAINED_BY}
         config["train"].pop("seed", None)
+        if "amp" in config["train"]:  # an old file's spelling ("off") is today's name
+            config["train"]["amp"] = canonical_precision(config["train"]["amp"])
         return config
 
     # (updates may differ: the variable-length BPTT windows depend on the seed)

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..errors import ResultFileError
+from ...errors import ResultFileError
 
 __all__ = ["PACKAGE_ROWS", "authors_code_timings", "read_authors_log"]
 

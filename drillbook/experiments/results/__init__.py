@@ -1,0 +1,29 @@
+"""Result files: one schema for every trained row (:mod:`~.files`), what the chapters and
+the report read from them, and how they are shown."""
+
+from .files import (
+    ANALYSES,
+    DYNAMIC_METRICS,
+    DYNAMIC_REQUIRED,
+    FINETUNED_REQUIRED,
+    OPTIONAL,
+    PACK_LIMIT_BYTES,
+    READABLE_FORMATS,
+    REQUIRED,
+    RESULT_FORMAT,
+    book_results,
+    gpu_results,
+    load_results,
+    pack_results,
+    read_result,
+    result_precision,
+    result_task,
+    unpack_results,
+    validate_result,
+    write_result,
+)
+
+__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
+           "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
+           "gpu_results", "load_results", "pack_results", "read_result", "result_precision",
+           "result_task", "unpack_results", "validate_result", "write_result"]
