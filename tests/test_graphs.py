@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 from test_loop import no_dropout
-from test_sync import OPTIONS, Recorder
+from test_sync import Recorder
 from test_train import tiny_config, tiny_corpus
 from torch.utils._pytree import tree_flatten
 
@@ -31,7 +31,7 @@ LM_HEADS = [kind for kind, cls in HEADS.items() if cls.is_distribution]
 
 def config_for(kind: str = "tied", **train):
     config = tiny_config(**train)
-    config.head = HeadConfig(kind, OPTIONS.get(kind, {}))
+    config.head = HeadConfig(kind, HEADS[kind].tiny_options())
     return config
 
 
@@ -242,7 +242,7 @@ def test_captured_steps_train_as_the_eager_step_does(tmp_path, kind):
     runs = {}
     for graphs in (False, True):
         config = no_dropout(epochs=3)
-        config.head = HeadConfig(kind, OPTIONS.get(kind, {}))
+        config.head = HeadConfig(kind, HEADS[kind].tiny_options())
         t = trainer(tmp_path / str(graphs), config, device="cuda", graphs=graphs)
         t.fit()
         runs[graphs] = (t, read_log(tmp_path / str(graphs)))

@@ -15,13 +15,14 @@ from test_train import tiny_config, tiny_corpus
 
 from drillbook.configs import HeadConfig
 from drillbook.errors import ConfigError, TrainingDiverged
+from drillbook.heads import HEADS
 from drillbook.train import NMTTrainer, Trainer, read_log
 from drillbook.train.graphs import GraphedStep
 from drillbook.train.rows import EXECUTIONS, open_rows, train_together
 from drillbook.train.step import OptimizerStep
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-HEADS = ["tied", "mos", "drill"]
+KINDS = ["tied", "mos", "drill"]
 
 
 def test_rows_interleaved_step_by_step_end_as_each_alone(tmp_path):
@@ -29,14 +30,14 @@ def test_rows_interleaved_step_by_step_end_as_each_alone(tmp_path):
     after 7 steps and resumed together: each ends bit-identical to its run alone, log
     and weights, though their steps alternated and shared torch's generators."""
     alone = {}
-    for kind in HEADS:
+    for kind in KINDS:
         t = Trainer(config_for(kind), tmp_path / f"alone-{kind}", device="cpu",
                     corpus=tiny_corpus(), progress=False)
         t.fit()
         alone[kind] = t
-    jobs = [(config_for(kind), tmp_path / f"row-{kind}") for kind in HEADS]
+    jobs = [(config_for(kind), tmp_path / f"row-{kind}") for kind in KINDS]
     rows = [Trainer(config, run, device="cpu", corpus=tiny_corpus(), progress=False,
-                    graphs=kind == "mos") for (config, run), kind in zip(jobs, HEADS,
+                    graphs=kind == "mos") for (config, run), kind in zip(jobs, KINDS,
                                                                            strict=True)]
     first = train_together(rows, max_steps=7)
     assert [(o.status.reason, o.steps, o.error) for o in first] == [("steps", 7, None)] * 3
@@ -45,7 +46,7 @@ def test_rows_interleaved_step_by_step_end_as_each_alone(tmp_path):
     assert all(t.step == 7 for t in resumed)
     second = train_together(resumed)
     assert [o.status.reason for o in second] == ["done"] * 3
-    for kind, row in zip(HEADS, resumed, strict=True):
+    for kind, row in zip(KINDS, resumed, strict=True):
         assert same_weights(alone[kind].model, row.model), kind
         a, b = read_log(tmp_path / f"alone-{kind}"), read_log(tmp_path / f"row-{kind}")
         assert [r["val_loss"] for r in a] == [r["val_loss"] for r in b]
@@ -93,7 +94,7 @@ def test_graphs_on_streams_train_each_row_as_it_trains_alone(tmp_path):
     configs = []
     for kind in ("tied", "mos"):
         config = no_dropout(epochs=2)
-        config.head = HeadConfig(kind, {"n_experts": 2} if kind == "mos" else {})
+        config.head = HeadConfig(kind, HEADS[kind].tiny_options())
         configs.append(config)
     alone = []
     for i, config in enumerate(configs):
