@@ -255,6 +255,22 @@ _ENTRIES: tuple[PaperNumber, ...] = (
           ("mos", "AWD-LSTM-MoS", 9981,
            "the rank of the log-probability matrix for MoS on PennTreebank is {rank:,}",
            "the authors' results file gives the same 9,981 with tol = 1")]],
+    # ----------------- DRILL Sec. 4.1.2: its account of Fig. 3 (loss by frequency band)
+    *[_text(f"drill:sec4.1.2:{slug}", "DRILL Sec. 4.1.2 (Fig. 3)", "Sec. 4.1.2", row, values,
+            quote, "the text's account of Fig. 3, whose values the paper does not print; the "
+                   "authors' per-token losses are in drillbook.authors")
+      for slug, row, values, quote in [
+          ("fig3-gain-range", "DRILL's mean relative cross-entropy gain over the baselines "
+           "in the rarest bands, percent", {"low_percent": 5, "high_percent": 17.5},
+           "improvements in perplexity between {low_percent}% to {high_percent}% brought "
+           "by DRILL"),
+          ("fig3-highest-band-bilinear", "the most frequent band, DRILL against the bilinear "
+           "mapping, percent", {"percent": 2.5},
+           "DRILL has {percent}% higher perplexity than the bilinear mapping"),
+          ("fig3-band-types", "word types in the most and the least frequent band",
+           {"highest_band_types": 16, "lowest_band_types": 4116},
+           "computed based on {highest_band_types} unique words as opposed to the lowest "
+           "frequency band which corresponds to {lowest_band_types} unique words")]],
     # ------------------- DRILL Sec. 4.2-4.3: Transformer NMT, WMT'14 En->De, 32K BPE
     # Table 5's body is missing from the paper text; its account in Sec. 4.3 is quoted.
     *[_text(f"drill:sec4.3:{slug}", "DRILL Sec. 4.3 (Table 5)", "Sec. 4.3", row, values,

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from .heads import HEADS, RegistryView
 
 __all__ = ["HEAD_COLORS", "VARIANT_COLORS", "derived_color", "family_colors", "head_color",
-           "head_colors", "head_kind", "log_tick_label", "tidy_log_axis"]
+           "head_colors", "head_kind", "label_log_range", "log_tick_label", "tidy_log_axis"]
 
 
 def _luminance(color: str) -> float:
@@ -152,3 +152,20 @@ def tidy_log_axis(ax, axis: str = "y") -> None:
         target = ax.xaxis if which == "x" else ax.yaxis
         target.set_minor_formatter(NullFormatter())
         target.set_major_formatter(FuncFormatter(lambda v, _: log_tick_label(v)))
+
+
+def label_log_range(ax, values: Sequence[float], axis: str = "y") -> None:
+    """Major ticks on a log ``axis`` (``"x"`` or ``"y"``) that leave labels in view when the
+    data span less than a decade or two (perplexities from 260 to 860 hold no power of
+    ten): halves as well under a factor of four (120 to 310: 150, 200, 250, 300), every
+    integer multiple of a power of ten under a decade, 1-2-5 under three, powers of ten
+    beyond. Label them with :func:`tidy_log_axis`."""
+    from matplotlib.ticker import LogLocator
+
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return
+    span = max(positive) / min(positive)
+    subs = ((1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9) if span < 4 else tuple(range(1, 10))
+            if span < 10 else (1, 2, 5) if span < 1000 else (1,))
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(LogLocator(base=10, subs=subs))

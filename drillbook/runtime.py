@@ -141,7 +141,8 @@ def resolve_device(name: str | torch.device | None) -> torch.device:
     """The device a ``--device`` value names, checked against this machine.
 
     ``None`` gives :func:`default_device`. Otherwise ``cpu``, ``cuda``, ``cuda:N`` or
-    ``mps``, each only if this machine has it.
+    ``mps`` (or a :class:`torch.device` of these), each only if this machine has it; an
+    index on the CPU (``cpu:0``, which torch accepts) names the CPU.
 
     Raises:
         DeviceError: a name that is not a device (``"nonsense"``), a kind drillbook does not
@@ -157,6 +158,8 @@ def resolve_device(name: str | torch.device | None) -> torch.device:
         device = None
     if device is None or device.type not in ("cpu", "cuda", "mps"):
         raise DeviceError(f"unknown device {str(name)!r}; use cpu, cuda, cuda:N or mps")
+    if device.type == "cpu":  # "cpu:0" is the CPU too (and torch.load cannot map to it)
+        return torch.device("cpu")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             why = (f"torch {torch.__version__} was built without CUDA"

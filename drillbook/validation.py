@@ -39,6 +39,7 @@ __all__ = [
     "POSITIVE_INT",
     "POSITIVE_NUMBER",
     "PROBABILITY",
+    "SEED",
     "Rule",
     "argument_type",
     "check_choice",
@@ -177,6 +178,9 @@ NON_NEGATIVE_INT = integer(minimum=0).saying("a non-negative integer")
 POSITIVE_NUMBER = number(above=0).saying("a positive number")
 #: dropout rates
 PROBABILITY = number(minimum=0, below=1).saying("a probability in [0, 1)")
+#: random seeds: what ``torch.manual_seed`` takes, with room for the offsets added to a
+#: seed (``seed + epoch``, ``seed + rank``)
+SEED = Rule(lambda v: is_integer(v) and -2**63 <= v < 2**63, "an integer in [-2**63, 2**63)")
 
 
 def argument_type(rule: Rule, parse: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -40,6 +40,7 @@ from drillbook.experiments.results.evidence import (
     rank_rows,
     table_results,
     val_at_epoch,
+    val_at_updates,
     window_rows,
 )
 from drillbook.experiments.results.speed import first_epochs, speed_rows
@@ -263,6 +264,24 @@ def test_table_results_come_in_the_tables_row_order():
     assert {r["d"] for r in ranks} == {d["config"]["model"]["emsize"] for d in docs}
 
 
+def test_rank_rows_give_the_width_of_the_scored_vectors():
+    """A mixture scores embedding-sized components (280 for MoS on PTB), not its 620-wide
+    last layer; the untied softmax scores its last layer; the dual head its joint space."""
+    from drillbook.configs import apply_overrides, get_config
+
+    def d_of(config) -> int:
+        doc = {"row": "r", "seed": 1, "config": config.to_dict(),
+               "metrics": {"rank_tol_1": 1}}
+        return rank_rows([doc])[0]["d"]
+
+    assert d_of(get_config("ptb/awd-lstm-mos")) == d_of(get_config("ptb/awd-lstm-doc")) == 280
+    assert get_config("ptb/awd-lstm-mos").model.d_out == 620
+    assert d_of(get_config("ptb/awd-lstm")) == d_of(get_config("ptb/awd-lstm-drill")) == 400
+    assert d_of(get_config("ptb/awd-lstm-full-softmax")) == 1150
+    dual = apply_overrides(get_config("ptb/awd-lstm-dual"), ["head.options.d_joint=300"])
+    assert d_of(dual) == 300
+
+
 def test_a_plan_is_read_from_the_newest_window_that_ran_it(tmp_path):
     assert plan_results("gpu-ptb", tmp_path) == []  # no window has run it yet
     assert "make evidence PLAN=gpu-ptb MINUTES=9" in missing_evidence("gpu-ptb")
@@ -394,3 +413,22 @@ def test_a_window_says_what_each_row_reached_and_compares_rows_at_one_epoch():
     second = val_at_epoch(docs, 2)
     assert set(second) == set(rows) and set(val_at_epoch(docs, 5)) == {"tied", "drill-4"}
     assert second["tied"] == docs[[d["row"] for d in docs].index("tied")]["curve"][1]["val_ppl"]
+
+
+def test_rows_of_unequal_batches_compared_at_equal_updates():
+    """MoS-15 trains at batch 12, 1,140 updates an epoch against the tied model's 689: after
+    its second epoch's updates the tied model is between its third and fourth epochs."""
+    import math
+
+    from drillbook.metrics import log_interpolate
+
+    docs = {d["row"]: d for d in plan_results("gpu-ptb")}
+    tied, mos = docs["tied"]["curve"], docs["mos-15"]["curve"]
+    at = val_at_updates(docs.values(), mos[1]["step"])
+    assert at["mos-15"] == mos[1]["val_ppl"]  # a logged epoch: its own value
+    assert tied[3]["val_ppl"] < at["tied"] < tied[2]["val_ppl"]
+    assert val_at_updates(docs.values(), tied[2]["step"])["tied"] == tied[2]["val_ppl"]
+    assert "mos-15" not in val_at_updates(docs.values(), 10 * mos[-1]["step"])
+    assert log_interpolate([1, 2], [100.0, 400.0], 1.5) == pytest.approx(math.sqrt(4e4))
+    assert log_interpolate([1, 2], [100.0, 400.0], 2.5) is None
+    assert log_interpolate([], [], 1) is None

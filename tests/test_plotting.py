@@ -123,3 +123,27 @@ def test_rows_of_one_head_get_shades_of_its_colour():
     assert _luminance(colors["vMF reg2 tied"]) <= _luminance("#ffffff") / 2
     with pytest.raises(ValueError, match="row 6 of its head"):
         family_colors([f"drill-{k}" for k in range(6)])
+
+
+def test_log_range_ticks_leave_labels_in_view():
+    """A short log range gets halves, a decade or two 1-2-5, a long one powers of ten."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from drillbook.plotting import label_log_range
+
+    matplotlib.use("Agg")
+
+    def ticks(values, axis="y"):
+        _, ax = plt.subplots()
+        ax.plot(values, values)
+        ax.set(xscale="log", yscale="log")
+        label_log_range(ax, values, axis)
+        lo, hi = min(values), max(values)
+        located = (ax.yaxis if axis == "y" else ax.xaxis).get_major_locator().tick_values(lo, hi)
+        plt.close(ax.figure)
+        return [round(t, 6) for t in located if lo <= t <= hi]
+
+    assert ticks([120.0, 310.0]) == [150.0, 200.0, 250.0, 300.0]
+    assert ticks([1.0, 683.0], "x") == [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0]
+    assert ticks([686.0, 1.4e6], "x") == [1000.0, 10000.0, 100000.0, 1000000.0]

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import sys
+from typing import TextIO
 
 from ..errors import DrillbookError, TrainingInterrupted
 from . import bench, configs, data, synthetic, tables, training
@@ -16,6 +17,7 @@ from .common import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_USER_ERROR,
+    OutputError,
 )
 
 __all__ = ["GROUPS", "build_parser", "main"]
@@ -45,6 +47,61 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
+class _Output:
+    """Standard output or error as the commands see it: a write the stream refuses (a
+    full disk behind ``> file``, a file-size limit) is the one-line error
+    :class:`OutputError` on standard output, and is dropped on standard error (whose
+    reader cannot be told anything, and the work goes on). A closed pipe stays a
+    :class:`BrokenPipeError` (:func:`main` stops quietly on it)."""
+
+    def __init__(self, stream: TextIO, name: str, raising: bool) -> None:
+        self._stream, self._name, self._raising = stream, name, raising
+        #: the first write that failed (argparse's help swallows the error it is given)
+        self.failed: OutputError | None = None
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            failed = OutputError(f"could not write to {self._name} ({err.strerror or err}); "
+                                 f"free space where it goes, or send it elsewhere")
+            self.failed = self.failed or failed
+            if self._raising:
+                raise failed from None
+            return None
+
+    def write(self, text: str):
+        return self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _guarded_streams():
+    """:class:`_Output` around ``sys.stdout`` and ``sys.stderr`` while a command runs."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = _Output(out, "standard output", raising=True)
+    sys.stderr = _Output(err, "standard error", raising=False)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that the flush at interpreter exit
+    has nowhere to fail (the Python documentation's recipe for a closed pipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     """Parse, dispatch, and turn the package's own errors into one line on stderr."""
     args = parser.parse_args(argv)
@@ -66,7 +123,7 @@ def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
             raise
         parser.exit(EXIT_INTERRUPTED, f"drillbook: interrupted: {_one_line(err)}\n")
     except DrillbookError as err:  # bad input or environment; anything else is a bug
-        if debug:
+        if debug or isinstance(err, OutputError):  # (main reports a failed output)
             raise
         parser.exit(EXIT_USER_ERROR, f"drillbook: error: {_one_line(err)}\n")
     except KeyboardInterrupt:
@@ -83,14 +140,18 @@ def main(argv: list[str] | None = None) -> int:
     through ``SystemExit``). See the module notes for every status."""
     parser = build_parser()
     try:
-        try:
-            return _run(parser, argv)
-        finally:
-            sys.stdout.flush()  # a reader that closed the pipe shows up here, not at exit
+        with _guarded_streams():
+            try:
+                return _run(parser, argv)
+            finally:
+                with contextlib.suppress(OutputError):  # a closed pipe or a full disk
+                    sys.stdout.flush()                  # shows up here, not at exit
+                failed = sys.stdout.failed
+                if failed is not None:
+                    _silence_stdout()  # what it still holds cannot be written either
+                    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+                        raise failed
+                    parser.exit(EXIT_USER_ERROR, f"drillbook: error: {failed}\n")
     except BrokenPipeError:
-        # the Python documentation's recipe: point stdout at devnull so that the flush at
-        # interpreter exit has nowhere to fail, and stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _silence_stdout()  # and stop quietly
         return EXIT_BROKEN_PIPE

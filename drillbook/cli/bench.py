@@ -11,7 +11,14 @@ import functools
 import logging
 import sys
 
-from .common import add_overrides, list_in_help, positive_float, positive_int
+from .common import (
+    add_overrides,
+    check_output,
+    list_in_help,
+    positive_float,
+    positive_int,
+    writing,
+)
 
 __all__ = ["add_commands"]
 
@@ -78,6 +85,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from ..experiments import format_report, write_report
     from ..experiments.bench.measure import log
 
+    if args.out:
+        check_output(args.out, "--out", folder=False)
     handler = logging.StreamHandler(sys.stderr)  # what is being measured, line by line
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
@@ -90,7 +99,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         log.setLevel(level)
     print(format_report(report))
     if args.out:
-        print(f"wrote {write_report(report, args.out)}")
+        with writing(args.out, "--out"):
+            path = write_report(report, args.out)
+        print(f"wrote {path}")
     return 0
 
 

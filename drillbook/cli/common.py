@@ -4,18 +4,25 @@ types and groups several commands take, and how a command finds its config or ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DrillbookError
-from ..validation import POSITIVE_INT, POSITIVE_NUMBER, argument_type
+from ..validation import POSITIVE_INT, POSITIVE_NUMBER, SEED, argument_type
+
+if TYPE_CHECKING:
+    from ..train.tasks import Task
 
 __all__ = ["DEBUG_ENV", "EXIT_BROKEN_PIPE", "EXIT_INTERRUPTED", "EXIT_USER_ERROR",
-           "CommandError", "RegistryNames", "add_config_source", "add_overrides",
-           "add_run_limits", "add_run_reader", "emit", "language_model_run", "list_in_help",
-           "positive_float", "positive_int", "print_json", "resolve_config", "run_config"]
+           "CommandError", "OutputError", "RegistryNames", "add_config_source", "add_overrides",
+           "add_run_limits", "add_run_reader", "check_output", "emit", "list_in_help",
+           "positive_float", "positive_int", "print_json", "refuse_unless", "resolve_config",
+           "run_config", "run_task", "seed", "writing"]
 
 #: Set to anything but ``""`` or ``"0"`` to see a user error's traceback.
 DEBUG_ENV = "DRILLBOOK_DEBUG"
@@ -32,6 +39,8 @@ class CommandError(DrillbookError):
 #: not positive numbers, ``1.5`` is not an integer)
 positive_int = argument_type(POSITIVE_INT, int)
 positive_float = argument_type(POSITIVE_NUMBER, float)
+#: a seed torch, NumPy and Python all take
+seed = argument_type(SEED, int)
 
 
 def print_json(obj: Any) -> None:
@@ -102,11 +111,17 @@ def add_run_limits(p: argparse.ArgumentParser) -> None:
 def add_run_reader(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", type=Path, help="a folder written by `drillbook train`")
     p.add_argument("--split", choices=["valid", "test", "train"], default="test")
-    p.add_argument("--which", choices=["best", "last"], default="best",
-                   help="best.pt (default) or last.pt")
-    p.add_argument("--max-tokens", type=positive_int, help="stop after about N tokens")
+    add_which(p)
+    p.add_argument("--max-tokens", type=positive_int,
+                   help="stop after about N tokens (a translation run: N sentences)")
     p.add_argument("--device")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_which(p: argparse.ArgumentParser) -> None:
+    """``--which best|last``: the checkpoint a command reads."""
+    p.add_argument("--which", choices=["best", "last"], default="best",
+                   help="best.pt (default) or last.pt")
 
 
 # ------------------------------------------------------------------ configs and runs
@@ -126,12 +141,80 @@ def run_config(run_dir: Path):
     return read_run_config(run_dir)
 
 
-def language_model_run(run_dir: Path, command: str) -> None:
-    """A CommandError if ``run_dir`` holds a run of another task (``command`` reads
-    language-model runs)."""
-    from ..configs import LANGUAGE_MODEL
+def run_task(run_dir: Path) -> Task:
+    """The :class:`~drillbook.train.tasks.Task` of the run in ``run_dir`` (its
+    ``config.json`` says which)."""
+    from ..train.tasks import task_of
 
-    task = run_config(run_dir).task
-    if task != LANGUAGE_MODEL:
-        raise CommandError(f"{command} works on language-model runs; {run_dir} is a {task} "
-                           f"run (use `drillbook eval` or `drillbook translate`)")
+    return task_of(run_config(run_dir))
+
+
+def refuse_unless(task: Task, capable: Callable[[Task], bool], what: str, whose: str,
+                  instead: str = "") -> None:
+    """A CommandError unless ``capable(task)``: ``what`` (an option or a command, e.g.
+    ``"--beam"``) applies to the tasks that are capable, named in the message, and not to
+    ``whose`` (``"RUN is a translation run"``); ``instead`` ends it with what to do."""
+    from ..train.tasks import TASKS
+
+    if capable(task):
+        return
+    takers = " and ".join(t.name for t in TASKS.values() if capable(t)) or "no"
+    raise CommandError(f"{what} works on {takers} runs; {whose} is a {task.name} run"
+                       f"{'; ' + instead if instead else ''}")
+
+
+# ------------------------------------------------------------------ what a command writes
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (the current folder at worst)."""
+    path = path.absolute()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def check_output(path: str | Path, option: str, *, folder: bool) -> Path:
+    """``path`` if a command can write there, else a one-line CommandError naming
+    ``option`` (``"--out"``), before any work is done: a folder (``folder=True``) that is
+    a file, a file that is a folder, a path under a file, or one in a folder the process
+    cannot write to (a temporary file is made there and removed). A write can still fail
+    later (a full disk): each writer turns that into its own one-line error too."""
+    path = Path(path)
+    kind = "folder" if folder else "file"
+    if path.is_dir() and not folder:
+        raise CommandError(f"{option} {path} is a folder, not a file; name a file (e.g. "
+                           f"{path / 'out.md' if option == '--out' else path / 'x'}) or "
+                           f"another path")
+    if path.exists() and folder and not path.is_dir():
+        raise CommandError(f"{option} {path} is a file, not a folder; name a new folder for "
+                           f"it")
+    base = _nearest_existing(path if folder else path.parent)
+    if not base.is_dir():
+        raise CommandError(f"{option} {path}: {base} is a file, so no {kind} can be made "
+                           f"under it; name a path in a folder")
+    try:  # a real write: permissions say nothing of a read-only disk, for root or anyone
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as err:
+        raise CommandError(f"{option} {path}: {base} cannot be written "
+                           f"({err.strerror or err}); make it writable or choose another "
+                           f"{option}") from None
+    return path
+
+
+class OutputError(DrillbookError, OSError):
+    """Standard output could not be written (a full disk behind ``> file``): reported in
+    one line, exit status 2."""
+
+
+@contextlib.contextmanager
+def writing(path: str | Path, option: str) -> Iterator[None]:
+    """Turn a failed write of ``path`` (what ``option`` names) inside the block into a
+    one-line CommandError; the writers used inside it (:func:`drillbook.atomic.write_atomic`)
+    keep the previous file and leave nothing else."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as err:
+        raise CommandError(f"could not write {option} {path} ({err.strerror or err}); "
+                           f"nothing was written there: choose another {option}") from None

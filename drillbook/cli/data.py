@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import list_in_help
+from .common import CommandError, list_in_help
 
 __all__ = ["add_commands"]
 
@@ -14,6 +14,12 @@ def _cmd_data(args: argparse.Namespace) -> int:
     from ..data import CORPORA, data_root, download, verify
 
     names = args.corpus or sorted(CORPORA)
+    if args.force and args.action != "download":
+        raise CommandError(f"--force goes with `drillbook data download`; `data {args.action}` "
+                           f"does not download (drop --force)")
+    if args.corpus and args.action == "where":
+        raise CommandError("`drillbook data where` prints the one folder that holds every "
+                           "corpus; drop the corpus names")
     if args.action == "where":
         print(data_root())
         return 0

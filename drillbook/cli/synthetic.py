@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import CommandError, positive_int, print_json
+from .common import CommandError, positive_int, print_json, seed
 
 __all__ = ["add_commands"]
 
@@ -55,6 +55,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dims", type=positive_int, nargs="+", default=[2, 8, 32],
                    help="head dimensions d to fit (default 2 8 32)")
     p.add_argument("--steps", type=positive_int, default=300, help="Adam steps per fit")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_synthetic_rank)

@@ -4,18 +4,67 @@ turn the result files into Markdown tables and learning-curve figures."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from pathlib import Path
 
-from ..atomic import write_atomic
 from ..errors import MissingFileError, MissingPackageError, ResultFileError
-from .common import CommandError, add_overrides, list_in_help, positive_float, positive_int
+from .common import (
+    CommandError,
+    add_overrides,
+    check_output,
+    list_in_help,
+    positive_float,
+    positive_int,
+    seed,
+    writing,
+)
+
+#: what ``reproduce --pack`` writes and ``report --results`` unpacks
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 
 __all__ = ["add_commands"]
 
 
+def _check_reproduce(args: argparse.Namespace) -> None:
+    """Refuse what ``reproduce`` would ignore or could not write, before any row runs."""
+    side_by_side = (args.parallel or args.deadline_minutes or args.devices
+                    or args.launcher != "local")
+    if args.dry_run:
+        from ..experiments.tables import PLANS
+
+        ignored = {"--rows": args.rows, "--budget-minutes": args.budget_minutes,
+                   "--out": args.out != "results" and args.out,
+                   "--runs": args.runs != "runs" and args.runs, "--set": args.set,
+                   "--max-eval-tokens": args.max_eval_tokens, "--device": args.device,
+                   "--devices": args.devices, "--quiet": args.quiet,
+                   "--keep-going": args.keep_going, "--reserve-minutes": args.reserve_minutes,
+                   "--pack": args.pack, "--launcher": args.launcher != "local",
+                   "--cluster": args.cluster, "--executor": args.executor,
+                   "--seed": args.table in PLANS and args.seed}
+        given = [flag for flag, value in ignored.items() if value]
+        if given:
+            raise CommandError(f"--dry-run trains nothing and reads only --parallel, "
+                               f"--deadline-minutes and (for a table that is no plan) "
+                               f"--seed; drop {', '.join(given)}")
+        return
+    if args.reserve_minutes and not side_by_side:
+        raise CommandError("--reserve-minutes applies to rows run side by side: add "
+                           "--deadline-minutes or --parallel (or drop it)")
+    if (args.cluster or args.executor) and args.launcher != "submitit":
+        raise CommandError("--cluster and --executor are for --launcher submitit")
+    check_output(args.out, "--out", folder=True)
+    check_output(args.runs, "--runs", folder=True)
+    if args.pack:
+        if not args.pack.endswith(ARCHIVE_SUFFIXES):
+            raise CommandError(f"--pack {args.pack}: name it *.tar.gz, the archive `drillbook "
+                               f"report --results` reads")
+        check_output(args.pack, "--pack", folder=False)
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
+    _check_reproduce(args)
     if args.dry_run:
         return _dry_run(args)
     if args.parallel or args.deadline_minutes or args.devices or args.launcher != "local":
@@ -71,9 +120,7 @@ def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
         launcher = SubmititLauncher(Path(args.runs) / "submitit", cluster=args.cluster,
                                     parameters=executor_parameters(args.executor))
         parallel = args.parallel  # None: every job at once, the queue deciding
-    else:
-        if args.cluster or args.executor:
-            raise CommandError("--cluster and --executor are for --launcher submitit")
+    else:  # (--cluster and --executor without submitit: refused by _check_reproduce)
         devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
         launcher, parallel = None, args.parallel or len(devices)
     return run_parallel(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
@@ -98,52 +145,104 @@ def _dry_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    from ..experiments import load_results, render_report
+def _results_folder(results: Path, stack: contextlib.ExitStack) -> Path:
+    """The results folder ``report --results`` names: the folder itself, or a ``--pack``
+    archive unpacked into a temporary folder that ``stack`` removes."""
+    if results.is_file():
+        if results.name.endswith(ARCHIVE_SUFFIXES):  # a --pack archive
+            import tempfile
 
-    folder = Path(args.results)
-    if folder.is_file() and folder.name.endswith((".tar.gz", ".tgz")):  # a --pack archive
-        import tempfile
+            from ..experiments.results import unpack_results
 
-        from ..experiments.results import unpack_results
-
-        folder = unpack_results(folder, tempfile.mkdtemp(prefix="drillbook-results-"))
-    if not folder.is_dir():
-        raise MissingFileError(f"--results {folder}: no such folder; write result files "
-                               f"with `drillbook reproduce TABLE --out {folder}`, or pass "
+            unpacked = stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="drillbook-results-"))
+            return unpack_results(results, unpacked)
+        if results.suffix == ".json":
+            raise CommandError(f"--results {results} is one result file; give the folder "
+                               f"that holds <table>/<row>.json: --results "
+                               f"{results.parent.parent}")
+        raise CommandError(f"--results {results} is a file, neither a results folder nor an "
+                           f"archive of one (*.tar.gz, from `drillbook reproduce --pack`)")
+    if not results.is_dir():
+        raise MissingFileError(f"--results {results}: no such folder; write result files "
+                               f"with `drillbook reproduce TABLE --out {results}`, or pass "
                                f"--results FOLDER where they are")
-    if not load_results(folder):  # also checks every file, naming a bad one
-        raise ResultFileError(f"no result files under {folder} (expected "
-                              f"{folder}/<table>/<row>.json); run `drillbook reproduce "
-                              f"TABLE --out {folder}` first")
-    text = render_report(folder)
-    if args.out:
-        write_atomic(args.out, text + "\n")
-        print(f"wrote {args.out}")
-    else:
-        print(text)
-    if args.figures:
-        for path in _curve_figures(folder, Path(args.figures)):
-            print(f"wrote {path}")
-    return 0
+    return results
 
 
-def _curve_figures(results: str, folder: Path) -> list[Path]:
-    """One PNG of validation curves per table that has result files."""
+def _matplotlib_cache() -> None:
+    """Give matplotlib a temporary cache folder (removed at exit) where its own, under the
+    home folder, cannot be made: matplotlib would make one too, with two lines of warning
+    on every call."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    try:
+        (config / "matplotlib").mkdir(parents=True, exist_ok=True)
+        if os.access(config / "matplotlib", os.W_OK):
+            return
+    except OSError:
+        pass
+    folder = tempfile.mkdtemp(prefix="drillbook-matplotlib-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["MPLCONFIGDIR"] = folder
+
+
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend, or the MissingPackageError that says which
+    extra brings it."""
+    _matplotlib_cache()
     try:
         import matplotlib
     except ImportError:
         raise MissingPackageError("--figures draws with matplotlib, which is not installed: "
-                                  "`pip install matplotlib` (or drillbook[notebooks])"
+                                  "`pip install 'drillbook[notebooks]'` (or matplotlib)"
                                   ) from None
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ..experiments import load_results, render_report
+
+    if args.out:
+        check_output(args.out, "--out", folder=False)
+    plt = None
+    if args.figures:  # what --figures needs is checked before the report is computed
+        check_output(args.figures, "--figures", folder=True)
+        plt = _pyplot()
+    with contextlib.ExitStack() as stack:
+        folder = _results_folder(Path(args.results), stack)
+        if not load_results(folder):  # also checks every file, naming a bad one
+            raise ResultFileError(f"no result files under {folder} (expected "
+                                  f"{folder}/<table>/<row>.json); run `drillbook reproduce "
+                                  f"TABLE --out {folder}` first")
+        text = render_report(folder)
+        if args.out:
+            from ..atomic import write_atomic
+
+            with writing(args.out, "--out"):
+                write_atomic(args.out, text + "\n")
+            print(f"wrote {args.out}")
+        else:
+            print(text)
+        if plt is not None:
+            for path in _curve_figures(folder, Path(args.figures), plt):
+                print(f"wrote {path}")
+    return 0
+
+
+def _curve_figures(results: Path, folder: Path, plt) -> list[Path]:
+    """One PNG of validation curves per table that has result files."""
     from ..experiments import TABLES, load_results, plot_curves, table_rows
     from ..experiments.results import result_task
 
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
     docs = {d["table"]: d for d in load_results(results)}
     for table in sorted(set(docs) & set(TABLES)):
@@ -152,8 +251,12 @@ def _curve_figures(results: str, folder: Path) -> list[Path]:
         ax = plot_curves(rows, metric=f"val_{key}", title=table)
         path = folder / f"{table}.png"
         ax.figure.tight_layout()
-        ax.figure.savefig(path, dpi=120)
-        plt.close(ax.figure)
+        try:
+            with writing(path, "--figures"):
+                folder.mkdir(parents=True, exist_ok=True)
+                ax.figure.savefig(path, dpi=120)
+        finally:
+            plt.close(ax.figure)
         written.append(path)
     return written
 
@@ -173,7 +276,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", default="runs", help="run folders (default runs; not committed)")
     add_overrides(p, "overrides for every row")
     p.add_argument("--max-eval-tokens", type=positive_int, help="cap the test evaluation")
-    p.add_argument("--seed", type=int, nargs="+",
+    p.add_argument("--seed", type=seed, nargs="+",
                    help="train with this seed (or each of these seeds); a seed other than "
                         "the config's writes OUT/<table>/seed-<N>/<row>.json (the spread "
                         "across seeds)")

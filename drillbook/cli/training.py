@@ -8,8 +8,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import MissingFileError
-from ..metrics import perplexity
 from ..validation import argument_type, number
 from .common import (
     CommandError,
@@ -17,10 +15,12 @@ from .common import (
     add_overrides,
     add_run_limits,
     add_run_reader,
+    add_which,
+    check_output,
     emit,
-    language_model_run,
     positive_float,
     positive_int,
+    refuse_unless,
     resolve_config,
     run_config,
 )
@@ -39,14 +39,41 @@ def _interrupted_hint(out: Path):
                     else "; nothing of this run was saved: run the same command again")
 
 
-def check_out_folder(out: Path) -> None:
-    """A CommandError for an ``--out`` that names an existing file, not a folder."""
-    if out.exists() and not out.is_dir():
-        raise CommandError(f"--out {out} is a file, not a folder; name a new folder for the "
-                           f"run")
-
 #: rates that may be 0 (``--dyn-lr 0`` is static evaluation)
 non_negative_float = argument_type(number(minimum=0), float)
+
+
+def _stopped(what: str, status, task, out: Path, resumed: bool) -> str:
+    """The line a finished ``train`` or ``finetune`` prints: why it stopped, its best
+    validation metric, the folder, and how to go on where it stopped short of its
+    epochs."""
+    line = (f"{what}: stopped ({status.reason}) after {status.epoch} epoch(s); "
+            f"{task.best(status)}; run folder {out}")
+    if status.reason == "budget":  # --max-minutes: the same call again goes on
+        line += ("; run the same command again to continue" if resumed
+                 else "; continue with the same command plus --resume")
+    elif status.reason == "epochs":  # --max-epochs counts the run's epochs, not the call's
+        line += "; continue with --resume and a larger --max-epochs (or none)"
+    return line
+
+
+def _say_training_cost(config, args: argparse.Namespace) -> None:
+    """On a CPU, what training ``config`` will take, if long (:mod:`.estimates`)."""
+    from ..runtime import resolve_device
+    from . import estimates
+
+    device = resolve_device(args.device)
+    if args.quiet or device.type != "cpu":
+        return
+    cost = estimates.train_cost(config, device, args.max_epochs)
+    if cost is None:
+        return
+    epoch, total, how = cost
+    epochs = min(config.train.epochs, args.max_epochs or config.train.epochs)
+    stop = (f"; --max-minutes {args.max_minutes:g} stops it sooner" if args.max_minutes
+            else "; --max-minutes stops it, --resume continues it")
+    estimates.say(f"training {config.name} on the CPU", total,
+                  f"{estimates.duration(epoch)} per epoch x {epochs} epoch(s): {how}{stop}")
 
 
 # ------------------------------------------------------------------ train, finetune
@@ -55,8 +82,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from ..train.tasks import task_of
 
     config = resolve_config(args)
-    out = Path(args.out or Path("runs") / config.name.replace("/", "_"))
-    check_out_folder(out)
+    out = check_output(args.out or Path("runs") / config.name.replace("/", "_"), "--out",
+                       folder=True)
     args.interrupted = _interrupted_hint(out)
     task = task_of(config)
     graphs = {"graphs": True} if args.cuda_graphs else {}
@@ -65,10 +92,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     with distributed() as rank:  # under torchrun: this is one process of several
         trainer = task.trainer(config, out, device=args.device, resume=args.resume,
                                progress=False if args.quiet else None, **graphs)
+        if rank == 0:
+            _say_training_cost(config, args)
         status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
     if rank == 0:  # rank 0 reports for every process
-        print(f"{config.name}: stopped ({status.reason}) after {status.epoch} epoch(s); "
-              f"{task.best(status)}; run folder {out}")
+        print(_stopped(config.name, status, task, out, args.resume))
     return 0
 
 
@@ -87,22 +115,30 @@ def _check_cuda_graphs(config, task, device: str | None) -> None:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
-    from ..train import finetune
     from ..train.distributed import distributed
+    from ..train.runs import FINETUNE, in_use
+    from ..train.tasks import task_of
 
-    language_model_run(args.run_dir, "finetune")
-    if args.out is not None:
-        check_out_folder(args.out)
-    args.interrupted = _interrupted_hint(args.out or args.run_dir / "finetune")
+    config = run_config(args.run_dir)
+    task = task_of(config)
+    refuse_unless(task, lambda t: t.finetunes, "finetune", str(args.run_dir),
+                  "evaluate it with `drillbook eval`")
+    holder = in_use(args.run_dir)
+    if holder is not None:
+        raise CommandError(f"{args.run_dir} is still training ({holder}): fine-tuning now "
+                           f"would start from a snapshot of its best.pt; wait for the run "
+                           f"to finish, or stop it, then fine-tune")
+    out = check_output(args.out if args.out is not None else args.run_dir / FINETUNE,
+                       "--out", folder=True)
+    args.interrupted = _interrupted_hint(out)
     with distributed() as rank:  # under torchrun: one process of several
-        status, out = finetune(args.run_dir, out=args.out, device=args.device,
-                               resume=args.resume, max_epochs=args.max_epochs,
-                               max_minutes=args.max_minutes,
-                               progress=False if args.quiet else None, lr=args.lr)
-    if rank:
-        return 0
-    print(f"finetune: stopped ({status.reason}) after {status.epoch} epoch(s); best valid "
-          f"ppl {perplexity(status.best_val_loss):.2f}; run folder {out}")
+        trainer = task.finetune_trainer(args.run_dir, out=out, device=args.device,
+                                        resume=args.resume,
+                                        progress=False if args.quiet else None,
+                                        corpus=None, lr=args.lr)
+        status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
+    if rank == 0:
+        print(_stopped("finetune", status, task, out, args.resume))
     return 0
 
 
@@ -124,22 +160,28 @@ _DYNAMIC_OPTIONS = ("dyn_lr", "dyn_lambda", "dyn_eps", "dyn_bptt", "dyn_search",
 _DYN_EVERY = 500
 
 
-def _eval_dynamic(args: argparse.Namespace) -> int:
+def _eval_dynamic(args: argparse.Namespace, config, task) -> int:
     from ..train import dynamic as d
 
     def given(value, default):
         return default if value is None else value
 
-    state = args.dyn_state or args.run_dir / f"dynamic-eval-{args.which}-{args.split}.pt"
+    state = check_output(
+        args.dyn_state or args.run_dir / f"dynamic-eval-{args.which}-{args.split}.pt",
+        "--dyn-state", folder=False)
+    settings = {"bptt": given(args.dyn_bptt, d.DEFAULT_BPTT),
+                "eps": given(args.dyn_eps, d.DEFAULT_EPS)}
+    corpus = task.load_data(config)  # read once: the estimate's probe and the evaluation
+    if not args.resume:
+        _say_dynamic_cost(args, task, config, corpus, settings)
     result = d.evaluate_run(
         args.run_dir, split=args.split, which=args.which, lr=args.dyn_lr,
-        lamb=args.dyn_lambda, eps=given(args.dyn_eps, d.DEFAULT_EPS),
-        bptt=given(args.dyn_bptt, d.DEFAULT_BPTT), do_search=args.dyn_search,
-        search_tokens=args.dyn_search_tokens,
+        lamb=args.dyn_lambda, eps=settings["eps"], bptt=settings["bptt"],
+        do_search=args.dyn_search, search_tokens=args.dyn_search_tokens,
         grad_batch_size=given(args.dyn_grad_batch_size, d.DEFAULT_GRAD_BATCH_SIZE),
         grad_batches=args.dyn_grad_batches, max_tokens=args.max_tokens, state_path=state,
         save_every=given(args.dyn_every, _DYN_EVERY), resume=args.resume, device=args.device,
-        old_hyper=args.dyn_old_hyper)
+        corpus=corpus, old_hyper=args.dyn_old_hyper)
     text = (f"{args.split} perplexity {result['ppl']:.2f} with dynamic evaluation (static "
             f"{result['static_ppl']:.2f}) over {result['tokens']:,} tokens; lr "
             f"{result['lr']:g}, lambda {result['lamb']:g} ({args.which} weights of "
@@ -151,31 +193,55 @@ def _eval_dynamic(args: argparse.Namespace) -> int:
     return emit(args, result, text)
 
 
+def _say_dynamic_cost(args: argparse.Namespace, task, config, corpus,
+                      settings: dict) -> None:
+    """What the dynamic evaluation will take, if long, from a probe on a copy of the
+    run's model (:func:`.estimates.dynamic_cost`)."""
+    from ..train import dynamic as d
+    from . import estimates
+
+    run = task.load_run(args.run_dir, config, which=args.which, device=args.device,
+                        corpus=corpus)
+    seconds, how = estimates.dynamic_cost(
+        run.model, corpus, split=args.split, bptt=settings["bptt"],
+        grad_batch_size=args.dyn_grad_batch_size or d.DEFAULT_GRAD_BATCH_SIZE,
+        grad_batches=args.dyn_grad_batches, search=args.dyn_search,
+        search_tokens=args.dyn_search_tokens, max_tokens=args.max_tokens,
+        lr=args.dyn_lr or d.DEFAULT_LR, lamb=args.dyn_lambda or d.DEFAULT_LAMBDA,
+        eps=settings["eps"])
+    cut = ("--dyn-search-tokens N and --dyn-grad-batches N do less" if args.dyn_search
+           else "--dyn-grad-batches N and --max-tokens N do less")
+    estimates.say(f"dynamic evaluation on {next(run.model.parameters()).device}", seconds,
+                  f"{how}; {cut}")
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from ..configs import LANGUAGE_MODEL
     from ..train.tasks import task_of
 
     config = run_config(args.run_dir)
+    task = task_of(config)
     given = [f"--{o.replace('_', '-')}" for o in _DYNAMIC_OPTIONS
              if getattr(args, o) not in (None, False)]
-    if args.dynamic and config.task != LANGUAGE_MODEL:
-        raise CommandError(f"--dynamic evaluates language models; {args.run_dir} is a "
-                           f"{config.task} run (drop --dynamic)")
+    if args.dynamic:
+        refuse_unless(task, lambda t: t.streams, "--dynamic", str(args.run_dir),
+                      "drop --dynamic")
     if given and not args.dynamic:
         verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
         raise CommandError(f"{', '.join(given)} only {verb} to dynamic evaluation: add "
                            f"--dynamic (or drop {them})")
+    if args.beam is not None:
+        refuse_unless(task, lambda t: t.decodes, f"--beam {args.beam}", str(args.run_dir),
+                      "drop --beam")
     if args.dynamic:
         args.interrupted = lambda: ("; continue the dynamic evaluation from its state file "
                                     "with --resume")
-        return _eval_dynamic(args)
-    task = task_of(config)
+        return _eval_dynamic(args, config, task)
+    beam = args.beam or 1
     data = task.load_data(config)  # a missing corpus is reported before any weights are read
     run = task.load_run(args.run_dir, config, which=args.which, device=args.device, corpus=data)
-    _check_beam(run.model, args.beam)
+    _check_beam(run.model, beam)
     # --max-tokens caps a language model's tokens, a translation's sentences
-    result = task.evaluate(run, args.split, data=data, max_items=args.max_tokens,
-                           beam=args.beam)
+    result = task.evaluate(run, args.split, data=data, max_items=args.max_tokens, beam=beam)
     result = {"run": str(args.run_dir), "split": args.split, "which": args.which, **result}
     text = f"{args.split} {task.describe(result)} ({args.which} weights of {args.run_dir})"
     if "bleu_signature" in result:
@@ -183,39 +249,54 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return emit(args, result, text)
 
 
-def _cmd_translate(args: argparse.Namespace) -> int:
-    from ..configs import TRANSLATION
-    from ..nmt.decode import translate_pairs
-    from ..train.tasks import load_run
-
-    if run_config(args.run_dir).task != TRANSLATION:
-        raise CommandError(f"{args.run_dir} is not a translation run (train one with "
-                           f"`drillbook train multi30k/de-en-softmax --out DIR`)")
+def _source_lines(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The sentences ``translate`` reads (``--input`` or standard input) and where from,
+    one per line: lines end at a line feed only (a carriage return before it is dropped),
+    whatever else stands in a line, and a byte-order mark at the start is not a word."""
     if args.input and not Path(args.input).is_file():
-        raise MissingFileError(f"--input {args.input}: no such file; give a file of "
-                               f"sentences, one per line, or pipe them in")
-    config, model, (src_vocab, tgt_vocab) = load_run(args.run_dir, device=args.device)
-    _check_beam(model, args.beam)
+        what = "a folder" if Path(args.input).is_dir() else "no such file"
+        raise CommandError(f"--input {args.input}: {what}; give a file of sentences, one "
+                           f"per line, or pipe them in")
     source = args.input or "standard input"
     stdin_bytes = getattr(sys.stdin, "buffer", None)  # (a text stream in tests and shells)
-    data = (Path(args.input).read_bytes() if args.input
-            else stdin_bytes.read() if stdin_bytes is not None
-            else sys.stdin.read().encode("utf-8", "surrogateescape"))
+    try:
+        data = (Path(args.input).read_bytes() if args.input
+                else stdin_bytes.read() if stdin_bytes is not None
+                else sys.stdin.read().encode("utf-8", "surrogateescape"))
+    except OSError as err:
+        raise CommandError(f"cannot read {source} ({err.strerror or err}); give a readable "
+                           f"file of sentences") from None
     try:  # one rule for a file and for standard input: UTF-8, whatever the locale
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
         raise CommandError(f"{source}, line {line}, is not UTF-8 text (byte "
                            f"{err.start}: {err.reason}); give UTF-8 sentences") from None
-    raw_lines = text.splitlines()
-    while raw_lines and not raw_lines[-1].strip():  # blank lines at the end: nothing to say
-        raw_lines.pop()
-    if not raw_lines:
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    while lines and not lines[-1].strip():  # blank lines at the end: nothing to say
+        lines.pop()
+    if not lines:
         raise CommandError(f"no sentence to translate in {source}: give one sentence per "
                            f"line")
-    blank = next((i for i, line in enumerate(raw_lines, 1) if not line.strip()), None)
+    blank = next((i for i, line in enumerate(lines, 1) if not line.strip()), None)
     if blank is not None:
         raise CommandError(f"{source}, line {blank}, is empty: give one sentence per line")
+    return lines, source
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from ..nmt.decode import translate_pairs
+    from ..train.tasks import task_of
+
+    config = run_config(args.run_dir)
+    task = task_of(config)
+    refuse_unless(task, lambda t: t.decodes, "translate", str(args.run_dir),
+                  "train a translation run with `drillbook train "
+                  "multi30k/de-en-softmax-tutorial --out DIR`")
+    raw_lines, source = _source_lines(args)
+    _, model, (src_vocab, tgt_vocab) = task.load_run(args.run_dir, config, which=args.which,
+                                                     device=args.device)
+    _check_beam(model, args.beam)
     if args.raw:
         from ..nmt.text import moses_detokenize, moses_tokenize
 
@@ -227,6 +308,10 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     else:
         split, join = str.split, " ".join
     lines = [split(line) for line in raw_lines]
+    empty = next((i for i, tokens in enumerate(lines, 1) if not tokens), None)
+    if empty is not None:
+        raise CommandError(f"{source}, line {empty}, has no word once tokenised: give one "
+                           f"sentence per line")
     device = next(model.parameters()).device
     for hyp in translate_pairs(model, [(tokens, []) for tokens in lines], src_vocab,
                                tgt_vocab, beam=args.beam, device=device):
@@ -236,12 +321,20 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
 def _cmd_rank(args: argparse.Namespace) -> int:
     from ..analysis import DRILL_TOL, log_prob_chunks, singular_values
-    from ..train.lm import load_lm_run, split_stream
+    from ..train.tasks import task_of
+    from . import estimates
 
-    language_model_run(args.run_dir, "rank")
-    config, model, corpus = load_lm_run(args.run_dir, which=args.which, device=args.device)
+    config = run_config(args.run_dir)
+    task = task_of(config)
+    refuse_unless(task, lambda t: t.streams, "rank", str(args.run_dir),
+                  "use `drillbook eval` or `drillbook translate`")
+    corpus = task.load_data(config)
+    _, model, _ = task.load_run(args.run_dir, config, which=args.which, device=args.device,
+                                corpus=corpus)
     device = next(model.parameters()).device
-    data = split_stream(config, corpus, args.split).to(device)
+    data = task.split_stream(config, corpus, args.split).to(device)
+    seconds, how = estimates.rank_cost(model, data, config.train.bptt, args.max_tokens)
+    estimates.say(f"the rank on {device}", seconds, how)
     spec = singular_values(log_prob_chunks(model, data, config.train.bptt, args.max_tokens),
                            method="gram", device=device)
     result = {"run": str(args.run_dir), "split": args.split, "contexts": spec.n_rows,
@@ -345,7 +438,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("eval", help="perplexity (language models) or BLEU (translation)")
     add_run_reader(p)
-    p.add_argument("--beam", type=positive_int, default=1, help="translation: beam size")
+    p.add_argument("--beam", type=positive_int,
+                   help="beam size (runs that decode: translation; default 1)")
     _add_dynamic_options(p)
     p.set_defaults(func=_cmd_eval, interrupted=lambda: "")  # set by --dynamic
 
@@ -364,6 +458,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--raw", action="store_true",
                    help="untokenised input: Moses-tokenise and lowercase it, and "
                         "detokenise the output (needs sacremoses)")
-    p.add_argument("--beam", type=positive_int, default=1)
+    p.add_argument("--beam", type=positive_int, default=1, help="beam size (default 1)")
+    add_which(p)
     p.add_argument("--device")
     p.set_defaults(func=_cmd_translate)

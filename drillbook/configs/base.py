@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 from ..precision import AMP_CHOICES, OLD_SPELLINGS
 from ..validation import PROBABILITY as _PROBABILITY
-from ..validation import Rule, integer, is_integer, is_number, number, one_of, suggest
+from ..validation import SEED, Rule, integer, is_integer, is_number, number, one_of, suggest
 
 __all__ = [
     "LOOP_RULES",
@@ -92,6 +92,7 @@ class LoopConfig:
 #: the ranges of :class:`LoopConfig`'s fields, keyed by field (each task's rules prefix
 #: them with its training section, ``train.``)
 LOOP_RULES: Mapping[str, Rule] = {
+    "seed": SEED,
     "batch_size": AT_LEAST_ONE,
     "lr": POSITIVE,
     "clip": CLIP,

@@ -8,7 +8,8 @@ dict :meth:`~drillbook.configs.SectionedConfig.to_dict` gives: ``name``, ``task`
 what differs from the defaults; ``task`` says which class reads the file (a file without
 one is read as :func:`~drillbook.configs.config_from_dict` says).
 
-Formats, chosen by the file's suffix (:data:`CONFIG_FORMATS`):
+Files are UTF-8 text; a byte-order mark at the start (what some editors save) is read as
+nothing. Formats, chosen by the file's suffix (:data:`CONFIG_FORMATS`):
 
 * ``.json``: always available; :func:`dump_config`'s default.
 * ``.yaml`` / ``.yml``: needs PyYAML. Numbers such as ``1e-3`` are read as numbers (plain
@@ -107,6 +108,9 @@ def load_config(path: str | Path) -> SectionedConfig:
             names the file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a config file; give a file, e.g. a run's "
+                          f"{path / 'config.json'}")
     fmt = CONFIG_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ConfigError(f"{path}: unknown config file type {path.suffix or '(no suffix)'!r}; "
@@ -115,7 +119,7 @@ def load_config(path: str | Path) -> SectionedConfig:
         raise MissingFileError(f"{path}: no such config file; write one with "
                                f"`drillbook configs --show NAME > {path}`")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); "
                           f"save it as UTF-8") from None

@@ -111,6 +111,11 @@ class Config(SectionedConfig):
         super().validate()
         check_head_kind(self.head.kind, language_model=True)
         t = self.train
+        if self.model.encoder == "transformer" and self.model.max_len < t.bptt:
+            raise ConfigError(f"invalid model.max_len={self.model.max_len}: a Transformer "
+                              f"reads windows of train.bptt={t.bptt} positions (and longer "
+                              f"ones with variable windows); raise model.max_len or lower "
+                              f"train.bptt")
         if t.batch_size % t.accum_steps:
             raise ConfigError(f"invalid train.accum_steps={t.accum_steps}: it must divide "
                               f"train.batch_size={t.batch_size} (each slice is "

@@ -301,6 +301,24 @@ def _root_and_source(root: str | os.PathLike | None) -> tuple[Path, str]:
     return Path.home() / ".cache" / "drillbook", "the default cache folder (~/.cache/drillbook)"
 
 
+def _usable_root(root: str | os.PathLike | None) -> tuple[Path, str]:
+    """:func:`_root_and_source`, refusing a data root that exists and is not a folder
+    (a :class:`DataError` naming where it was taken from)."""
+    base, source = _root_and_source(root)
+    if base.exists() and not base.is_dir():
+        raise DataError(f"the data root {base} (taken from {source}) is a file, not a folder; "
+                        f"set ${DATA_ENV} to a folder (`drillbook data where` prints the one "
+                        f"in use)")
+    return base, source
+
+
+def _unwritable(folder: Path, source: str, err: OSError) -> DataError:
+    """One line: a corpus folder that cannot be made or written, and the fix."""
+    return DataError(f"cannot write the corpus folder {folder} ({err.strerror or err}; the "
+                     f"data root is taken from {source}); set ${DATA_ENV} to a folder that "
+                     f"can be written, or copy the corpus there yourself")
+
+
 def data_root(root: str | os.PathLike | None = None) -> Path:
     """The folder that holds one sub-folder per corpus.
 
@@ -366,12 +384,12 @@ def corpus_file(
     """
     spec = corpus_spec(name)
     filename = spec.filename(split)
-    base, source = _root_and_source(root)
+    base, source = _usable_root(root)
     path = base / spec.subdir / filename
     if path.is_file():
         return path
     if download:
-        _download(spec, base, force=False, opener=None)
+        _download(spec, base, source, force=False, opener=None)
         return path
     raise MissingFileError(
         f"{spec.name} {split} split not found: no file at {path} (data root {base} taken "
@@ -475,7 +493,7 @@ def verify(name: str, root: str | os.PathLike | None = None) -> list[FileCheck]:
         altered files: the caller decides.
     """
     spec = corpus_spec(name)
-    folder = data_root(root) / spec.subdir
+    folder = _usable_root(root)[0] / spec.subdir
     checks = []
     for filename in spec.files.values():
         path = folder / filename
@@ -505,13 +523,18 @@ def _network_error(url: str, spec: CorpusSpec, folder: Path,
 
 
 def _fetch(url: str, dest: Path, expected: str, spec: CorpusSpec, folder: Path,
-           opener: Opener) -> None:
+           opener: Opener, source: str) -> None:
     """Stream ``url`` into a temp file beside ``dest``; move it into place if the hash matches.
 
-    ``folder`` is the corpus folder (``<root>/<subdir>``) that network errors point to.
+    ``folder`` is the corpus folder (``<root>/<subdir>``) that network errors point to;
+    ``source`` says where the data root was taken from.
     """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part",
+                                        dir=dest.parent)
+    except OSError as err:
+        raise _unwritable(dest.parent, source, err) from None
     tmp = Path(tmp_name)
     try:
         digest = hashlib.sha256()
@@ -543,8 +566,11 @@ def _fetch(url: str, dest: Path, expected: str, spec: CorpusSpec, folder: Path,
                 f"{dest} (or under ${DATA_ENV}).",
                 path=dest, expected=expected, actual=actual,
             )
-        os.chmod(tmp, 0o644)  # mkstemp made it private; a cache is readable like any file
-        os.replace(tmp, dest)  # atomic: readers see the old state or the whole file
+        try:
+            os.chmod(tmp, 0o644)  # mkstemp made it private; a cache is readable like any file
+            os.replace(tmp, dest)  # atomic: readers see the old state or the whole file
+        except OSError as err:
+            raise _unwritable(dest.parent, source, err) from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -580,10 +606,11 @@ def download(
         DownloadError: the network failed; the message names the address.
         DataError: unknown corpus, or one without a download address for some file.
     """
-    return _download(corpus_spec(name), data_root(root), force=force, opener=opener)
+    return _download(corpus_spec(name), *_usable_root(root), force=force, opener=opener)
 
 
-def _download(spec: CorpusSpec, root: Path, *, force: bool, opener: Opener | None) -> list[Path]:
+def _download(spec: CorpusSpec, root: Path, source: str, *, force: bool,
+              opener: Opener | None) -> list[Path]:
     opener = opener if opener is not None else _urlopen
     folder = root / spec.subdir
     paths = []
@@ -607,5 +634,5 @@ def _download(spec: CorpusSpec, root: Path, *, force: bool, opener: Opener | Non
                 f"corpus {spec.name!r} has no download address for {filename}; put the "
                 f"file at {dest} yourself (or under ${DATA_ENV}/{spec.subdir}/)"
             )
-        _fetch(url, dest, expected, spec, folder, opener)
+        _fetch(url, dest, expected, spec, folder, opener, source)
     return paths

@@ -252,6 +252,15 @@ def _table4() -> list[Row]:
             paper_finetuned=t4 + "residuals-between-layers"),
         Row("drill-4-standard-dropout", drill, ("head.options.dropout_kind=standard",),
             paper_finetuned=t4 + "no-variational-dropout"),
+        # footnote 6: the paper's bilinear and dual rows used dropout and residual
+        # connections to E and h_t where validation improved (which, it does not say);
+        # these rows switch them all on, with DRILL's label dropout (0.6, variational)
+        Row("bilinear-dropout-residual", "ptb/awd-lstm-bilinear", (
+            "head.options.dropout=0.6", "head.options.residual=true"),
+            paper_finetuned=t4 + "bilinear"),
+        Row("dual-dropout-residual", "ptb/awd-lstm-dual", (
+            "head.options.dropout=0.6", "head.options.residual_label=true",
+            "head.options.residual_context=true"), paper_finetuned=t4 + "dual"),
     ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import io
+import re
 import shutil
 import zipfile
 from collections.abc import Collection
@@ -20,11 +21,11 @@ from typing import Any
 import torch
 
 from ..atomic import write_atomic
-from ..errors import CheckpointError, MissingFileError
+from ..errors import CheckpointError, DeviceError, MissingFileError
 
 __all__ = ["FORMATS", "LM_CHECKPOINT", "LM_DYNAMIC_EVAL", "LM_WEIGHTS", "NMT_CHECKPOINT",
-           "NMT_WEIGHTS", "load_checkpoint", "rng_state", "save_atomic", "serialize",
-           "set_rng_state", "write_serialized"]
+           "NMT_WEIGHTS", "load_checkpoint", "load_weights", "rng_state", "save_atomic",
+           "serialize", "set_rng_state", "weights_mismatch", "write_serialized"]
 
 LM_CHECKPOINT = "drillbook-lm-checkpoint/1"
 LM_WEIGHTS = "drillbook-lm-weights/1"
@@ -164,6 +165,10 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu", *,
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # corrupted, truncated, or not ours
+        if "data location" in str(err) or "deserialize object on" in str(err):
+            raise DeviceError(f"cannot load {path} onto device {str(map_location)!r} "
+                              f"({' '.join(str(err).split())[:160]}); use cpu, cuda, cuda:N "
+                              f"or mps") from err
         raise CheckpointError(f"{path} is not a readable drillbook checkpoint (corrupt or "
                               f"truncated: {_unreadable_reason(path, err)}); {fix}") from err
     kind = state.get("format") if isinstance(state, dict) else None
@@ -174,3 +179,54 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu", *,
         wanted = " or ".join(FORMATS[f] for f in formats)
         raise CheckpointError(f"{path} is {FORMATS[kind]}, not {wanted}; {fix}")
     return state
+
+
+# ------------------------------------------------------------------ weights that do not fit
+_SIZE = re.compile(r"size mismatch for ([\w.]+): copying a param with shape "
+                   r"torch\.Size\(\[([\d, ]*)\]\) from checkpoint, the shape in current "
+                   r"model is torch\.Size\(\[([\d, ]*)\]\)")
+_KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]*\"(?:, )?)+)")
+
+
+def weights_mismatch(err: BaseException, checkpoint: Path, config: Path
+                     ) -> CheckpointError | None:
+    """The one-line error for ``model.load_state_dict``'s failure ``err`` when the
+    weights in ``checkpoint`` do not fit the model ``config`` describes (an edited
+    config, a checkpoint copied from another run): both files and the first sizes or
+    names that differ. None when ``err`` is not such a failure."""
+    text = str(err)
+    if "Error(s) in loading state_dict" not in text:
+        return None
+    found = []
+    sizes = _SIZE.findall(text)
+    if sizes:
+        name, saved, built = sizes[0]
+        more = f" (and {len(sizes) - 1} more)" if len(sizes) > 1 else ""
+        found.append(f"{name} is [{saved}] in the checkpoint and [{built}] in the config's "
+                     f"model{more}")
+    for kind, keys in _KEYS.findall(text):
+        names = re.findall(r'"([^"]*)"', keys)
+        where = "the config's model has" if kind == "Missing" else "the checkpoint has"
+        other = "the checkpoint lacks" if kind == "Missing" else "the config's model lacks"
+        found.append(f"{where} {len(names)} weight(s) {other} ({names[0]}"
+                     f"{', ...' if len(names) > 1 else ''})")
+    what = "; ".join(found) or text.strip().splitlines()[0]
+    return CheckpointError(f"{checkpoint} does not fit the model {config} describes: {what}. "
+                           f"The config was edited or the checkpoint comes from another run: "
+                           f"put the run's own {config.name} and {checkpoint.name} back, or "
+                           f"train the config into a new --out folder")
+
+
+def load_weights(model: torch.nn.Module, weights: dict[str, Any], *, checkpoint: str | Path,
+                 config: str | Path) -> None:
+    """``model.load_state_dict(weights)``, where weights that do not fit the model (read
+    from ``checkpoint``, the model built from ``config``) are a one-line
+    :class:`~drillbook.errors.CheckpointError` naming both files
+    (:func:`weights_mismatch`)."""
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as err:
+        mismatch = weights_mismatch(err, Path(checkpoint), Path(config))
+        if mismatch is None:
+            raise
+        raise mismatch from None

@@ -35,15 +35,23 @@ from tqdm import tqdm
 
 from ..configs import Config
 from ..data import BPTTSampler, Corpus, batchify, load_corpus
-from ..errors import CheckpointError, ConfigError, DataError, RunFolderError
+from ..errors import CheckpointError, ConfigError, DataError, MissingFileError, RunFolderError
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
 from ..runtime import check_model_fits, read_back, resolve_device
-from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint
+from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint, load_weights
 from .graphs import GraphedForward, GraphedStep
 from .loop import RunStatus, TrainingLoop
 from .optimizers import graph_optimizer
-from .runs import BEST, CONFIG, LoadedRun, checkpoint_path, read_run_config
+from .runs import (
+    BEST,
+    CONFIG,
+    FINETUNE,
+    LoadedRun,
+    checkpoint_path,
+    read_run_config,
+    resume_command,
+)
 from .step import StepLoss
 
 __all__ = ["Trainer", "evaluate", "evaluate_lm_run", "finetune", "finetune_trainer",
@@ -213,11 +221,12 @@ class Trainer(TrainingLoop):
         world = self.world_size
         for key, split, size in (("train.batch_size", "train", t.batch_size),
                                  ("train.eval_batch_size", "valid", t.eval_batch_size)):
-            tokens = len(getattr(self.corpus, split))
-            if tokens // size < 2:  # a column must hold an input and its next word
-                raise ConfigError(f"{key}={size} leaves no batch: the {split} text has "
-                                  f"{tokens:,} tokens, so at most {tokens // 2:,} columns of "
-                                  f"two; lower {key}")
+            check_columns(key, split, len(getattr(self.corpus, split)), size)
+        rows = len(self.corpus.train) // t.batch_size
+        if t.bptt >= rows:
+            raise ConfigError(f"train.bptt={t.bptt} is longer than a column of the train text "
+                              f"({rows:,} tokens in each of train.batch_size={t.batch_size} "
+                              f"columns): lower train.bptt")
         if t.batch_size % (world * t.accum_steps):
             raise ConfigError(f"train.batch_size={t.batch_size} does not split into {world} "
                               f"processes x train.accum_steps={t.accum_steps} equal column "
@@ -233,7 +242,8 @@ class Trainer(TrainingLoop):
         if init_from is not None:
             weights = load_checkpoint(init_from, self.device, formats=(LM_WEIGHTS,
                                                                        LM_CHECKPOINT))
-            self.model.load_state_dict(weights["model"])
+            load_weights(self.model, weights["model"], checkpoint=init_from,
+                         config=Path(init_from).parent / CONFIG)
         first = "adam" if t.optimizer == "adam" else "sgd"
         self.optimizer = self._make_optimizer("asgd" if stage == "finetune" else first)
         self.hidden: Any = None if t.accum_steps == 1 else [None] * t.accum_steps
@@ -480,7 +490,12 @@ def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
     needs more than the stage's :class:`RunStatus` (steps, wall time, device)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir, Config)
-    out = Path(out) if out is not None else run_dir / "finetune"
+    out = Path(out) if out is not None else run_dir / FINETUNE
+    if not resume and not (run_dir / BEST).exists():
+        raise MissingFileError(f"{run_dir} has not finished an epoch (it has no {BEST}): "
+                               f"fine-tuning starts from the best weights of a trained run; "
+                               f"continue the run until an epoch ends "
+                               f"({resume_command(run_dir)}), then fine-tune")
     if out.absolute() == run_dir.absolute():
         raise RunFolderError(f"finetune writes a run folder of its own: --out {out} is the "
                              f"run it starts from; leave --out out (default "
@@ -505,9 +520,18 @@ def split_stream(config: Config, corpus: Corpus, split: str) -> Tensor:
     ``train``) in ``train.eval_batch_size`` columns, ``test`` in
     ``train.test_batch_size``."""
     t = config.train
-    batch = {"valid": t.eval_batch_size, "test": t.test_batch_size,
-             "train": t.eval_batch_size}[split]
+    key = "train.test_batch_size" if split == "test" else "train.eval_batch_size"
+    batch = t.test_batch_size if split == "test" else t.eval_batch_size
+    check_columns(key, split, len(getattr(corpus, split)), batch)
     return batchify(getattr(corpus, split), batch)
+
+
+def check_columns(key: str, split: str, tokens: int, columns: int) -> None:
+    """A ConfigError naming ``key`` when a split of ``tokens`` tokens cannot be cut into
+    ``columns`` columns of at least two (an input and its next word)."""
+    if tokens // columns < 2:
+        raise ConfigError(f"{key}={columns} leaves no batch: the {split} text has {tokens:,} "
+                          f"tokens, so at most {tokens // 2:,} columns of two; lower {key}")
 
 
 def load_lm_run(run_dir: str | Path, config: Config | None = None, *, which: str = "best",
@@ -531,7 +555,7 @@ def load_lm_run(run_dir: str | Path, config: Config | None = None, *, which: str
     state = load_checkpoint(path, device, formats=(LM_WEIGHTS, LM_CHECKPOINT))
     corpus = corpus if corpus is not None else load_lm_data(config)
     model = build_model(config, len(corpus.vocab)).to(device)
-    model.load_state_dict(state["model"])
+    load_weights(model, state["model"], checkpoint=path, config=run_dir / CONFIG)
     model.eval()
     return LoadedRun(config, model, corpus)
 

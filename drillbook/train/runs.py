@@ -8,10 +8,7 @@ A run folder holds ``config.json``, ``log.jsonl`` (one record per completed epoc
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import warnings
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,107 +24,23 @@ from ..errors import (
     RunFolderExistsError,
     TrainingDiverged,
 )
-from .checkpoint import load_checkpoint, save_atomic, serialize, write_serialized
+from .checkpoint import (
+    load_checkpoint,
+    save_atomic,
+    serialize,
+    weights_mismatch,
+    write_serialized,
+)
+from .lock import LOCK, RunLock
 
-__all__ = ["BEST", "CONFIG", "LAST", "LOCK", "LOG", "FollowerFolder", "LoadedRun",
+__all__ = ["BEST", "CONFIG", "FINETUNE", "LAST", "LOCK", "LOG", "FollowerFolder", "LoadedRun",
            "PendingCheckpoint", "RunFolder", "RunLock", "apply_learning_rate",
-           "checkpoint_path", "diverged", "has_checkpoint", "nonfinite_update",
-           "open_run_folder", "read_log", "read_run_config", "read_run_dict"]
+           "checkpoint_path", "diverged", "has_checkpoint", "in_use", "nonfinite_update",
+           "open_run_folder", "read_log", "read_run_config", "read_run_dict", "resume_command"]
 
-LAST, BEST, CONFIG, LOG, LOCK = "last.pt", "best.pt", "config.json", "log.jsonl", ".lock"
-
-
-# ---------------------------------------------------------------------------- lock
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether the open ``fd`` is still the file at ``path`` (a lock's holder removes the
-    file when it lets go, and a later trainer creates a new one)."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except FileNotFoundError:
-        return False
-
-
-def _lock_fd(fd: int) -> bool:
-    """Take an exclusive, non-blocking lock on ``fd``; False when another holds it."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        import msvcrt
-
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-class RunLock:
-    """An exclusive lock on ``<folder>/.lock``, released by :meth:`release`, when this
-    object is collected, or by the operating system when the process ends.
-
-    ``flock`` locks belong to an open file, so a second :class:`RunLock` on the same
-    folder conflicts even within one process.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-        self.path = self.folder / LOCK
-        self._fd: int | None = None
-        self._finalizer: weakref.finalize | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def acquire(self) -> None:
-        """Take the lock (no-op if held).
-
-        Raises:
-            RunFolderError: another trainer holds it (the message names its pid).
-        """
-        if self._fd is not None:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                locked = _lock_fd(fd)
-            except OSError as err:  # a filesystem without locks (some network mounts)
-                warnings.warn(f"cannot lock {self.path} ({err.strerror}): nothing stops a "
-                              f"second trainer from writing into {self.folder}",
-                              stacklevel=3)
-                locked = True
-            if not locked or _same_file(fd, self.path):
-                break
-            os.close(fd)  # the holder removed the file as we took it: take the new one
-        if not locked:
-            try:
-                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            except OSError:  # Windows: the locked byte cannot be read either
-                holder = "unknown"
-            os.close(fd)
-            who = ("another trainer in this process (finish its fit() or call its "
-                   "close())" if holder == str(os.getpid())
-                   else f"another training process (pid {holder})")
-            raise RunFolderError(f"{self.folder} is in use by {who}; wait for it to "
-                                 f"finish or stop it, or train into another --out folder")
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for the message above
-        self._fd = fd
-        self._finalizer = weakref.finalize(self, os.close, fd)
-
-    def release(self) -> None:
-        """Give the lock up and remove the ``.lock`` file (no-op if not held): a folder
-        keeps no trace of a trainer that has finished, failed or been refused."""
-        if self._finalizer is not None:
-            self.path.unlink(missing_ok=True)  # while held: no one else can have taken it
-            self._finalizer()  # closing the file drops the lock
-        self._fd, self._finalizer = None, None
+LAST, BEST, CONFIG, LOG = "last.pt", "best.pt", "config.json", "log.jsonl"
+#: the folder inside a run that its fine-tuning stage writes by default
+FINETUNE = "finetune"
 
 
 # ------------------------------------------------------------- config and log
@@ -149,7 +62,7 @@ def read_run_dict(run_dir: str | Path) -> dict[str, Any]:
         raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
                                f"train one with `drillbook train CONFIG --out {run_dir}`")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise RunFolderError(f"{path} is not a readable run config ({err}); "
                              f"{_CONFIG_FIX}") from err
@@ -310,7 +223,7 @@ class RunFolder:
                 raise RunFolderExistsError(f"{self.path} already holds a run ({LAST}); pass "
                                      f"--resume to continue it or choose another --out "
                                      f"folder")
-            held = [name for name in (BEST, LOG, CONFIG, "finetune")
+            held = [name for name in (BEST, LOG, CONFIG, FINETUNE)
                     if (self.path / name).exists()]
             if held:  # a run without last.pt: nothing to resume, and not to be mixed with
                 raise RunFolderExistsError(
@@ -342,7 +255,14 @@ class RunFolder:
         try:
             state = self.load_last(fmt, map_location) if self.resume else None
             build(state)
-            self.commit(restore(state) if state is not None else None)
+            try:
+                epoch = restore(state) if state is not None else None
+            except RuntimeError as err:  # weights of another shape than the config's
+                mismatch = weights_mismatch(err, self.last, self.path / CONFIG)
+                if mismatch is None:
+                    raise
+                raise mismatch from None
+            self.commit(epoch)
         except BaseException:
             self.release(failed=True)
             raise
@@ -593,9 +513,20 @@ def checkpoint_path(run_dir: Path, which: str) -> Path:
     if not path.exists():
         other = "last" if which == "best" else "best"
         raise MissingFileError(f"{run_dir} has no {path.name} yet (no epoch finished); "
-                              f"train it further, or read its {other}.pt instead "
-                              f"(--which {other}, if it has one)")
+                               f"train it further ({resume_command(run_dir)}), or read its "
+                               f"{other}.pt instead (--which {other}, if it has one)")
     return path
+
+
+def in_use(run_dir: str | Path) -> str | None:
+    """Who is training in ``run_dir`` now (``"pid 1234"``, from its lock), or None: what a
+    command that starts from a run's checkpoints checks first (:meth:`RunLock.holder`)."""
+    return RunLock(Path(run_dir)).holder()
+
+
+def resume_command(run_dir: str | Path) -> str:
+    """The command that continues the run in ``run_dir`` from its ``last.pt``, in words."""
+    return f"`drillbook train --config {Path(run_dir) / CONFIG} --out {run_dir} --resume`"
 
 
 def has_checkpoint(run_dir: str | Path) -> bool:

@@ -26,9 +26,9 @@ from ..nmt.decode import translate_pairs
 from ..nmt.model import Seq2Seq
 from ..nmt.vocab import NMTVocab
 from ..runtime import check_model_fits, resolve_device
-from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint
+from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
 from .loop import TrainingLoop
-from .runs import LoadedRun, checkpoint_path, read_run_config
+from .runs import CONFIG, LoadedRun, checkpoint_path, read_run_config
 from .step import StepLoss
 
 __all__ = ["NMTTrainer", "TranslationVocabs", "check_negative_sampling",
@@ -344,7 +344,7 @@ def load_translation_run(run_dir: str | Path, config: NMTConfig | None = None, *
     model = build_translation_model(  # a vMF head's table is in the checkpoint
         config, len(vocabs.src), len(vocabs.tgt), pad_id=vocabs.tgt.pad_id,
         target_embeddings=state["model"].get("head.target_embeddings")).to(device)
-    model.load_state_dict(state["model"])
+    load_weights(model, state["model"], checkpoint=path, config=run_dir / CONFIG)
     return LoadedRun(config, model.eval(), vocabs)
 
 

@@ -1,7 +1,11 @@
 """The measuring toolkit of every benchmark: timing with
 :class:`torch.utils.benchmark.Timer` (:func:`time_call`), the bytes autograd keeps for the
 backward pass (:func:`saved_bytes`), a training step's cost (:func:`step_costs`), ratios to a
-baseline measured before and after (:func:`add_ratios`), and out-of-memory handling."""
+baseline measured before and after (:func:`add_ratios`), and out-of-memory handling.
+
+``torch.utils.benchmark`` is imported by the functions that time, not with the module:
+importing it looks for a CUDA toolkit and, on a machine that has one and no GPU, prints
+torch's "No CUDA runtime is found" line, which nothing but a benchmark should cause."""
 
 from __future__ import annotations
 
@@ -14,7 +18,6 @@ from pathlib import Path
 
 import torch
 from torch import Tensor, nn
-from torch.utils import benchmark
 
 from ...atomic import write_json
 from ...errors import ConfigError
@@ -105,6 +108,8 @@ def time_call(fn: Callable[[], object], device: torch.device, *, repeats: int = 
         raise ConfigError(f"repeats must be >= 1 and warmup >= 0, got repeats={repeats}, "
                           f"warmup={warmup}")
     check_clock(clock, device)
+    from torch.utils import benchmark  # here, not at import: see the module notes
+
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn},
                             num_threads=torch.get_num_threads(),
                             **({"timer": time.process_time} if clock == "cpu" else {}))
@@ -119,6 +124,8 @@ def time_once(fn: Callable[[], object], device: torch.device) -> float:
     """Seconds of one call of ``fn()``, no warm-up, on the clock of
     :class:`torch.utils.benchmark.Timer` (which synchronises the accelerator when it is
     read). For a first, probing call: a ``Timer`` would call ``fn`` three times."""
+    from torch.utils import benchmark
+
     with _on(device):
         start = benchmark.timer()
         fn()

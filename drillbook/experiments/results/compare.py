@@ -144,20 +144,6 @@ def always_falls(curve: Sequence[dict[str, Any]], metric: str = "val_ppl") -> bo
     return all(b < a for a, b in itertools.pairwise(y))
 
 
-def _label_log_range(ax, values: Sequence[float]) -> None:
-    """Major ticks on a log y axis that leave labels in view when the data span less than
-    a decade or two (perplexities from 260 to 860 hold no power of ten): every integer
-    multiple of a power of ten under a decade, 1-2-5 under two, powers of ten beyond."""
-    from matplotlib.ticker import LogLocator
-
-    positive = [v for v in values if v > 0]
-    if not positive:
-        return
-    span = max(positive) / min(positive)
-    subs = tuple(range(1, 10)) if span < 10 else (1, 2, 5) if span < 100 else (1,)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-
-
 def full_command(table: str, *, colab: bool = False) -> str:
     """The command that runs ``table`` to the end (no budget), resuming interrupted rows.
 
@@ -195,7 +181,7 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
     """
     import matplotlib.pyplot as plt
 
-    from ...plotting import head_color, tidy_log_axis
+    from ...plotting import head_color, label_log_range, tidy_log_axis
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.6))
@@ -204,7 +190,7 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
     drawn, values = 0, []
     for r in rows:
         points = [p for p in r.get("curve", []) if p.get(metric) is not None
-                  and math.isfinite(p[metric])]
+                  and math.isfinite(p[metric]) and p.get(x) is not None]
         if points:
             try:
                 color = (colors or {}).get(r["row"]) or head_color(r["row"])
@@ -217,10 +203,14 @@ def plot_curves(rows: Sequence[dict[str, Any]], *, metric: str = "val_ppl", ax=N
             values += [p[metric] for p in points]
             drawn += 1
     ax.set_xlabel({"epoch": "epoch", "elapsed_seconds": "wall-clock seconds"}.get(x, x))
+    if x == "epoch":  # whole epochs only: no tick at 1.5
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(metric.replace("_", " "))
     if log_y if log_y is not None else metric.endswith("ppl"):
         ax.set_yscale("log")
-        _label_log_range(ax, values)
+        label_log_range(ax, values)
         tidy_log_axis(ax)
     if title:
         ax.set_title(title)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import MissingFileError
+from ...metrics import log_interpolate
 from ...plotting import family_colors, head_color, head_kind
 from ..tables import table_of
 from .files import (
@@ -35,7 +36,7 @@ from .files import (
 __all__ = ["band_differences", "committed_results", "curve_points", "f1_rows",
            "missing_evidence",
            "mixture_usage", "plan_folder", "plan_results", "plot_band_differences", "plot_f1",
-           "rank_rows", "table_results", "val_at_epoch", "window_rows"]
+           "rank_rows", "table_results", "val_at_epoch", "val_at_updates", "window_rows"]
 
 
 def table_results(table: str, folder: str | Path | None = None, *,
@@ -129,17 +130,46 @@ def val_at_epoch(docs: Sequence[dict[str, Any]], epoch: int, metric: str = "ppl"
     return out
 
 
-def _d_out(config: dict[str, Any]) -> int | None:
-    model = config.get("model", {})
-    return model.get("d_out") or model.get("emsize")
+def val_at_updates(docs: Sequence[dict[str, Any]], updates: float, metric: str = "ppl"
+                   ) -> dict[str, float]:
+    """Row -> its validation ``metric`` after ``updates`` training steps, read on its curve
+    (each epoch's ``step``) and interpolated in log space between two epochs
+    (:func:`drillbook.metrics.log_interpolate`), for the rows whose curve reaches it: rows
+    of different batch sizes compared after the same number of updates, where
+    :func:`val_at_epoch` compares them after unequal ones."""
+    out = {}
+    for d in docs:
+        points = [p for p in d.get("curve", []) if isinstance(p.get("step"), int)
+                  and isinstance(p.get(f"val_{metric}"), (int, float))]
+        value = log_interpolate([p["step"] for p in points],
+                                [p[f"val_{metric}"] for p in points], updates)
+        if value is not None:
+            out[d["row"]] = value
+    return out
+
+
+def _score_width(config: dict[str, Any]) -> int | None:
+    """The size of the vectors a head scores the words with, whose ``+ 2`` bounds the rank
+    of one softmax's log-probabilities: the untied softmax's last layer (``d_out``, else
+    the embedding size), the dual head's joint space, and for every other head the
+    embedding it shares (a mixture's components too: MoS-15 on PTB scores 280-wide
+    vectors, though its last LSTM layer is 620 wide)."""
+    model, head = config.get("model", {}), config.get("head", {})
+    kind, options = head.get("kind"), head.get("options", {})
+    if kind == "softmax":
+        return model.get("d_out") or model.get("emsize")
+    if kind == "dual" and options.get("d_joint"):
+        return options["d_joint"]
+    return model.get("emsize")
 
 
 def rank_rows(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One dict per result with a measured rank: ``row``, ``seed``, ``d`` (the size of the
-    features the head's logits are linear in), ``rank_tol_1`` (DRILL's tolerance),
+    vectors the head scores words with, so a single softmax's ceiling is ``d + 2``; a
+    mixture's components are that size too), ``rank_tol_1`` (DRILL's tolerance),
     ``rank_numpy_tol`` (None where the matrix was too large for the float64 SVD),
     ``positions`` (the rows of the log-probability matrix) and ``val_ppl``."""
-    return [{"row": d["row"], "seed": d["seed"], "d": _d_out(d["config"]),
+    return [{"row": d["row"], "seed": d["seed"], "d": _score_width(d["config"]),
              "rank_tol_1": d["metrics"]["rank_tol_1"],
              "rank_numpy_tol": d["metrics"].get("rank_numpy_tol"),
              "positions": d["metrics"].get("rank_positions"),

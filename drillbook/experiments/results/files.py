@@ -320,24 +320,40 @@ def pack_results(folder: str | Path, archive: str | Path,
                               f"{buffer.tell() / 2**20:.1f} MiB, over the "
                               f"{PACK_LIMIT_BYTES // 2**20} MiB an archive may hold; pack "
                               f"fewer tables (--pack with fewer rows)")
-    return write_atomic(archive, buffer.getvalue())
+    try:
+        return write_atomic(archive, buffer.getvalue())
+    except OSError as err:
+        raise ResultFileError(f"could not write the archive {archive} "
+                              f"({err.strerror or err}); the result files under {folder} "
+                              f"are kept: pack them into another --pack FILE.tar.gz") from None
 
 
 def unpack_results(archive: str | Path, folder: str | Path) -> Path:
     """Unpack a :func:`pack_results` archive into ``folder``, a results folder; only plain
     files under it are written (an entry that points elsewhere is refused)."""
     import tarfile
+    import zlib
 
     folder = Path(folder)
-    with tarfile.open(archive, "r:gz") as tar:
-        for member in tar.getmembers():
-            target = (folder / member.name).resolve()
-            if not member.isfile() or folder.resolve() not in target.parents:
-                raise ResultFileError(f"{archive}: {member.name!r} is not a result file of the "
-                                      f"archive's folder; pack results with `drillbook "
-                                      f"reproduce ... --pack`")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(tar.extractfile(member).read())
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in tar.getmembers():
+                target = (folder / member.name).resolve()
+                if not member.isfile() or folder.resolve() not in target.parents:
+                    raise ResultFileError(f"{archive}: {member.name!r} is not a result file "
+                                          f"of the archive's folder; pack results with "
+                                          f"`drillbook reproduce ... --pack`")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(tar.extractfile(member).read())
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+        if isinstance(err, OSError) and not isinstance(err, tarfile.TarError | EOFError) \
+                and err.errno is not None:  # the disk, not the archive
+            raise
+        reason = " ".join(str(err).split()) or type(err).__name__
+        raise ResultFileError(f"{archive} is not a readable results archive ({reason}); "
+                              f"pack one again with `drillbook reproduce TABLE --pack "
+                              f"FILE.tar.gz`, or give --results the folder it came "
+                              f"from") from None
     return folder
 
 
@@ -352,8 +368,8 @@ def load_results(folder: str | Path) -> list[dict[str, Any]]:
     """
     docs = []
     for path in sorted(Path(folder).glob("*/*.json")):
-        if path.parent.name == "bench":
-            continue  # benchmark reports have their own format
+        if path.parent.name in ("bench", "authors"):
+            continue  # benchmark reports and the authors' data (drillbook.authors) have theirs
         docs.append(read_result(path))
     return docs
 
@@ -364,7 +380,7 @@ def read_result(path: str | Path) -> dict[str, Any]:
     fix = (f"rewrite it with `drillbook reproduce {path.parent.name} --rows {path.stem}`, "
            f"or move it out of the results folder")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as err:
         raise ResultFileError(f"result file {path} is not UTF-8 text (byte {err.start}: "
                               f"{err.reason}); {fix}") from None

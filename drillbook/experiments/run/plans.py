@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -45,9 +45,9 @@ from .reproduce import Job, table_jobs
 from .scheduler import END_MARGIN_SECONDS, training_budget
 from .sizing import sizing_of
 
-__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "SHARING_COST", "DeviceClass", "Prediction",
-           "activation_bytes", "fit_step_model", "format_predictions", "measured_steps",
-           "predict", "step_flops"]
+__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "SHARING_COST", "DeviceClass", "EpochWork",
+           "Prediction", "activation_bytes", "epoch_flops", "fit_step_model",
+           "format_predictions", "measured_steps", "predict", "step_flops"]
 
 #: what each further row on the same GPU adds to a row's time, as a multiple of its time
 #: alone: fitted to the gpu-ptb window of 2026-11-26 (NVIDIA H200, four rows at once, each
@@ -216,6 +216,47 @@ class Prediction:
     peak_gib: float
 
 
+class EpochWork(NamedTuple):
+    """One epoch of a config in matrix-product FLOPs (:func:`epoch_flops`).
+
+    Attributes:
+        steps: optimiser steps.
+        positions: positions (tokens, or a translation's sentences) per step.
+        step: FLOPs of a training step, forward and backward (:func:`step_flops`).
+        windows: evaluation windows of its validation.
+        window: :func:`step_flops` of a window's positions; a window runs forward only,
+            a third of that.
+        vocab: the (target) vocabulary's size.
+        extra: what a task's step needs beyond them (a translation's ``src_vocab``,
+            ``src_len`` and ``tgt_len``; :class:`~drillbook.experiments.run.sizing.TaskSizing`).
+    """
+
+    steps: int
+    positions: float
+    step: float
+    windows: float
+    window: float
+    vocab: int
+    extra: dict[str, Any]
+
+
+def epoch_flops(config, sizes: dict[str, Any] | None = None) -> EpochWork:
+    """One epoch of ``config`` (:class:`EpochWork`), from its task's
+    :attr:`~drillbook.experiments.run.sizing.TaskSizing.sizes` (given, or read: a
+    translation config's data for its vocabularies and sentence lengths).
+
+    Raises:
+        ConfigError: a config the FLOP model has no formula for (a Transformer encoder).
+    """
+    sizes = sizing_of(config).sizes(config) if sizes is None else sizes
+    return EpochWork(
+        int(sizes["steps"]), float(sizes["positions"]),
+        step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"]),
+        float(sizes["windows"]),
+        step_flops(config, sizes["vocab"], sizes["eval_positions"], **sizes["extra"]),
+        int(sizes["vocab"]), dict(sizes["extra"]))
+
+
 def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
             deadline_minutes: float | None = None, parallel: int | None = None
             ) -> list[Prediction]:
@@ -240,10 +281,9 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
         config = job.config
         sizing = sizing_of(config)
         sizes = sizing.sizes(config)
-        flops = step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"])
+        work = epoch_flops(config, sizes)
+        flops, eval_flops = work.step, work.window
         step = (a + b * flops) * device.step_scale
-        eval_flops = step_flops(config, sizes["vocab"], sizes["eval_positions"],
-                                **sizes["extra"])
         eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
         # greedy decoding of the validation set: one small forward per target position
         eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3

@@ -22,7 +22,7 @@ from ...heads import HEADS
 from ...train.tasks import task_of
 from ..bench.measure import saved_bytes
 
-__all__ = ["SIZINGS", "Probe", "TaskSizing", "mean_bptt", "sizing_of"]
+__all__ = ["SIZINGS", "Probe", "TaskSizing", "mean_bptt", "sizing_of", "translation_loss"]
 
 #: a probe of autograd's saved tensors: ``(config, vocab_size, generator, **extra) ->
 #: ((n1, n2), bytes_at)``, two small sizes and the bytes one step of ``n`` positions (or
@@ -168,21 +168,34 @@ def _target_table(config, vocab_size: int, gen: torch.Generator | None = None):
     return torch.nn.functional.normalize(torch.randn(vocab_size, 50, generator=gen), dim=-1)
 
 
-def _translation_saved(config, vocab_size: int, gen: torch.Generator, *, src_vocab: int,
-                       src_len: float, tgt_len: float):
+def translation_loss(config, vocab_size: int, gen: torch.Generator | None = None, *,
+                     src_vocab: int, src_len: float, tgt_len: float
+                     ) -> tuple[torch.nn.Module, Callable[[int], torch.Tensor]]:
+    """``(model, loss)``: ``config``'s translation model in training mode, and
+    ``loss(n)``, its training loss on ``n`` random sentence pairs of the mean lengths
+    (what the planner's probe measures, and what the command line's estimate of a CPU
+    step times, :mod:`drillbook.cli.estimates`)."""
     from ...models import build_translation_model
 
+    gen = gen if gen is not None else torch.Generator().manual_seed(0)
     table = _target_table(config, vocab_size, gen)
     model = build_translation_model(config, src_vocab, vocab_size, pad_id=0,
                                     target_embeddings=table).train()
     s_len, t_len = max(1, round(src_len)), max(1, round(tgt_len))
 
-    def bytes_at(n: int) -> float:
+    def loss(n: int) -> torch.Tensor:
         src = torch.randint(4, src_vocab, (s_len, n), generator=gen)
         tgt = torch.randint(4, vocab_size, (t_len + 1, n), generator=gen)
-        lengths = torch.full((n,), s_len)
-        return saved_bytes(lambda: model.loss(src, lengths, tgt[:-1], tgt[1:]),
-                           exclude=[*model.parameters(), *model.buffers()])
+        return model.loss(src, torch.full((n,), s_len), tgt[:-1], tgt[1:])
+
+    return model, loss
+
+
+def _translation_saved(config, vocab_size: int, gen: torch.Generator, **extra):
+    model, loss = translation_loss(config, vocab_size, gen, **extra)
+
+    def bytes_at(n: int) -> float:
+        return saved_bytes(lambda: loss(n), exclude=[*model.parameters(), *model.buffers()])
 
     return (2, 4), bytes_at
 
