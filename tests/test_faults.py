@@ -137,12 +137,13 @@ def test_translation_divergence_is_the_same_error_and_the_same_resume(tmp_path, 
     loss = trainer._loss
     monkeypatch.setattr(trainer, "_loss",
                         lambda batch: loss(batch) * (math.nan if trainer.step == 2 else 1))
+    # the state saved after two steps is the one whose own loss (step 2's) was nan
     with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 1, step 2.*"
-                                               r"\(step 2\).*--set train\.lr=0\.0005"):
+                                               r"\(step 1\).*--set train\.lr=0\.0005"):
         trainer.fit()
     resumed = NMTTrainer(apply_overrides(config, ["train.lr=0.0005"]), run, device="cpu",
                          corpus=corpus, resume=True, progress=False)
-    assert resumed.step == 2 and resumed.optimizer.param_groups[0]["lr"] == 0.0005
+    assert resumed.step == 1 and resumed.optimizer.param_groups[0]["lr"] == 0.0005
     assert resumed.fit(max_epochs=1).record["lr"] == 0.0005
 
 

@@ -51,14 +51,14 @@ def test_params_says_what_training_the_model_needs(capsys):
 
 def test_running_out_of_memory_while_training_is_one_line(tmp_path, monkeypatch):
     trainer = make(tmp_path / "run", tiny_config())
-    real = trainer._train_step
+    real = trainer.train_step
 
     def oom(batch):
         if trainer.step == 2:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(batch)
 
-    monkeypatch.setattr(trainer, "_train_step", oom)
+    monkeypatch.setattr(trainer, "train_step", oom)
     with pytest.raises(ResourceError, match=r"ran out of memory at epoch 1, step 2 \(CUDA "
                                             r"out of memory.*lower train\.batch_size") as exc:
         trainer.fit()

@@ -88,7 +88,7 @@ def test_tf32_covers_the_whole_step_and_nothing_after(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(trainer.model.head, "loss", loss)
-    trainer._train_step(next(iter(trainer._epoch_batches())))
+    trainer.train_step(next(iter(trainer.batches())))
     assert seen == [("forward", True), ("backward", True)]
     assert flag.allow_tf32 is False
     seen.clear()
@@ -254,7 +254,7 @@ def test_two_accumulated_pieces_make_the_same_translation_step(tmp_path):
         trainer = NMTTrainer(config, tmp_path / str(k), device="cpu", corpus=tiny_parallel(),
                              progress=False)
         batch = trainer._epoch_batch_list()[0]
-        losses.append(float(trainer._train_step(batch)))  # a device tensor: no wait
+        losses.append(float(trainer.train_step(batch)))  # a device tensor: no wait
         gradients.append(grads(trainer.model))
         trainer.close()
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)

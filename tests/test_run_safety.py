@@ -134,8 +134,8 @@ def test_the_last_finite_state_is_one_to_resume_from(tmp_path, monkeypatch):
     below twice a uniform guess's, and the resume the message advises trains."""
     run = tmp_path / "run"
     trainer = make(run, tiny_config(epochs=2))
-    lr_scale = trainer._lr_scale
-    monkeypatch.setattr(trainer, "_lr_scale",
+    lr_scale = trainer.lr_scale
+    monkeypatch.setattr(trainer, "lr_scale",
                         lambda batch: lr_scale(batch) * (1e4 if trainer.epoch == 2 else 1))
     with pytest.raises(TrainingDiverged) as exc:
         trainer.fit()
@@ -197,7 +197,7 @@ def test_an_interrupt_saves_the_step_it_stops_at(tmp_path, sig):
 
 def _interrupt_at(trainer, monkeypatch, step: int, times: int) -> None:
     """Send this process SIGINT ``times`` times during the step numbered ``step``."""
-    real = trainer._train_step
+    real = trainer.train_step
 
     def step_and_interrupt(batch):
         if trainer.step == step:
@@ -205,7 +205,7 @@ def _interrupt_at(trainer, monkeypatch, step: int, times: int) -> None:
                 os.kill(os.getpid(), signal.SIGINT)
         return real(batch)
 
-    monkeypatch.setattr(trainer, "_train_step", step_and_interrupt)
+    monkeypatch.setattr(trainer, "train_step", step_and_interrupt)
 
 
 def test_one_interrupt_stops_after_the_step_and_saves_it(tmp_path, monkeypatch):

@@ -85,11 +85,11 @@ def steps_between_logs(trainer, batches, n: int = 3, on_device=None) -> list[str
     """What reads back in ``n`` steps after a first one (warm-up), none of them a
     logging point. The batches are drawn outside: the window lengths come from a CPU
     generator, on the CPU whatever the device, and reading them stops no GPU."""
-    trainer._train_step(next(batches))
+    trainer.train_step(next(batches))
     drawn = [next(batches) for _ in range(n)]
     with Recorder(on_device) as recorder:
         for batch in drawn:
-            trainer._train_step(batch)
+            trainer.train_step(batch)
     return recorder.read_back
 
 
@@ -102,8 +102,8 @@ def test_a_language_model_step_reads_nothing_back(tmp_path, kind, accum):
     config = tiny_config(log_interval=1000, accum_steps=accum)
     config.head = HeadConfig(kind, HEADS[kind].tiny_options())
     trainer = make(tmp_path / "run", config)
-    assert steps_between_logs(trainer, iter(trainer._epoch_batches())) == []
-    assert trainer._check_steps() is not None  # ... and one read at the logging point
+    assert steps_between_logs(trainer, iter(trainer.batches())) == []
+    assert trainer.check_steps() is not None  # ... and one read at the logging point
 
 
 #: every head a translation model takes (all but those that read an LM encoder's layers),
@@ -148,7 +148,7 @@ def test_a_translation_step_reads_nothing_back(tmp_path, monkeypatch, accum, cas
     monkeypatch.setattr(TranslationBatch, "to", to)
     batches = iter(trainer._epoch_batch_list() * 4)
     assert steps_between_logs(trainer, batches, on_device=on_device) == []
-    assert trainer._check_steps() is not None
+    assert trainer.check_steps() is not None
 
 
 def test_the_checks_still_name_the_step_that_went_wrong(tmp_path, monkeypatch):

@@ -110,11 +110,11 @@ CHILD = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_train import make, tiny_config
     from drillbook.train import Trainer
-    step = Trainer._train_step
+    step = Trainer.train_step
     def slow_step(self, batch):
         time.sleep(0.15)
         return step(self, batch)
-    Trainer._train_step = slow_step
+    Trainer.train_step = slow_step
     make({run!r}, tiny_config(checkpoint_steps=1)).fit()
 """)
 

@@ -8,11 +8,19 @@ side by side in one process, with the kernels each spends its device time in.
 their ``main.py`` drives them: ``repackage_hidden``, ``model(x, h, return_h=True)``, their
 split cross-entropy (no splits at PTB's 10,000 words), AR and TAR, clipping, SGD with the
 learning rate scaled by the window's length. drillbook's step is the trainer's own
-(``Trainer._train_step``, its deferred checks included). Both train the paper's PTB
+(``Trainer.train_step``, its deferred checks included). Both train the paper's PTB
 AWD-LSTM (``ptb/awd-lstm``) on the same real batches, at the same sizes and
 hyper-parameters, alternating ``--rounds`` times ``--steps`` steps each, so a slower clock
 or a warmer GPU favours neither. Evaluation: the same validation windows (batch 10 x 70),
 drillbook's ``evaluate`` against their ``evaluate`` loop.
+
+With ``--graphed``, drillbook's graph-ready step (``Trainer(graphs=True)``: captured as a
+CUDA graph per window length on a GPU, run eagerly on a CPU) is a third contender, every
+window length of the timed batches captured before the timing; and, with dropout off on
+both, the graphed and the eager step take the same twelve steps from the same weights
+(four batches three times over, so that each length is replayed from its graph), and
+their losses are compared step by step. On a CPU this rehearses everything but the
+capture.
 
 Prints the operations one training step of each dispatches (forward, backward and update,
 counted on their way to the kernels, where the two differ), milliseconds per step and the
@@ -151,17 +159,17 @@ def mos_side(args, device: torch.device) -> dict:
     torch.manual_seed(config.train.seed)
     with tempfile.TemporaryDirectory() as work:
         ours = Trainer(config, Path(work) / "run", device=str(device), progress=False)
-        batches = [b for _, b in zip(range(args.steps), ours._epoch_batches(), strict=False)]
+        batches = [b for _, b in zip(range(args.steps), ours.batches(), strict=False)]
 
         def our_step(i: int) -> None:
-            ours._train_step(batches[i % len(batches)])
+            ours.train_step(batches[i % len(batches)])
 
         timed(our_step, 3, device)  # warm-up
         ms = [1000 * timed(our_step, args.steps, device) for _ in range(args.rounds)]
-        ours._check_steps()
+        ours.check_steps()
         profile = top_kernels(our_step, args.profile, device, args.top) if args.profile \
             else None
-        ours._check_steps()
+        ours.check_steps()
     theirs_out = args.out.with_name(args.out.stem + "-authors-mos.json")
     command = [sys.executable, str(ROOT / "tools" / "authors_mos.py"), "--authors",
                str(args.mos), "--device", str(device), "--steps", str(args.steps),
@@ -192,6 +200,34 @@ def mos_side(args, device: torch.device) -> dict:
     return out
 
 
+#: what ``--graphed`` turns off in both steps whose losses it compares
+NO_DROPOUT = ["model.dropout=0", "model.dropouth=0", "model.dropouti=0", "model.dropoute=0",
+              "model.wdrop=0"]
+
+
+def compare_losses(config, device: torch.device, batches: list, work: Path,
+                   corpus) -> dict:
+    """The eager and the graphed step, dropout off, from the same weights on the same
+    batches (the first four of ``batches``, taken in turn for twelve steps: each window
+    length is run eagerly twice, then captured and replayed): their losses step by
+    step."""
+    config = apply_overrides(config, NO_DROPOUT)
+    pool = batches[:4]
+    steps = [pool[i % len(pool)] for i in range(12)]
+    losses = {}
+    for name, graphs in (("eager", False), ("graphed", True)):
+        trainer = Trainer(config, work / f"losses-{name}", device=str(device),
+                          corpus=corpus, progress=False, graphs=graphs)
+        losses[name] = [float(trainer.train_step(b)) for b in steps]
+        trainer.check_steps()
+        if graphs:
+            replays = trainer.stepper.replays
+        trainer.close()
+    worst = max(abs(g - e) / abs(e) for e, g in zip(losses["eager"], losses["graphed"],
+                                                   strict=True))
+    return {**losses, "max_relative_difference": worst, "graphed_replays": replays}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--authors", type=Path,
@@ -208,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="overrides of ptb/awd-lstm for drillbook's side (e.g. "
                              "train.amp=tf32); the authors' side is unchanged")
+    parser.add_argument("--graphed", action="store_true",
+                        help="also time drillbook's graph-ready step (CUDA graphs on a "
+                             "GPU) and compare its losses with the eager step's, dropout "
+                             "off")
     parser.add_argument("--out", type=Path, default=Path("authors-step.json"))
     args = parser.parse_args(argv)
     if args.authors is None and args.mos is None:
@@ -241,11 +281,17 @@ def awd_side(args, device: torch.device) -> dict:
         ours = Trainer(config, Path(work) / "run", device=str(device), progress=False)
         net, criterion = authors_model(args.authors, config, len(ours.corpus.vocab), device)
         theirs = AuthorsStep(net, criterion, config, config.train.batch_size, device)
-        batches = [b for _, b in zip(range(args.steps), ours._epoch_batches(), strict=False)]
+        batches = [b for _, b in zip(range(args.steps), ours.batches(), strict=False)]
         valid = ours.valid_data[:args.eval_windows * config.train.bptt + 1]
+        graphed = (Trainer(config, Path(work) / "graphed", device=str(device),
+                           corpus=ours.corpus, progress=False, graphs=True)
+                   if args.graphed else None)
 
         def our_step(i: int) -> None:
-            ours._train_step(batches[i % len(batches)])
+            ours.train_step(batches[i % len(batches)])
+
+        def graphed_step(i: int) -> None:
+            graphed.train_step(batches[i % len(batches)])
 
         def their_step(i: int) -> None:
             batch = batches[i % len(batches)]
@@ -260,9 +306,15 @@ def awd_side(args, device: torch.device) -> dict:
         for call in (our_step, their_step, our_eval):
             # warm-up: cuDNN plans, the allocator
             timed(call, 10 if call is not our_eval else 1, device)
+        if graphed is not None:  # every length of the batches run enough to be captured
+            timed(graphed_step, (graphed.stepper.warmup + 1) * len(batches), device)
+            graphed.check_steps()
         operations = {"drillbook": count_operations(our_step), "authors":
                       count_operations(their_step)}
-        ours._check_steps()
+        if graphed is not None:
+            operations["drillbook-graphed"] = count_operations(graphed_step)
+            graphed.check_steps()
+        ours.check_steps()
         totals = {name: sum(c.values()) for name, c in operations.items()}
         print(f"operations dispatched by one training step: {totals['drillbook']} "
               f"(drillbook) against {totals['authors']} (authors); where they differ:")
@@ -275,14 +327,24 @@ def awd_side(args, device: torch.device) -> dict:
         for row in rounds:
             row["ours_train_ms"] = 1000 * timed(our_step, args.steps, device)
             row["theirs_train_ms"] = 1000 * timed(their_step, args.steps, device)
-            ours._check_steps()
+            ours.check_steps()
+            if graphed is not None:
+                row["graphed_train_ms"] = 1000 * timed(graphed_step, args.steps, device)
+                graphed.check_steps()
             print(f"round {row['round']}: train {row['ours_train_ms']:.2f} ms (drillbook) "
-                  f"against {row['theirs_train_ms']:.2f} ms (authors)", flush=True)
+                  f"against {row['theirs_train_ms']:.2f} ms (authors)"
+                  + (f", {row['graphed_train_ms']:.2f} ms (drillbook graphed)"
+                     if graphed is not None else ""), flush=True)
         profiles = {}
         if args.profile:
-            for name, call in (("drillbook", our_step), ("authors", their_step)):
+            contenders = [("drillbook", our_step), ("authors", their_step)]
+            if graphed is not None:
+                contenders.append(("drillbook-graphed", graphed_step))
+            for name, call in contenders:
                 profiles[name] = top_kernels(call, args.profile, device, args.top)
-            ours._check_steps()
+            ours.check_steps()
+            if graphed is not None:
+                graphed.check_steps()
         # evaluation last: their WeightDrop, once evaluated, cannot train again on
         # today's torch (in eval mode it re-registers the raw weight as a parameter)
         for row in rounds:
@@ -296,10 +358,27 @@ def awd_side(args, device: torch.device) -> dict:
         best = {k: min(r[k] for r in rounds) for k in rounds[0] if k != "round"}
         summary = {"train_ratio": best["ours_train_ms"] / best["theirs_train_ms"],
                    "eval_ratio": best["ours_eval_ms"] / best["theirs_eval_ms"], **best}
+        losses = None
+        if graphed is not None:
+            summary["graphed_train_ratio"] = best["graphed_train_ms"] / best["theirs_train_ms"]
+            summary["graphed_against_eager"] = best["graphed_train_ms"] / best["ours_train_ms"]
+            summary["graphed_lengths"] = len(graphed.stepper.graphs)
+            graphed.close()
+            losses = compare_losses(config, device, batches, Path(work), ours.corpus)
+            summary["graphed_loss_max_relative_difference"] = \
+                losses["max_relative_difference"]
     print(f"\nfastest round: train {best['ours_train_ms']:.2f} against "
           f"{best['theirs_train_ms']:.2f} ms per step, ratio {summary['train_ratio']:.3f}; "
           f"eval {best['ours_eval_ms']:.2f} against {best['theirs_eval_ms']:.2f} ms per "
           f"window, ratio {summary['eval_ratio']:.3f}")
+    if losses is not None:
+        print(f"graphed step: {best['graphed_train_ms']:.2f} ms, ratio "
+              f"{summary['graphed_train_ratio']:.3f} to the authors' and "
+              f"{summary['graphed_against_eager']:.3f} to drillbook's eager step "
+              f"({summary['graphed_lengths']} window lengths captured); losses with "
+              f"dropout off, graphed against eager, over 12 steps "
+              f"({losses['graphed_replays']} replayed): largest relative difference "
+              f"{losses['max_relative_difference']:.3g}")
     for name, p in profiles.items():
         unit = "window" if name.endswith("eval") else "step"
         print(f"\n{name}: {p['device_ms_per_call']:.2f} ms of kernels per {unit} "
@@ -308,7 +387,8 @@ def awd_side(args, device: torch.device) -> dict:
         for k in p["top"]:
             print(f"  {k['ms_per_call']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
     return {"config": config.to_dict(), "rounds": rounds, "summary": summary,
-            "operations": {k: dict(v) for k, v in operations.items()}, "profiles": profiles}
+            "operations": {k: dict(v) for k, v in operations.items()}, "profiles": profiles,
+            "graphed_losses": losses}
 
 
 if __name__ == "__main__":

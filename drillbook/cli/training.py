@@ -86,15 +86,32 @@ def _cmd_train(args: argparse.Namespace) -> int:
                        folder=True)
     args.interrupted = _interrupted_hint(out)
     task = task_of(config)
+    graphs = {"graphs": True} if args.cuda_graphs else {}
+    if args.cuda_graphs:
+        _check_cuda_graphs(config, task, args.device)
     with distributed() as rank:  # under torchrun: this is one process of several
         trainer = task.trainer(config, out, device=args.device, resume=args.resume,
-                               progress=False if args.quiet else None)
+                               progress=False if args.quiet else None, **graphs)
         if rank == 0:
             _say_training_cost(config, args)
         status = trainer.fit(max_epochs=args.max_epochs, max_minutes=args.max_minutes)
     if rank == 0:  # rank 0 reports for every process
         print(_stopped(config.name, status, task, out, args.resume))
     return 0
+
+
+def _check_cuda_graphs(config, task, device: str | None) -> None:
+    """A CommandError where ``train --cuda-graphs`` does not apply."""
+    from ..runtime import resolve_device
+    from ..train.graphs import capture_note
+    from ..train.lm import graph_problem
+
+    if not task.streams:
+        raise CommandError(f"--cuda-graphs is for language models, and {config.name} is a "
+                           f"{task.name} config; drop --cuda-graphs")
+    note = capture_note(resolve_device(device)) or graph_problem(config)
+    if note:
+        raise CommandError(f"--cuda-graphs: {note}; drop --cuda-graphs")
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
@@ -400,6 +417,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_config_source(p)
     add_overrides(p, "override config values, e.g. train.lr=20 head.options.depth=2")
     p.add_argument("--out", help="run folder (default runs/<config name>)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="language models on a CUDA device: capture each training step "
+                        "and evaluation window as a CUDA graph (fewer kernel launches; "
+                        "off by default until measured)")
     add_run_limits(p)
     p.set_defaults(func=_cmd_train, interrupted=_RESUME)
 

@@ -1,9 +1,12 @@
 """Training both tasks on one loop (:mod:`~drillbook.train.loop`: precision, accumulation,
-several processes), resumable run folders with atomic checkpoints
+several processes; the hooks a task implements, :mod:`~drillbook.train.hooks`; one
+optimiser step, :mod:`~drillbook.train.step`), resumable run folders with atomic checkpoints
 (:mod:`~drillbook.train.runs`, :mod:`~drillbook.train.checkpoint`), the AWD-LSTM recipe
 (:mod:`~drillbook.train.lm`), translation (:mod:`~drillbook.train.translation`), dynamic
-evaluation (:mod:`~drillbook.train.dynamic`) and the record of what differs between the two
-tasks (:mod:`~drillbook.train.tasks`)."""
+evaluation (:mod:`~drillbook.train.dynamic`), the record of what differs between the two
+tasks (:mod:`~drillbook.train.tasks`), the graph-ready step and its optimisers
+(:mod:`~drillbook.train.graphs`, :mod:`~drillbook.train.optimizers`) and several runs
+trained in one process (:mod:`~drillbook.train.rows`)."""
 
 from ..errors import TrainingDiverged
 from ..metrics import MAX_LOSS, perplexity

@@ -25,7 +25,7 @@ from ..errors import CheckpointError, DeviceError, MissingFileError
 
 __all__ = ["FORMATS", "LM_CHECKPOINT", "LM_DYNAMIC_EVAL", "LM_WEIGHTS", "NMT_CHECKPOINT",
            "NMT_WEIGHTS", "load_checkpoint", "load_weights", "rng_state", "save_atomic",
-           "set_rng_state", "weights_mismatch"]
+           "serialize", "set_rng_state", "weights_mismatch", "write_serialized"]
 
 LM_CHECKPOINT = "drillbook-lm-checkpoint/1"
 LM_WEIGHTS = "drillbook-lm-weights/1"
@@ -89,12 +89,34 @@ def save_atomic(obj: Any, path: str | Path) -> Path:
         CheckpointError: the file could not be written (disk full, no permission); the
             previous file at ``path`` is untouched and the temporary file removed.
     """
+    return write_serialized(serialize(obj, path), path)
+
+
+def serialize(obj: Any, path: str | Path) -> io.BytesIO:
+    """``obj`` as ``torch.save`` writes it, in memory, to be written to ``path`` by
+    :func:`write_serialized` (the tensors are copied off their device now).
+
+    Raises:
+        CheckpointError: as :func:`save_atomic`.
+    """
+    # serialised in memory first: torch turns a failed write (a full disk, a file-size
+    # limit) into a RuntimeError without its cause; the plain write keeps the OSError
+    buffer = io.BytesIO()
+    try:
+        torch.save(obj, buffer)
+    except OSError as err:
+        raise CheckpointError(_write_failure(Path(path), err)) from err
+    return buffer
+
+
+def write_serialized(buffer: io.BytesIO, path: str | Path) -> Path:
+    """Write what :func:`serialize` made to ``path`` atomically.
+
+    Raises:
+        CheckpointError: as :func:`save_atomic`.
+    """
     path = Path(path)
     try:
-        # serialised in memory first: torch turns a failed write (a full disk, a file-size
-        # limit) into a RuntimeError without its cause; the plain write keeps the OSError
-        buffer = io.BytesIO()
-        torch.save(obj, buffer)
         return write_atomic(path, buffer.getbuffer())
     except OSError as err:
         raise CheckpointError(_write_failure(path, err)) from err

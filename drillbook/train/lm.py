@@ -40,7 +40,9 @@ from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
 from ..runtime import check_model_fits, read_back, resolve_device
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint, load_weights
-from .loop import RunStatus, StepLoss, TrainingLoop
+from .graphs import GraphedForward, GraphedStep
+from .loop import RunStatus, TrainingLoop
+from .optimizers import graph_optimizer
 from .runs import (
     BEST,
     CONFIG,
@@ -50,9 +52,10 @@ from .runs import (
     read_run_config,
     resume_command,
 )
+from .step import StepLoss
 
 __all__ = ["Trainer", "evaluate", "evaluate_lm_run", "finetune", "finetune_trainer",
-           "load_lm_data", "load_lm_run", "split_stream", "training_loss"]
+           "graph_problem", "load_lm_data", "load_lm_run", "split_stream", "training_loss"]
 
 
 def training_loss(model: LanguageModel, x: Tensor, y: Tensor, hidden, *, alpha: float,
@@ -143,6 +146,12 @@ class Trainer(TrainingLoop):
             fine-tuning run evaluates them once: their validation loss is the best so far
             and they are its first ``best.pt``, so it never saves a worse model than the
             one it loaded (as AWD-LSTM's ``finetune.py`` does).
+        graphs: take the graph-ready step (:class:`~drillbook.train.graphs.GraphedStep`,
+            with :mod:`~drillbook.train.optimizers`' SGD and averaged SGD), captured as
+            CUDA graphs per window length on a CUDA device (evaluation windows too), run
+            eagerly elsewhere (bit-identical to the plain step on the CPU). One process,
+            whole batches, SGD, precision ``fp32``, ``bf16`` or ``tf32``, no
+            ``train.compile``; anything else is refused before the folder is written.
 
     ``last.pt`` holds, besides what the loop keeps (weights, optimiser, epoch, step, RNG,
     scaler): the optimiser's kind, the sampler (position and window-length generator),
@@ -161,19 +170,28 @@ class Trainer(TrainingLoop):
 
     checkpoint_format = LM_CHECKPOINT
     max_loss = MAX_LOSS
+    metric_line = "val ppl {val_ppl:.2f}"
+    val_bound = "twice a uniform guess's"
 
     @property
     def max_val_loss(self) -> float:
+        """Twice a uniform guess's validation loss, ``2 ln V``: a validation loss above it
+        is divergence, so that every saved state can be trained on from."""
         return 2 * math.log(len(self.corpus.vocab))
 
     def __init__(self, config: Config, run_dir: str | Path, *, device: str | None = None,
                  corpus: Corpus | None = None, resume: bool = False,
                  progress: bool | None = None, stage: str = "train",
-                 init_from: str | Path | None = None) -> None:
+                 init_from: str | Path | None = None, graphs: bool = False) -> None:
         if stage not in ("train", "finetune"):
             raise ValueError(f"stage must be 'train' or 'finetune', got {stage!r}")
-        self._open(config, run_dir, device=device, resume=resume, progress=progress,
-                   build_args=(corpus, stage, init_from))
+        self.stage, self._given, self.graphs = stage, (corpus, init_from), graphs
+        super().__init__(config, run_dir, device=device, resume=resume, progress=progress)
+        #: what validation calls for the model's forward passes
+        self.eval_model: Any = self.model
+        if graphs:
+            self.stepper = GraphedStep(self)
+            self.eval_model = GraphedForward(self.model)
         if stage == "finetune" and init_from is not None and not resume:
             try:  # the loaded weights are the first best.pt: none worse is ever saved
                 if math.isfinite(self.best_val_loss):
@@ -183,8 +201,9 @@ class Trainer(TrainingLoop):
                 self.folder.release()
                 raise
 
-    def _build(self, state: dict | None, corpus: Corpus | None, stage: str,
-               init_from: str | Path | None) -> None:
+    def build(self, state: dict | None) -> None:
+        corpus, init_from = self._given
+        stage = self.stage
         if state is not None and state["stage"] != stage:
             raise CheckpointError(f"{self.folder.last} is a {state['stage']!r} checkpoint, "
                                   f"not {stage!r}: resume it with the command that started "
@@ -192,6 +211,8 @@ class Trainer(TrainingLoop):
         init_from = init_from if state is None else None
         config = self.config
         t = config.train
+        if self.graphs and graph_problem(config, self.world_size):
+            raise ConfigError(graph_problem(config, self.world_size))
         self.corpus = corpus if corpus is not None else load_lm_data(config)
         vocab_size = len(self.corpus.vocab)
         check_model_fits(lambda: build_model(config, vocab_size), self.device,
@@ -218,7 +239,6 @@ class Trainer(TrainingLoop):
                            else valid.to(self.device))
         self.sampler = BPTTSampler(self.train_data, t.bptt, seed=t.seed,
                                    variable=t.variable_bptt)
-        self.stage = stage
         if init_from is not None:
             weights = load_checkpoint(init_from, self.device, formats=(LM_WEIGHTS,
                                                                        LM_CHECKPOINT))
@@ -249,6 +269,8 @@ class Trainer(TrainingLoop):
 
     def _make_optimizer(self, kind: str) -> torch.optim.Optimizer:
         t, params = self.config.train, self.model.parameters()
+        if self.graphs:
+            return graph_optimizer(kind, params, t.lr, t.wdecay)
         if kind == "sgd":
             return torch.optim.SGD(params, lr=t.lr, weight_decay=t.wdecay)
         if kind == "asgd":
@@ -258,11 +280,11 @@ class Trainer(TrainingLoop):
         raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
 
     def _optimizer_kind(self) -> str:
-        return {torch.optim.SGD: "sgd", torch.optim.ASGD: "asgd",
-                torch.optim.Adam: "adam"}[type(self.optimizer)]
+        kinds = {torch.optim.ASGD: "asgd", torch.optim.Adam: "adam", torch.optim.SGD: "sgd"}
+        return next(kind for cls, kind in kinds.items() if isinstance(self.optimizer, cls))
 
     # ------------------------------------------------------------ checkpoints
-    def _task_state(self) -> dict[str, Any]:
+    def task_state(self) -> dict[str, Any]:
         return {
             "config_hash": self.config.resume_key(),
             "optimizer_kind": self._optimizer_kind(),
@@ -273,57 +295,58 @@ class Trainer(TrainingLoop):
             "finished": self.finished,
         }
 
-    def _restore_task(self, state: dict[str, Any]) -> None:
+    def load_task_state(self, state: dict[str, Any]) -> None:
         self.optimizer = self._make_optimizer(state["optimizer_kind"])
         self.sampler.load_state_dict(state["sampler"])
         self.val_history = list(state["val_history"])
         self.best_val_loss = state["best_val_loss"]
         self.finished = state["finished"]
 
-    def _rank_state(self) -> dict[str, Any]:
+    def process_state(self) -> dict[str, Any]:
         return {"hidden": self.hidden}  # this process's columns' carried state
 
-    def _restore_rank_state(self, state: dict[str, Any]) -> None:
+    def load_process_state(self, state: dict[str, Any]) -> None:
         self.hidden = state["hidden"]
 
     # ------------------------------------------------------------ training
-    def _epoch_batches(self) -> Iterator[Any]:
+    def batches(self) -> Iterator[Any]:
         return self.sampler.iter_epoch(self.config.train.max_batches_per_epoch)
 
-    def _epoch_progress(self) -> tuple[int, int]:
+    def epoch_progress(self) -> tuple[int, int]:
         cap = self.config.train.max_batches_per_epoch
         return self.sampler.num_batches(cap), self.sampler.batches_done
 
-    def _new_epoch(self) -> None:
+    def next_epoch(self) -> None:
         self.sampler.new_epoch()
 
-    def _lr_scale(self, batch) -> float:
+    def lr_scale(self, batch) -> float:
         return batch.lr_scale
 
-    def _batch_tokens(self, batch) -> int:
+    def tokens(self, batch) -> int:
         return batch.y.numel()
 
-    def _micro_batches(self, batch, parts: int) -> list[tuple[Tensor, Tensor]]:
-        """``parts`` column slices of the window: ``(x[:, cols], y[:, cols])``, ``B/parts``
-        columns each (``train.batch_size`` is a multiple of ``parts``)."""
-        return list(zip(batch.x.chunk(parts, dim=1), batch.y.chunk(parts, dim=1),
-                        strict=True))
+    def split(self, batch, parts: int) -> list:
+        """``parts`` column slices of the window (``train.batch_size`` is a multiple of
+        ``parts``), ``B/parts`` columns each."""
+        return [batch._replace(x=x, y=y) for x, y in
+                zip(batch.x.chunk(parts, dim=1), batch.y.chunk(parts, dim=1), strict=True)]
 
-    def _micro_loss(self, micro, part: int) -> StepLoss:
+    def loss(self, piece, part: int) -> StepLoss:
+        """:func:`training_loss` of a window (or of column slice ``part`` of one) from its
+        carried state, which then carries this window's on, detached."""
         t = self.config.train
         whole = t.accum_steps == 1
-        x, y = (micro.x, micro.y) if whole else micro
         hidden = self.hidden if whole else self.hidden[part]
         if hidden is None:
-            hidden = self.model.init_hidden(x.shape[1])
-        loss, raw_loss, out = training_loss(self.forward_model, x, y, hidden, alpha=t.alpha,
-                                            beta=t.beta)
+            hidden = self.model.init_hidden(piece.x.shape[1])
+        loss, raw_loss, out = training_loss(self.forward_model, piece.x, piece.y, hidden,
+                                            alpha=t.alpha, beta=t.beta)
         carried = self.model.encoder.detach_hidden(out.hidden)
         if whole:
             self.hidden = carried
         else:
             self.hidden[part] = carried
-        return StepLoss(loss, raw_loss, 1.0 / t.accum_steps)
+        return StepLoss(loss, raw_loss)
 
     @contextmanager
     def _averaged_weights(self) -> Iterator[None]:
@@ -358,13 +381,13 @@ class Trainer(TrainingLoop):
         the sums are all-reduced, and rank 0's result is every process's (so all take the
         same NT-ASGD decision)."""
         t = self.config.train
-        loss, count = evaluate(self.model, self.valid_data, t.bptt, t.max_eval_tokens)
+        loss, count = evaluate(self.eval_model, self.valid_data, t.bptt, t.max_eval_tokens)
         if self.world_size == 1:
             return loss
         if self.split_validation:
-            total, count = self._all_sum([loss * count, float(count)])
+            total, count = self.reducer.all_sum([loss * count, float(count)])
             loss = total / count
-        return self._from_rank0([loss])[0]
+        return self.reducer.from_rank0([loss])[0]
 
     def _best_state(self) -> dict[str, Any]:
         if not self.averaging:
@@ -381,7 +404,7 @@ class Trainer(TrainingLoop):
                                "config": self.config.to_dict(), "epoch": epoch,
                                "val_loss": val_loss})
 
-    def _end_epoch(self, seconds: float) -> dict[str, Any]:
+    def end_epoch(self, seconds: float) -> dict[str, Any]:
         """Validate (averaged weights under NT-ASGD), switch to averaged SGD at the
         trigger, save ``best.pt`` when it improved; returns the epoch's log record."""
         t = self.config.train
@@ -392,17 +415,17 @@ class Trainer(TrainingLoop):
         if self.stage == "finetune":
             self.finished = trigger  # fine-tuning ends at its first non-monotone epoch
             if trigger:
-                self._events.append("fine-tuning stops (non-monotone)")
+                self.events.append("fine-tuning stops (non-monotone)")
         elif trigger and t.optimizer == "sgd" and not self.averaging:
             self.optimizer = self._make_optimizer("asgd")  # NT-ASGD
             switched = True
-            self._events.append("switched to averaged SGD")
+            self.events.append("switched to averaged SGD")
         self.val_history.append(val_loss)
         improved = val_loss < self.best_val_loss
         if improved:
             self.best_val_loss = val_loss
             self._save_best(self._best_state(), epoch=self.epoch, val_loss=val_loss)
-            self._events.append("saved best")
+            self.events.append("saved best")
         train_loss = self.epoch_loss / max(self.epoch_batches, 1)
         return {
             "epoch": self.epoch, "step": self.step, "train_loss": train_loss,
@@ -414,11 +437,26 @@ class Trainer(TrainingLoop):
             "tokens": self.epoch_tokens, "batches": self.epoch_batches,
         }
 
-    def _summary(self, record: dict[str, Any]) -> str:
-        return f"val ppl {record['val_ppl']:.2f}"
-
-    def _best(self) -> dict[str, float]:
+    def best(self) -> dict[str, float]:
         return {"best_val_loss": self.best_val_loss}
+
+
+def graph_problem(config: Config, world_size: int = 1) -> str | None:
+    """Why ``config`` cannot train with the graph-ready step (``Trainer(graphs=True)``,
+    ``drillbook train --cuda-graphs``), in one line naming the fix; None when it can."""
+    t = config.train
+    problems = [
+        (world_size > 1, "it is one process's step: run it without torchrun"),
+        (t.accum_steps > 1, "it takes whole batches: leave train.accum_steps at 1"),
+        (t.optimizer != "sgd", f"it updates with SGD and averaged SGD, not "
+                               f"train.optimizer={t.optimizer}: use train.optimizer=sgd"),
+        (t.amp == "fp16", "fp16's gradient scaler reads its overflow flag back every step: "
+                          "use train.amp=bf16 or fp32"),
+        (t.compile, "train.compile is another way to launch fewer kernels: set "
+                    "train.compile=false"),
+    ]
+    why = next((text for bad, text in problems if bad), None)
+    return None if why is None else f"the graph-ready training step does not apply: {why}"
 
 
 def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str | None = None,

@@ -22,8 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["PlateauRule", "plateau_epoch", "reached_plateau"]
+from .runs import LOG, read_log
+
+__all__ = ["PlateauRule", "logged_plateau", "plateau_epoch", "reached_plateau", "rule_of"]
 
 
 @dataclass(frozen=True)
@@ -80,3 +83,20 @@ def plateau_epoch(values: Sequence[float], rule: PlateauRule) -> int | None:
         if reached_plateau(values[:n], rule):
             return n
     return None
+
+
+def logged_plateau(run_dir: Path, rule: PlateauRule | None, metric: str) -> bool:
+    """Whether the run in ``run_dir`` has reached its plateau under ``rule`` (None: no
+    rule, never), its log read whole (every call's epochs, a resumed run's included) for
+    the record field ``metric``."""
+    if rule is None or not (Path(run_dir) / LOG).exists():
+        return False
+    values = [r[metric] for r in read_log(run_dir) if r.get(metric) is not None]
+    return reached_plateau(values, rule)
+
+
+def rule_of(train, higher_is_better: bool = False) -> PlateauRule | None:
+    """The stopping rule of a config's ``train`` section (None: every epoch trains)."""
+    if train.plateau_epochs is None:
+        return None
+    return PlateauRule(train.plateau_epochs, train.plateau_tolerance, higher_is_better)

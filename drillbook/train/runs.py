@@ -24,13 +24,19 @@ from ..errors import (
     RunFolderExistsError,
     TrainingDiverged,
 )
-from .checkpoint import load_checkpoint, save_atomic, weights_mismatch
+from .checkpoint import (
+    load_checkpoint,
+    save_atomic,
+    serialize,
+    weights_mismatch,
+    write_serialized,
+)
 from .lock import LOCK, RunLock
 
 __all__ = ["BEST", "CONFIG", "FINETUNE", "LAST", "LOCK", "LOG", "FollowerFolder", "LoadedRun",
-           "RunFolder", "RunLock", "apply_learning_rate", "checkpoint_path", "diverged",
-           "has_checkpoint", "in_use", "nonfinite_update", "open_run_folder", "read_log",
-           "read_run_config", "read_run_dict", "resume_command"]
+           "PendingCheckpoint", "RunFolder", "RunLock", "apply_learning_rate",
+           "checkpoint_path", "diverged", "has_checkpoint", "in_use", "nonfinite_update",
+           "open_run_folder", "read_log", "read_run_config", "read_run_dict", "resume_command"]
 
 LAST, BEST, CONFIG, LOG = "last.pt", "best.pt", "config.json", "log.jsonl"
 #: the folder inside a run that its fine-tuning stage writes by default
@@ -141,6 +147,13 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ the folder
+class PendingCheckpoint(NamedTuple):
+    """A ``last.pt`` serialised but not yet written (:meth:`RunFolder.prepare_last`)."""
+
+    step: int | None  #: the steps its state has taken (its own loss is the next one's)
+    data: Any  #: the serialised state (None where this process writes nothing)
+
+
 class RunFolder:
     """A run folder opened by a trainer: validated, locked and checked.
 
@@ -167,7 +180,8 @@ class RunFolder:
       killed writer (``.last.pt.<pid>.tmp``) are removed when the folder is opened.
     * **Checkpoints hold finite weights only**: the trainers check the loss and the
       parameters after every step and stop with :class:`~drillbook.errors.TrainingDiverged`
-      (:func:`diverged`) before anything non-finite is saved.
+      (:func:`diverged`) before anything non-finite is saved; a checkpoint taken within
+      an epoch is written only once its state's own loss (the next step's) was sane.
 
     Use :func:`open_run_folder`; the trainer then calls :meth:`start` (checkpoint,
     build, restore, then the first write). All later writes go through
@@ -304,8 +318,19 @@ class RunFolder:
     def save_last(self, state: dict[str, Any]) -> Path:
         """Write ``last.pt`` (the resumable checkpoint) atomically and note it as this
         trainer's latest write; returns its path."""
-        path = save_atomic(state, self.last)
-        self.saved_step, self._stamp = state.get("step"), self._stat()
+        return self.commit_last(self.prepare_last(state))
+
+    def prepare_last(self, state: dict[str, Any]) -> PendingCheckpoint:
+        """``last.pt``'s next content, serialised now and written only by
+        :meth:`commit_last` (a trainer commits it once the state's own loss has been
+        seen to be sane)."""
+        return PendingCheckpoint(state.get("step"), serialize(state, self.last))
+
+    def commit_last(self, pending: PendingCheckpoint) -> Path:
+        """Write a :meth:`prepare_last` state to ``last.pt`` atomically; returns its
+        path."""
+        path = write_serialized(pending.data, self.last)
+        self.saved_step, self._stamp = pending.step, self._stat()
         return path
 
     def save_best(self, state: dict[str, Any]) -> Path:
@@ -391,6 +416,12 @@ class FollowerFolder:
         return list(previous)
 
     def save_last(self, state: dict) -> Path:
+        return self.last
+
+    def prepare_last(self, state: dict) -> PendingCheckpoint:
+        return PendingCheckpoint(state.get("step"), None)
+
+    def commit_last(self, pending: PendingCheckpoint) -> Path:
         return self.last
 
     def save_best(self, state: dict) -> Path:
@@ -505,18 +536,26 @@ def has_checkpoint(run_dir: str | Path) -> bool:
     return (Path(run_dir) / LAST).exists()
 
 
-def diverged(what: str, *, epoch: int, step: int, lr: float,
-             folder: RunFolder) -> TrainingDiverged:
+def diverged(what: str, *, epoch: int, step: int, lr: float, folder: RunFolder,
+             resumable: bool = True) -> TrainingDiverged:
     """The error a trainer raises when ``what`` (e.g. ``"the loss became nan"``) happened:
-    where the last finite checkpoint is, and the resume that continues from it."""
+    where the last sane checkpoint is, and the resume that continues from it.
+
+    ``resumable``: whether ``last.pt`` may be offered. A trainer offers it only where its
+    state's own loss was not seen to be insane (it is not the state that diverged); where
+    there is no such state, the advice is to start again at a lower rate."""
     smaller = f"train.lr={lr / 2:g}"
-    if folder.saved_step is not None:
-        advice = (f"{folder.last} holds the last finite state (step {folder.saved_step}): "
+    if folder.saved_step is not None and resumable:
+        advice = (f"{folder.last} holds the last sane state (step {folder.saved_step}): "
                   f"resume it with a smaller step size, the same command plus --resume "
                   f"--set {smaller} (train.clip may be lowered the same way)")
+    elif folder.saved_step is not None:
+        advice = (f"{folder.last} (step {folder.saved_step}) is the state that diverged and "
+                  f"no earlier one was kept: start the run again with --set {smaller} (or a "
+                  f"lower train.clip) into a new --out folder, or into this one once you "
+                  f"have removed it")
     else:
         advice = (f"no checkpoint was written yet: start again with --set {smaller} "
                   f"(or a lower train.clip)")
     return TrainingDiverged(f"training diverged: {what} at epoch {epoch}, step {step} "
                             f"(train.lr={lr:g}); {advice}")
-

@@ -27,8 +27,9 @@ from ..nmt.model import Seq2Seq
 from ..nmt.vocab import NMTVocab
 from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
-from .loop import StepLoss, TrainingLoop
+from .loop import TrainingLoop
 from .runs import CONFIG, LoadedRun, checkpoint_path, read_run_config
+from .step import StepLoss
 
 __all__ = ["NMTTrainer", "TranslationVocabs", "check_negative_sampling",
            "evaluate_translation_run", "load_translation_data", "load_translation_run",
@@ -148,6 +149,7 @@ class NMTTrainer(TrainingLoop):
     checkpoint_format = NMT_CHECKPOINT
     token_weighted = True
     plateau_metric, higher_is_better = "val_bleu", True  # the stopping rule reads BLEU
+    metric_line = "val BLEU {val_bleu:.2f}"
 
     def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,
                  corpus=None, target_vectors: tuple[list[str], Any] | None = None,
@@ -155,10 +157,11 @@ class NMTTrainer(TrainingLoop):
         head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
         if head_cls is not None and config.train.negative_sampling is not None:
             check_negative_sampling(head_cls)  # before anything is written or loaded
-        self._open(config, run_dir, device=device, resume=resume, progress=progress,
-                   build_args=(corpus, target_vectors))
+        self._given = (corpus, target_vectors)
+        super().__init__(config, run_dir, device=device, resume=resume, progress=progress)
 
-    def _build(self, state: dict | None, corpus, target_vectors) -> None:
+    def build(self, state: dict | None) -> None:
+        corpus, target_vectors = self._given
         config = self.config
         d, t = config.data, config.train
         self.corpus = corpus if corpus is not None else load_translation_data(config)
@@ -211,40 +214,41 @@ class NMTTrainer(TrainingLoop):
         return self._epoch_list[1]
 
     # ------------------------------------------------------------- checkpoints
-    def _generators(self) -> dict[str, torch.Generator]:
-        return {"sampler": self.sampler}
-
-    def _task_state(self) -> dict[str, Any]:
+    def task_state(self) -> dict[str, Any]:
         return {"position": self.position, "best_bleu": self.best_bleu,
                 "src_vocab": self.src_vocab.state_dict(),
                 "tgt_vocab": self.tgt_vocab.state_dict()}
 
-    def _restore_task(self, state: dict[str, Any]) -> None:
+    def load_task_state(self, state: dict[str, Any]) -> None:
         self.position, self.best_bleu = state["position"], state["best_bleu"]
 
-    # ------------------------------------------------------------- training
-    def _epoch_batches(self) -> Iterator[TranslationBatch]:
-        batches = self._epoch_batch_list()[self.position:]
-        if self.world_size == 1:
-            return iter(batches)
-        # each process: its consecutive sentences of every batch (a batch with fewer
-        # sentences than processes is trained whole by every process)
-        return (b if b.batch_size < self.world_size
-                else self._micro_batches(b, self.world_size)[self.rank] for b in batches)
+    def process_state(self) -> dict[str, Any]:
+        return {"rng_sampler": self.sampler.get_state()}  # the negative-sampling draws
 
-    def _epoch_progress(self) -> tuple[int, int]:
+    def load_process_state(self, state: dict[str, Any]) -> None:
+        self.sampler.set_state(state["rng_sampler"].cpu())
+
+    # ------------------------------------------------------------- training
+    def batches(self) -> Iterator[TranslationBatch]:
+        """The epoch's batches from :attr:`position` on; each process of a distributed
+        run takes its consecutive sentences of every batch (a batch with fewer sentences
+        than processes is trained whole by every process)."""
+        for batch in self._epoch_batch_list()[self.position:]:
+            self.position += 1  # done once handed out: a checkpoint after it resumes after
+            if self.world_size > 1 and batch.batch_size >= self.world_size:
+                batch = self.split(batch, self.world_size)[self.rank]
+            yield batch
+
+    def epoch_progress(self) -> tuple[int, int]:
         return len(self._epoch_batch_list()), self.position
 
-    def _batch_done(self, batch) -> None:
-        self.position += 1
-
-    def _new_epoch(self) -> None:
+    def next_epoch(self) -> None:
         self.position = 0
 
-    def _batch_tokens(self, batch: TranslationBatch) -> int:
+    def tokens(self, batch: TranslationBatch) -> int:
         return int((batch.tgt_out != self.tgt_vocab.pad_id).sum())
 
-    def _micro_batches(self, batch: TranslationBatch, parts: int) -> list[TranslationBatch]:
+    def split(self, batch: TranslationBatch, parts: int) -> list[TranslationBatch]:
         """``parts`` pieces of whole sentences (consecutive columns), each trimmed to its
         own longest source and target."""
         pieces = []
@@ -265,17 +269,14 @@ class NMTTrainer(TrainingLoop):
                                 exclude=(self.tgt_vocab.pad_id, self.tgt_vocab.bos_id),
                                 generator=self.sampler)
 
-    def _micro_loss(self, micro: TranslationBatch, part: int) -> StepLoss:
-        loss = self._loss(micro)
-        share = 1.0
-        if self.config.train.accum_steps > 1:  # of this process's share of the batch
-            share = self._batch_tokens(micro) / self._rank_tokens
-        return StepLoss(loss, loss, share)
+    def loss(self, piece: TranslationBatch, part: int) -> StepLoss:
+        loss = self._loss(piece)
+        return StepLoss(loss, loss)
 
-    def _best(self) -> dict[str, float]:
+    def best(self) -> dict[str, float]:
         return {"best_val_bleu": self.best_bleu}
 
-    def _end_epoch(self, seconds: float) -> dict:
+    def end_epoch(self, seconds: float) -> dict:
         """Validation loss and greedy BLEU; ``best.pt`` when the BLEU improved."""
         t = self.config.train
         valid = self.corpus.valid[: t.max_eval_pairs]
@@ -287,7 +288,7 @@ class NMTTrainer(TrainingLoop):
                                    "epoch": self.epoch, "val_bleu": bleu,
                                    "src_vocab": self.src_vocab.state_dict(),
                                    "tgt_vocab": self.tgt_vocab.state_dict()})
-            self._events.append("saved best")
+            self.events.append("saved best")
         _, steps, _ = self.epoch_timing
         return {"epoch": self.epoch, "step": self.step,
                 "train_loss": self.epoch_loss / max(self.epoch_tokens, 1),
@@ -295,9 +296,6 @@ class NMTTrainer(TrainingLoop):
                 "seconds_per_step": seconds / steps if steps else None,
                 "epoch_seconds": seconds, "elapsed_seconds": self.elapsed,
                 "tokens": self.epoch_tokens, "lr": t.lr, "clip": t.clip}
-
-    def _summary(self, record: dict[str, Any]) -> str:
-        return f"val BLEU {record['val_bleu']:.2f}"
 
     # ------------------------------------------------------------- evaluation
     @torch.no_grad()

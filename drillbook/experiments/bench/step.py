@@ -4,8 +4,9 @@ backward, gradient clipping and the optimiser step, as the trainer takes it.
 :func:`time_train_step` times one config; :func:`compare_train_steps` times several
 configs (or several step functions on one config) interleaved in one process, and gives
 each one's mean and its ratio to the first. The step itself is a plain function
-(:data:`TrainStep`, by default :func:`trainer_step`), so another implementation of the
-training loop can be timed against the current one by passing its own.
+(:data:`TrainStep`, by default :func:`trainer_step`, which is the training loop's own
+:class:`~drillbook.train.step.OptimizerStep`), so another implementation of the training
+loop can be timed against the current one by passing its own.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ import contextlib
 import importlib
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from ...configs import Config, ConfigError, TrainConfig
+from ...metrics import MAX_LOSS
 from ...models import LanguageModel, build_model
 from ...precision import autocast
 from ...provenance import environment
-from ...train.lm import training_loss
+from ...train.lm import Trainer
+from ...train.step import LocalReducer, OptimizerStep
 from .heads import SIZES
 from .measure import BENCH_FORMAT, amp_of, check_clock, log, time_call
 from .model import bench_config
@@ -37,26 +41,57 @@ TrainStep = Callable[[LanguageModel, torch.optim.Optimizer, Tensor, Tensor, Trai
                       Callable[[], contextlib.AbstractContextManager]], object]
 
 
+class _Window(NamedTuple):
+    """A batch as the language-model trainer's sampler gives it, at the full length."""
+
+    x: Tensor
+    y: Tensor
+    lr_scale: float = 1.0
+
+
+class _Trained:
+    """A language-model trainer without its run around it: the model, its optimiser and
+    the trainer's own hooks for the step (its ``loss``, ``tokens``, ``lr_scale``), each
+    window from a fresh recurrent state."""
+
+    loss = Trainer.loss
+    tokens = Trainer.tokens
+    lr_scale = Trainer.lr_scale
+
+    def __init__(self, model: LanguageModel, optimizer: torch.optim.Optimizer,
+                 train: TrainConfig) -> None:
+        self.model = self.forward_model = model
+        self.optimizer, self.hidden = optimizer, None
+        self.config = _Section(train)
+
+
+class _Section(NamedTuple):
+    train: TrainConfig
+
+
+def _unchecked(what: str, step: int, own_loss: bool) -> BaseException:  # pragma: no cover
+    return RuntimeError(what)  # the benchmark never reads its steps back
+
+
 def trainer_step(model: LanguageModel, optimizer: torch.optim.Optimizer, x: Tensor,
                  y: Tensor, train: TrainConfig,
                  amp: Callable[[], contextlib.AbstractContextManager]) -> Tensor:
-    """The language-model trainer's step: forward from a fresh recurrent state, the
-    head's loss, its regulariser, AR and TAR (:func:`drillbook.train.training_loss`),
-    backward, ``clip_grad_norm_`` to ``train.clip``, the optimiser's step.
+    """The language-model trainer's step, by the training loop's own
+    :class:`~drillbook.train.step.OptimizerStep` and the trainer's ``loss`` hook: forward
+    from a fresh recurrent state, the head's loss, its regulariser, AR and TAR
+    (:func:`drillbook.train.training_loss`), backward, ``clip_grad_norm_`` to
+    ``train.clip``, the optimiser's step, and the step's deferred checks queued (they are
+    read back at the trainer's logging points, which the benchmark never reaches).
 
-    What the trainer adds around it is left out: the divergence checks, the learning-rate
-    scaling by the window length, carrying the detached state (it costs what a fresh
-    state costs). Returns the head's loss (detached)."""
-    model.train()
-    optimizer.zero_grad(set_to_none=True)
-    with amp():
-        loss, raw_loss, _ = training_loss(model, x, y, model.init_hidden(x.shape[1]),
-                                          alpha=train.alpha, beta=train.beta)
-    loss.backward()
-    if train.clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), train.clip)
-    optimizer.step()
-    return raw_loss.detach()
+    What the trainer adds around it is left out: reading the checks back, carrying the
+    detached state (it costs what a fresh state costs), the learning-rate scaling by the
+    window length (``lr_scale`` 1). Returns the head's loss (detached)."""
+    task = _Trained(model, optimizer, train)
+    step = OptimizerStep(task, model, clip=train.clip, parts=1, precision="fp32",
+                         device=x.device, scaler=None,
+                         reducer=LocalReducer(model, MAX_LOSS, _unchecked),
+                         autocast_context=amp)
+    return step(_Window(x, y), 0)
 
 
 def _optimizer(model: LanguageModel, train: TrainConfig) -> torch.optim.Optimizer:

@@ -1,0 +1,96 @@
+"""``tools/concurrency.py``, the measurement of many rows on one device: its CPU rehearsal
+runs end to end and writes its report; the MPS daemon it starts is quit whatever happens,
+and where it cannot start the measurement goes on without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import concurrency  # noqa: E402
+
+needs_data = pytest.mark.skipif(
+    not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "ptb").is_dir(),
+    reason="needs PTB: set DRILLBOOK_DATA (make test points it at ../shared/data)")
+
+
+@needs_data
+def test_the_cpu_rehearsal_measures_every_way_and_writes_its_report(tmp_path):
+    out = tmp_path / "concurrency.json"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "concurrency.py"),
+                           "--device", "cpu", "--tiny", "--rows", "2", "--paper-rows", "1",
+                           "--warmup", "1", "--steps", "2", "--threads", "1",
+                           "--out", str(out)],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "TQDM_DISABLE": "1"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["format"] == "drillbook-concurrency/1"
+    assert report["alone"]["updates"] == 2 and report["alone"]["ratio"] == 1.0
+    small = report["small"]
+    assert set(small) == {"in-process", "processes"}  # no CUDA: no MPS
+    assert "not a CUDA device" in report["skipped"]["processes-mps"]
+    assert small["in-process"]["2"]["execution"] == "interleaved-eager"
+    assert small["processes"]["2"]["execution"] == "process"
+    for rows in small.values():
+        row = rows["2"]
+        assert row["updates"] == 4 and row["wall_seconds"] > 0
+        assert row["ratio"] == pytest.approx(
+            row["updates_per_second"] / report["alone"]["updates_per_second"])
+        assert row["peak_memory_bytes"] > 0
+    assert report["best_way"] in small
+    paper = report["paper"]
+    assert paper["way"] == report["best_way"] and paper["together"]["updates"] == 2
+    assert "x" in done.stdout and "written:" in done.stdout
+
+
+FAKE_CONTROL = """#!{python}
+import os, sys
+with open({log!r}, "a") as f:
+    f.write(" ".join([*sys.argv[1:], sys.stdin.read().strip() if not sys.argv[1:] else ""])
+            + " " + os.environ["CUDA_MPS_PIPE_DIRECTORY"] + "\\n")
+sys.exit({code})
+"""
+
+
+def fake_control(folder: Path, log: Path, code: int = 0) -> None:
+    path = folder / concurrency.MPS_CONTROL
+    path.write_text(FAKE_CONTROL.format(python=sys.executable, log=str(log), code=code))
+    path.chmod(0o755)
+
+
+def test_the_mps_daemon_is_this_users_in_a_temporary_folder_and_always_quit(
+        tmp_path, monkeypatch):
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    fake_control(bin_dir, log)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(RuntimeError, match="a row failed"):
+        with concurrency.mps_daemon(work) as (env, why):
+            assert why == "" and env["CUDA_MPS_PIPE_DIRECTORY"].startswith(str(work))
+            assert Path(env["CUDA_MPS_LOG_DIRECTORY"]).is_dir()
+            raise RuntimeError("a row failed")
+    calls = log.read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["-d", "quit"]  # started, then quit anyway
+    assert all(c.split()[-1] == str(work / "mps-pipe") for c in calls)
+
+
+def test_where_the_mps_daemon_cannot_start_the_measurement_goes_on(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_control(bin_dir, tmp_path / "calls.log", code=3)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    with concurrency.mps_daemon(tmp_path / "work") as (env, why):
+        assert env is None and "failed (exit 3)" in why
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with concurrency.mps_daemon(tmp_path / "work2") as (env, why):
+        assert env is None and "not on PATH" in why
