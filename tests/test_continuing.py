@@ -197,3 +197,51 @@ def test_together_chooses_the_way_explicitly_and_refuses_what_cannot_run(monkeyp
         _together("mps", ["cpu"], launcher="local")
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/mps-pipe")
     assert _together("mps", ["cuda:0"], launcher="local") == "process-mps"
+
+
+def test_rows_trained_together_in_one_process_end_as_each_alone_and_say_so(tmp_path):
+    """``--together in-process`` on a CPU: the rows take one eager step each in turn, and
+    each row's result equals its run alone (the interleaved runner is bit-identical to
+    ``fit()``), its file saying how it ran."""
+    from test_reproduce import TINY_LM, tiny_reproduce
+    from test_train import tiny_corpus
+
+    from drillbook.experiments import reproduce
+    from drillbook.experiments.results import read_result
+    from drillbook.experiments.run.together import run_in_process
+
+    overrides = [*TINY_LM, "train.epochs=2"]
+    alone = reproduce("tutorial", rows=["tied", "drill"],
+                      **tiny_reproduce(tmp_path / "alone", overrides))
+    together = run_in_process("tutorial", rows=["tied", "drill"], parallel=2,
+                              devices=["cpu"], out=tmp_path / "t" / "r",
+                              runs=tmp_path / "t" / "runs", overrides=overrides,
+                              corpus=tiny_corpus(), quiet=True)
+    assert [p.name for p in together] == ["tied.json", "drill.json"]
+    for one, both in zip(alone, together, strict=True):
+        a, b = read_result(one), read_result(both)
+        assert b["execution"] == {"way": "interleaved-eager", "rows": 2, "graphed": False}
+        assert (b["status"], b["epochs_done"]) == (a["status"], a["epochs_done"]) == ("done", 2)
+        for key in ("val_ppl", "test_ppl"):
+            assert b["metrics"][key] == a["metrics"][key]
+        assert [e["val_ppl"] for e in b["curve"]] == [e["val_ppl"] for e in a["curve"]]
+
+
+def test_the_default_way_is_what_the_newest_window_measured_best(tmp_path, monkeypatch):
+    from drillbook.cli.common import CommandError
+    from drillbook.cli.tables import _together
+    from drillbook.experiments.run import together
+
+    assert together.default_way(tmp_path) == "processes"  # nothing measured yet
+    for window, best in (("2026-12-01-h100", "processes"), ("2026-12-02-h100",
+                                                            "in-process")):
+        bench = tmp_path / "gpu" / window / "bench"
+        bench.mkdir(parents=True)
+        (bench / "concurrency.json").write_text(json.dumps({"best_way": best}))
+    assert together.default_way(tmp_path) == "in-process"
+    monkeypatch.setattr(together, "default_way", lambda: "in-process")
+    assert _together(None, ["cuda:0"], launcher="local") == "in-process"
+    assert _together(None, ["cuda:0", "cuda:1"], launcher="local") == "process"
+    assert _together("in-process", ["cpu"], launcher="local") == "in-process"
+    with pytest.raises(CommandError, match="in this process, on one device"):
+        _together("in-process", ["cuda:0", "cuda:1"], launcher="local")

@@ -235,6 +235,7 @@ def test_the_window_command_rehearsed_runs_its_parts_in_order_and_ends_on_time(t
     for s in summary["steps"]:  # each within its time box
         assert s["box_seconds"] is None or s["seconds"] <= s["box_seconds"] + 2
     assert {"summary.txt", "console.log"} <= {p.name for p in out.iterdir()}
+    assert "rows together: " in (out / "console.log").read_text()
     if (out / "results.tar.gz").exists():
         unpacked = unpack_results(out / "results.tar.gz", tmp_path / "r")
         assert {d["table"] for d in load_results(unpacked)} <= {"gpu-small", "gpu-ptb"}
@@ -261,3 +262,15 @@ def test_the_sharing_cost_is_what_the_committed_window_measured():
     assert min(ratios) > 4.1 and max(ratios) < 4.7  # every row, not only on average
     assert SHARING_COST == pytest.approx((mean(ratios) - 1) / 3, abs=0.01)
     assert {round(p.slowdown, 6) for p in predictions} == {round(1 + 3 * SHARING_COST, 6)}
+
+
+def test_the_window_runs_its_rows_together_the_way_its_first_part_measured_best(tmp_path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    from evidence import measured_way
+
+    report = tmp_path / "concurrency.json"
+    assert measured_way(report) is None  # the part did not finish: reproduce's default
+    for best, way in (("in-process", "in-process"), ("processes", "processes"),
+                      ("processes-mps", "processes"), (None, None)):
+        report.write_text(json.dumps({"best_way": best}))
+        assert measured_way(report) == way

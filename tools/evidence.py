@@ -18,7 +18,8 @@ that ends early hands its time on to the next):
    per-batch ``gc.collect()``, with kernel profiles (``--mos``);
 3. ``gpu-small`` then ``gpu-multi30k``: the plans trained to their plateau, continuing
    from the committed windows (``drillbook reproduce PLAN``: final rows skipped, the rest
-   largest predicted time first while they fit);
+   largest predicted time first while they fit), the rows together the way part 1
+   measured best (``--together``; plain processes where that was MPS);
 4. ``paper-rows``: the paper-size tied and DRILL-4 rows (``gpu-ptb``) for as many epochs
    as fit, each row's curve in its run folder's log every epoch; then MoS and DOC if time
    remains;
@@ -211,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         window.record("steps", None, 0.0, "skipped: give --authors and --mos (checkouts of "
                                           "the authors' repositories)")
-    # 3. the plans trained to their plateau, continuing from the committed windows
+    # 3. the plans trained to their plateau, continuing from the committed windows, the
+    # rows together the way part 1 measured best
+    together = measured_way(out / "concurrency.json")
+    window.console.write(f"rows together: {together or 'the default way'} (from part 1)\n")
     for plan in ("gpu-small", "gpu-multi30k"):
         box = window.box(plan)
         command = [*drillbook, "reproduce", plan, "--devices", device,
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                    # a rehearsal continues from nothing: the committed windows are GPU runs
                    "--continue-from", str(work / "none" if args.rehearse
                                           else ROOT / "drillbook" / "results"),
-                   *tiny.get(plan, [])]
+                   *(["--together", together] if together else []), *tiny.get(plan, [])]
         if args.rehearse:
             command += ["--reserve-minutes", "0.35"]
         part(plan, command)
@@ -239,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         command = [*drillbook, "reproduce", "gpu-ptb", "--rows", *rows, "--devices", device,
                    "--parallel", str(len(rows)), "--deadline-minutes",
                    f"{max(box - MARGIN, 5) / 60:.3f}", "--out", str(results), "--runs",
-                   str(work / "runs"), "--quiet", *tiny.get("paper-rows", [])]
+                   str(work / "runs"), "--quiet",
+                   *(["--together", together] if together else []),
+                   *tiny.get("paper-rows", [])]
         if args.rehearse:
             command += ["--reserve-minutes", "0.35"]
         if "paper-rows" in args.skip:
@@ -276,6 +282,22 @@ def main(argv: list[str] | None = None) -> int:
     window.console.close()
     print(f"evidence: {len(list(out.iterdir()))} file(s) in {out}", file=sys.stderr)
     return 0
+
+
+#: a way of ``tools/concurrency.py``'s report as ``reproduce --together`` names it (a
+#: daemon for MPS is the concurrency part's own and is gone by then: its rows run as
+#: plain processes)
+TOGETHER = {"in-process": "in-process", "processes": "processes",
+            "processes-mps": "processes"}
+
+
+def measured_way(report: Path) -> str | None:
+    """The ``--together`` of the best way in a concurrency report; None without one."""
+    try:
+        best = json.loads(report.read_text(encoding="utf-8")).get("best_way")
+    except (OSError, ValueError):
+        return None
+    return TOGETHER.get(best)
 
 
 def _help(tool: Path) -> str:

@@ -148,35 +148,50 @@ def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
                         results=args.continue_from, reserve_minutes=args.reserve_minutes,
                         max_eval_tokens=args.max_eval_tokens, quiet=args.quiet,
                         launcher=launcher, way=way)
-    return run_parallel(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
-                        devices=devices, deadline_minutes=args.deadline_minutes,
-                        budget_minutes=args.budget_minutes,
-                        reserve_minutes=args.reserve_minutes, out=args.out, runs=args.runs,
-                        overrides=args.set or [], max_eval_tokens=args.max_eval_tokens,
-                        quiet=args.quiet, launcher=launcher, way=way)
+    runner = run_parallel
+    if way == "in-process":
+        from ..experiments.run.together import run_in_process as runner
+    return runner(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
+                  devices=devices, deadline_minutes=args.deadline_minutes,
+                  budget_minutes=args.budget_minutes, reserve_minutes=args.reserve_minutes,
+                  out=args.out, runs=args.runs, overrides=args.set or [],
+                  max_eval_tokens=args.max_eval_tokens, quiet=args.quiet, launcher=launcher,
+                  way=way)
 
 
 #: ``--together``: how rows at once share a device
-TOGETHER = ("graphs", "processes", "mps")
+TOGETHER = ("in-process", "processes", "mps")
 
 
 def _together(together: str | None, devices: list, *, launcher: str) -> str:
-    """The way the rows run (a result file's ``execution.way``) for ``--together``:
-    ``processes`` (the default: a process per row), ``mps`` (processes served by an MPS
-    daemon the caller started, as the window script's concurrency part does: its pipe
-    folder in ``CUDA_MPS_PIPE_DIRECTORY``), ``graphs`` (the rows in one process, each
-    row's steps as CUDA graphs on a stream of its own)."""
+    """The way the rows run for ``--together`` (a result file's ``execution.way``, or
+    ``in-process``: :mod:`~drillbook.experiments.run.together`): ``processes`` (a
+    process per row), ``mps`` (processes served by an MPS daemon the caller started, as
+    the window script's concurrency part does: its pipe folder in
+    ``CUDA_MPS_PIPE_DIRECTORY``), ``in-process`` (the rows in this process, each row's
+    steps on a CUDA stream of its own, graphed where its config allows; eager in turn on a
+    CPU). Without ``--together``: on one CUDA device of this machine, the way the newest
+    committed window measured best (:func:`~drillbook.experiments.run.together.
+    default_way`), else processes."""
     from ..validation import check_choice
 
+    cuda = bool(devices) and all(str(d).startswith("cuda") for d in devices)
     if together is None:
-        return "process"
+        if launcher == "local" and cuda and len(devices) == 1:
+            from ..experiments.run.together import default_way
+
+            together = default_way()
+        else:
+            together = "processes"
     check_choice(together, TOGETHER, "--together")
-    if together == "graphs":
-        raise CommandError("--together graphs trains the rows in one process "
-                           "(drillbook.train.rows), which this version does not have yet; "
-                           "use --together processes")
+    if together == "in-process":
+        if launcher != "local" or len(devices) != 1:
+            raise CommandError("--together in-process trains the rows in this process, on "
+                               "one device: give one --device (or --devices DEVICE) and "
+                               "--launcher local, or use --together processes")
+        return "in-process"
     if together == "mps":
-        if launcher != "local" or not all(str(d).startswith("cuda") for d in devices):
+        if launcher != "local" or not cuda:
             raise CommandError("--together mps is for processes on this machine's CUDA "
                                "devices (--launcher local, --devices cuda...)")
         if not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
@@ -361,10 +376,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "a fifth of its share, 10 s to 3 min)")
     g.add_argument("--together", metavar="WAY",
                    help="how the rows at once share a device: processes (a process per "
-                        "row: the default), mps (processes under an MPS daemon started "
-                        "beforehand, its pipe folder in CUDA_MPS_PIPE_DIRECTORY), graphs "
-                        "(one process, each row's steps as CUDA graphs on its own stream); "
-                        "each result file records it (execution)")
+                        "row), mps (processes under an MPS daemon started beforehand, its "
+                        "pipe folder in CUDA_MPS_PIPE_DIRECTORY), in-process (this "
+                        "process, each row's steps on its own CUDA stream, graphed where "
+                        "its config allows; eager in turn on a CPU). Default: on one CUDA "
+                        "device, the way the newest committed GPU window measured best, "
+                        "else processes; each result file records it (execution)")
     g.add_argument("--continue-from", metavar="DIR",
                    help="a plan trained to its plateau (gpu-small) continues from window to "
                         "window: rows final in DIR/gpu/<window>-<precision>/ (default: the "

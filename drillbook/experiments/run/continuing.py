@@ -33,6 +33,7 @@ from ..tables import Plan
 from .plans import predict
 from .reproduce import Job, table_jobs
 from .scheduler import run_parallel
+from .together import run_in_process
 
 __all__ = ["final_jobs", "run_plan"]
 
@@ -87,6 +88,7 @@ def run_plan(plan: Plan, *, out: str | Path, runs: str | Path, devices: Sequence
                       for p in rows if (p.job.row.name, p.job.seed) not in skip),
           file=sys.stderr, flush=True)
     left = minutes - (time.monotonic() - began) / 60  # the predictions took their time
-    return run_parallel(plan.table, seeds=seeds, parallel=parallel, devices=devices,
+    runner = run_in_process if kwargs.get("way") == "in-process" else run_parallel
+    return runner(plan.table, seeds=seeds, parallel=parallel, devices=devices,
                         deadline_minutes=max(left, 0.05), out=out, runs=runs, overrides=overrides,
                         skip=skip, predicted=predicted, **kwargs)

@@ -42,7 +42,7 @@ from ..results.seeds import SEED_FOLDER
 from ..tables import TABLES, Row
 
 __all__ = ["ALONE", "WAYS", "Job", "execution", "failure_doc", "finish_job", "plateau_block",
-           "reproduce", "table_jobs"]
+           "reproduce", "table_jobs", "table_rank_cap"]
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     """
     jobs = table_jobs(table, rows, seed, list(overrides or []))
     source = git_state()  # the code this call runs, read before training starts
-    spec = TABLES[table]
-    rank_cap = (spec.rank_positions or max_eval_tokens) if spec.rank else _NO_RANK
+    rank_cap = table_rank_cap(table, max_eval_tokens)
     loaded: dict[str, Any] = {}  # each data section's corpus, loaded by the first row
     written = []
     for index, job in enumerate(jobs, 1):
@@ -300,6 +299,14 @@ def _status(reason: str) -> str:
 
 #: ``_stage_metrics(rank_cap=_NO_RANK)``: measure no rank
 _NO_RANK = -1
+
+
+def table_rank_cap(table: str, max_eval_tokens: int | None) -> int | None:
+    """The positions a row of ``table`` ranks its output over (its table's
+    ``rank_positions``, else ``max_eval_tokens``; :data:`_NO_RANK` for a table without a
+    rank), what :func:`finish_job` takes as ``rank_cap``."""
+    spec = TABLES[table]
+    return (spec.rank_positions or max_eval_tokens) if spec.rank else _NO_RANK
 #: what a result file's curve keeps of each log record (those a record has)
 _CURVE_KEYS = ("epoch", "step", "train_loss", "train_ppl", "val_loss", "val_ppl", "val_bleu",
                "epoch_seconds", "elapsed_seconds", "tokens_per_second", "lr")
