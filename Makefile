@@ -22,7 +22,8 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # experiment size: small (CPU), t4 (a GPU under 20 GiB or without bfloat16), full, auto
 export DRILLBOOK_PROFILE ?= auto
 
-.PHONY: help venv book book-check test lint unit notebooks package sync clean evidence
+.PHONY: help venv book book-check test lint unit notebooks package sync clean evidence \
+        rehearse-evidence
 
 help:
 	@echo "make book    build the website into _build/html (executes every notebook)"
@@ -32,9 +33,11 @@ help:
 	@echo "make sync    regenerate notebooks/*.ipynb from the .py:percent sources"
 	@echo "             (NB=notebooks/02_tied_joint_drill.py for just one)"
 	@echo "make clean   remove _build (keeps .venv)"
-	@echo "make evidence PLAN=gpu-ptb MINUTES=9 OUT=evidence"
-	@echo "             a GPU window: CUDA tests, cost targets, the plan's rows side by side,"
-	@echo "             all within MINUTES; needs only a python with torch (PYTHON=...)"
+	@echo "make evidence MINUTES=9 OUT=evidence AUTHORS=../awd-lstm-lm MOS=../mos"
+	@echo "             a GPU window: concurrency, the steps against the authors', the plans"
+	@echo "             to their plateau, the paper-size rows, the chapters, all within"
+	@echo "             MINUTES; needs only a python with torch (PYTHON=...)"
+	@echo "make rehearse-evidence   the same on this CPU at tiny sizes (about 2 min)"
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -100,9 +103,19 @@ clean:
 	rm -rf _build $(NOEXEC_CONFIG)
 
 # A GPU window, whatever is installed there: no venv, the checkout's drillbook on the path.
-PLAN    ?= gpu-ptb
+# Its parts in order (tools/evidence.py): concurrency, the steps against the authors', the
+# plans trained to their plateau, the paper-size rows, the chapters. AUTHORS and MOS:
+# checkouts of salesforce/awd-lstm-lm and zihangdai/mos (the steps part needs them).
 MINUTES ?= 9
 OUT     ?= evidence
+AUTHORS ?=
+MOS     ?=
 evidence:
-	PYTHONPATH=$(CURDIR) $(PYTHON) tools/evidence.py --plan $(PLAN) --minutes $(MINUTES) \
-	    --out $(OUT)
+	PYTHONPATH=$(CURDIR) $(PYTHON) tools/evidence.py --minutes $(MINUTES) --out $(OUT) \
+	    $(if $(AUTHORS),--authors $(AUTHORS)) $(if $(MOS),--mos $(MOS))
+
+# The same command on this CPU at tiny sizes, in about two minutes: it checks the window's
+# command runs end to end (what it measures here means nothing).
+rehearse-evidence:
+	PYTHONPATH=$(CURDIR) $(PYTHON) tools/evidence.py --rehearse --out $(OUT)-rehearsal \
+	    $(if $(AUTHORS),--authors $(AUTHORS)) $(if $(MOS),--mos $(MOS))

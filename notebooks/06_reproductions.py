@@ -103,7 +103,7 @@ from drillbook.experiments.results.curves import (
     h200_ms_per_update,
     runs_like_authors,
 )
-from drillbook.experiments.results.evidence import plan_folder, table_results
+from drillbook.experiments.results.evidence import plan_folder, plan_results, table_results
 from drillbook.experiments.results.seeds import (
     chance_separated,
     plot_spread,
@@ -195,9 +195,11 @@ SHORT = {"paper_valid": "paper valid", "paper_test": "paper test", "epochs_done"
          "paper_dynamic_test": "paper dyn test", "dynamic_test": "dyn test"}
 
 
-def paper_vs_ours(table: str, columns: list[str] = COLUMNS, results=RESULTS) -> pd.DataFrame:
-    """The papers' numbers next to ours (in ``results``), a dash wherever there is none."""
-    shown = format_rows(table_rows(table, results), columns)
+def paper_vs_ours(table: str, columns: list[str] = COLUMNS, results=RESULTS,
+                  docs=None) -> pd.DataFrame:
+    """The papers' numbers next to ours (in ``results``, or the result documents ``docs``),
+    a dash wherever there is none."""
+    shown = format_rows(table_rows(table, results, docs), columns)
     return pd.DataFrame(shown).rename(columns=SHORT).set_index("row")
 
 
@@ -370,24 +372,27 @@ paper_vs_ours("rank", ["row", "paper_rank_tol_1", "paper_rank", "paper_rank_test
 # %% [markdown]
 # ### The GPU plans
 #
-# Three more tables are sized for one GPU window of about ten minutes
+# Three more tables are sized for GPU windows of about ten minutes
 # (`drillbook.experiments.run.plans`, and the README's GPU section): `gpu-ptb` (the tied
 # AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size on Penn Treebank, the same
-# epochs each), `gpu-multi30k` (every translation head on the whole of Multi30k) and
-# `gpu-small` (every `cpu-scale` row trained for whole passes over Penn Treebank, three
-# seeds each). Each row says what it got: its status, its epochs and its budget in
-# minutes; a dash where no run exists yet. A row that a window's deadline stopped says
-# `budget` or `deadline`, and its paper number stands beside it all the same.
+# epochs each), `gpu-multi30k` (every translation head on the whole of Multi30k, each
+# to its BLEU plateau) and `gpu-small` (every `cpu-scale` head at batch 64 on whole
+# passes over Penn Treebank, each to its plateau, three seeds each). A plan trained to
+# its plateau continues from window to window, and the windows that ran a plan are read
+# as one table. Each row says what it got: its status (`plateau` once its stopping rule
+# ended it), its epochs and its budget in minutes; a dash where no run exists yet. A row
+# that a window's deadline stopped says `budget` or `deadline`, and its paper number
+# stands beside it all the same.
 
 # %% tags=["nbval-check-output"]
 PLAN_COLUMNS = ["row", "config", "paper_test", "status", "epochs_done", "budget_minutes",
                 "valid", "test"]
 plan_tables = {}
 for plan in PLANS.values():
-    window = plan_folder(plan.table)
-    plan_tables[plan.name] = paper_vs_ours(plan.table, PLAN_COLUMNS,
-                                          results=window or RESULTS)
-    print(f"{plan.name}: result files from a GPU window: {window.name if window else 'none'}")
+    docs = plan_results(plan.table)  # every window that ran it, as one table
+    plan_tables[plan.name] = paper_vs_ours(plan.table, PLAN_COLUMNS, docs=docs)
+    windows = sorted({d["window"] for d in docs})
+    print(f"{plan.name}: result files from GPU windows: {', '.join(windows) or 'none'}")
 pd.concat(plan_tables, names=["plan"])
 
 # %% [markdown]
@@ -412,11 +417,12 @@ print(f"the first model's slowdown for four rows: 1.39; the planner's now: "
 
 # %% [markdown]
 # Two lessons, both now in the package. First, four rows on one GPU do not each run at
-# nearly their speed alone, as the plan had assumed: each epoch took 3.33 to 3.62 times
-# the step model's time alone, not the 1.39 it predicted. The GPU gives each process
-# its turn rather than filling one process's idle moments with another's work, so rows
-# side by side share the GPU's time, and the planner now charges 0.82 of a row's own
-# time for each row beside it. Second, the tied and DRILL-4 rows reached their budget
+# nearly their speed alone, as the plan had assumed: each epoch took 4.20 to 4.63 times
+# the step model's time alone (the model refitted to the third window's solo steps),
+# not the 1.39 it predicted. The GPU gives each process its turn rather than filling one
+# process's idle moments with another's work, so rows side by side share the GPU's time
+# (four processes did less than one alone), and the planner now charges 1.12 of a row's
+# own time for each row beside it. Second, the tied and DRILL-4 rows reached their budget
 # just after their fifth epoch, and their evaluation had written no file when the
 # deadline came: their files say `deadline` and keep only their curves. That evaluation
 # ends with the rank of the test log-probabilities, a float64 singular value

@@ -212,28 +212,41 @@ def test_the_dry_run_sizes_the_ptb_plan_without_a_gpu(capsys):
 
 
 @needs_data
-def test_the_window_command_ends_on_time_and_brings_back_a_few_files(tmp_path):
+def test_the_window_command_rehearsed_runs_its_parts_in_order_and_ends_on_time(tmp_path):
+    """``tools/evidence.py --rehearse``: the next window's one command on the CPU at tiny
+    sizes, here in one minute (its parts time-boxed to shares of it): every part is
+    recorded in the window's order (run, stopped at its box, or skipped saying why), the
+    call ends on time, and what the rows wrote comes back packed."""
     out = tmp_path / "evidence"
     start = time.monotonic()
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "evidence.py"), "--plan",
-                           "tutorial", "--minutes", "1", "--device", "cpu", "--skip-bench",
-                           "--out", str(out), "--set", *TINY], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "evidence.py"), "--rehearse",
+                           "--minutes", "1", "--out", str(out), "--skip", "gpu-multi30k"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - start < 60
-    files = sorted(p.name for p in out.iterdir())
-    assert len(files) <= 8 and {"summary.txt", "console.log", "predictions.txt",
-                                "results.tar.gz", "cuda-tests.txt"} <= set(files)
+    assert time.monotonic() - start < 75
     summary = json.loads((out / "summary.txt").read_text())
-    assert [s["step"] for s in summary["steps"]] == ["cuda-tests", "bench", "plan tutorial"]
-    unpacked = unpack_results(out / "results.tar.gz", tmp_path / "r")
-    assert {d["row"] for d in load_results(unpacked)} == {"tied", "drill"}
+    assert summary["rehearsal"] and summary["device"] == "cpu"
+    steps = [s["step"] for s in summary["steps"]]
+    assert steps[:5] == ["concurrency", "steps", "gpu-small", "gpu-multi30k", "paper-rows"]
+    assert steps[-1] == "chapter 01_softmax_bottleneck (small)"
+    notes = {s["step"]: s["note"] for s in summary["steps"]}
+    assert notes["steps"].startswith("skipped: give --authors and --mos")
+    assert notes["gpu-multi30k"] == "skipped (--skip)"
+    for s in summary["steps"]:  # each within its time box
+        assert s["box_seconds"] is None or s["seconds"] <= s["box_seconds"] + 2
+    assert {"summary.txt", "console.log"} <= {p.name for p in out.iterdir()}
+    assert "rows together: " in (out / "console.log").read_text()
+    if (out / "results.tar.gz").exists():
+        unpacked = unpack_results(out / "results.tar.gz", tmp_path / "r")
+        assert {d["table"] for d in load_results(unpacked)} <= {"gpu-small", "gpu-ptb"}
 
 
 def test_the_sharing_cost_is_what_the_committed_window_measured():
-    """Four gpu-ptb rows at once on an H200 each took about 3.45 times the epoch the step
-    model predicts for it alone; the planner's sharing cost is fitted to exactly that,
-    from the committed result files (the first model, the arithmetic shares, said 1.39)."""
+    """Four gpu-ptb rows at once on an H200 each took about 4.37 times the epoch the step
+    model (refitted to the newest window's solo steps) predicts for it alone; the
+    planner's sharing cost is fitted to exactly that, from the committed result files (the
+    first model, the arithmetic shares, said 1.39; against the first step model, which
+    overestimated a step alone, the rows took 3.33 to 3.62 times)."""
     from statistics import mean
 
     from drillbook.experiments.results import gpu_results, read_result
@@ -246,6 +259,18 @@ def test_the_sharing_cost_is_what_the_committed_window_measured():
         doc = read_result(folder / "gpu-ptb" / f"{p.job.row.name}.json")
         measured = mean(c["epoch_seconds"] for c in doc["curve"])
         ratios.append(measured / (p.steps_per_epoch * p.step_seconds))
-    assert min(ratios) > 3.3 and max(ratios) < 3.7  # every row, not only on average
+    assert min(ratios) > 4.1 and max(ratios) < 4.7  # every row, not only on average
     assert SHARING_COST == pytest.approx((mean(ratios) - 1) / 3, abs=0.01)
     assert {round(p.slowdown, 6) for p in predictions} == {round(1 + 3 * SHARING_COST, 6)}
+
+
+def test_the_window_runs_its_rows_together_the_way_its_first_part_measured_best(tmp_path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    from evidence import measured_way
+
+    report = tmp_path / "concurrency.json"
+    assert measured_way(report) is None  # the part did not finish: reproduce's default
+    for best, way in (("in-process", "in-process"), ("processes", "processes"),
+                      ("processes-mps", "processes"), (None, None)):
+        report.write_text(json.dumps({"best_way": best}))
+        assert measured_way(report) == way

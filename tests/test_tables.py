@@ -85,7 +85,7 @@ def test_the_cpu_tables_the_rank_tables_and_the_plans_are_what_the_tables_declar
         "rank": None, "cpu-scale": 2000, "gpu-ptb": 4000, "gpu-small": 2000}
     assert PLANS == {p.name: p for t in TABLES.values() for p in t.plans}
     assert all(TABLES[p.table].plans[0] is p for p in PLANS.values())
-    assert "make evidence PLAN=gpu-small" in missing_evidence("gpu-small")
+    assert "whose plans include gpu-small" in missing_evidence("gpu-small")
     assert "`drillbook reproduce speed`" in missing_evidence("speed")  # no plan: the table
 
 

@@ -27,16 +27,30 @@ counted on their way to the kernels, where the two differ), milliseconds per ste
 ratios (drillbook / authors); with ``--profile N`` it
 also profiles N steps of each and prints the kernels that take most device time, so a gap
 can be traced to the work that makes it. Writes everything to ``--out`` (JSON).
+
+The authors' MoS (``--mos CHECKOUT``, a checkout of ``zihangdai/mos``):
+
+    python tools/authors_step.py --mos ../mos --device cuda --out step.json
+
+drillbook's MoS step (``ptb/awd-lstm-mos``, the trainer's own) is timed here, and theirs
+in a child process shaped like their ``main.py`` (``tools/authors_mos.py``: torch, numpy
+and their modules only, their corpus and model), driven as their ``train()`` drives it,
+with and without the ``gc.collect()`` it calls after every small batch (the run without
+replaces ``gc.collect`` in the namespace of that loop by a function that does nothing),
+each with a kernel profile. Prints drillbook's step against theirs both ways. ``--tiny``
+makes both models small: a rehearsal on a CPU. ``--authors`` and ``--mos`` may be given
+together (the AWD-LSTM first).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
+import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -49,6 +63,9 @@ from drillbook.atomic import write_json  # noqa: E402
 from drillbook.configs import apply_overrides, get_config  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
 from drillbook.train.lm import Trainer, evaluate  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tools"))
+from authors_mos import detach, timed, top_kernels  # noqa: E402
 
 
 def authors_model(authors: Path, config, vocab_size: int, device: torch.device):
@@ -110,25 +127,6 @@ class AuthorsStep:
         return total.item() / len(data)
 
 
-def detach(h):
-    return h.detach() if isinstance(h, torch.Tensor) else tuple(detach(v) for v in h)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(call, n: int, device: torch.device) -> float:
-    """Seconds per call of ``call(i)`` over ``n`` calls, the device caught up at both ends."""
-    sync(device)
-    began = time.perf_counter()
-    for i in range(n):
-        call(i)
-    sync(device)
-    return (time.perf_counter() - began) / n
-
-
 class _Operations(TorchDispatchMode):
     """Counts the operations dispatched inside it, by name."""
 
@@ -148,46 +146,58 @@ def count_operations(call) -> collections.Counter[str]:
     return mode.counts
 
 
-#: what the CUDA profiler records about itself, not kernels
-PROFILER_RECORDS = {"Command Buffer Full", "Activity Buffer Request", "Buffer Flush"}
+#: drillbook's MoS made small for a rehearsal on a CPU (the sizes of authors_mos.TINY)
+MOS_TINY = ["model.emsize=16", "model.nhid=24", "model.d_out=16",
+            "head.options.n_experts=3", "train.bptt=12"]
 
 
-def top_kernels(call, n: int, device: torch.device, top: int, per: int = 1) -> dict:
-    """Profile ``n`` calls: the kernels' time, the wall time and the launches per unit
-    (a call holds ``per`` units: evaluation windows), and the ``top`` kernels. Kernel time
-    close to the wall time means the device is busy throughout: nothing to gain from
-    launching faster (CUDA graphs)."""
-    from torch.profiler import ProfilerActivity, profile
+def mos_side(args, device: torch.device) -> dict:
+    """drillbook's MoS step timed here, the authors' in a process like theirs
+    (``tools/authors_mos.py``), with and without their per-batch ``gc.collect()``."""
+    config = apply_overrides(get_config("ptb/awd-lstm-mos"), [
+        "train.log_interval=100000", *(MOS_TINY if args.tiny else []), *args.set])
+    torch.manual_seed(config.train.seed)
+    with tempfile.TemporaryDirectory() as work:
+        ours = Trainer(config, Path(work) / "run", device=str(device), progress=False)
+        batches = [b for _, b in zip(range(args.steps), ours.batches(), strict=False)]
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
-                                           if device.type == "cuda" else [])
-    sync(device)
-    with profile(activities=activities) as prof:
-        began = time.perf_counter()
-        for i in range(n):
-            call(i)
-        sync(device)
-        wall = time.perf_counter() - began
-    events = prof.key_averages()
-    n = n * per
-    use_device = device.type == "cuda"
+        def our_step(i: int) -> None:
+            ours.train_step(batches[i % len(batches)])
 
-    def device_us(e) -> float:
-        return e.self_device_time_total if use_device else e.self_cpu_time_total
-
-    def is_kernel(e) -> bool:  # on a GPU: work the device did, not the host ops that
-        # launched it (they carry its time too) nor the profiler's own records
-        if not use_device:
-            return device_us(e) > 0
-        return (e.device_type.name == "CUDA" and device_us(e) > 0
-                and e.key not in PROFILER_RECORDS)
-
-    kernels = sorted((e for e in events if is_kernel(e)), key=device_us, reverse=True)
-    total = sum(device_us(e) for e in kernels)
-    return {"device_ms_per_call": total / 1000 / n, "wall_ms_per_call": 1000 * wall / n,
-            "launches_per_call": sum(e.count for e in kernels) / n,
-            "top": [{"name": e.key[:90], "ms_per_call": device_us(e) / 1000 / n,
-                     "calls_per_step": e.count / n} for e in kernels[:top]]}
+        timed(our_step, 3, device)  # warm-up
+        ms = [1000 * timed(our_step, args.steps, device) for _ in range(args.rounds)]
+        ours.check_steps()
+        profile = top_kernels(our_step, args.profile, device, args.top) if args.profile \
+            else None
+        ours.check_steps()
+    theirs_out = args.out.with_name(args.out.stem + "-authors-mos.json")
+    command = [sys.executable, str(ROOT / "tools" / "authors_mos.py"), "--authors",
+               str(args.mos), "--device", str(device), "--steps", str(args.steps),
+               "--rounds", str(args.rounds), "--profile", str(args.profile), "--top",
+               str(args.top), "--out", str(theirs_out), *(["--tiny"] if args.tiny else [])]
+    print("$ " + " ".join(command), flush=True)
+    done = subprocess.run(command, text=True, capture_output=True)
+    print(done.stdout + done.stderr, flush=True)
+    if done.returncode != 0:
+        return {"ours_ms": min(ms), "error": (done.stderr or done.stdout)[-600:]}
+    theirs = json.loads(theirs_out.read_text())
+    best = theirs["summary"]
+    out = {"ours_ms": min(ms), "ours_rounds_ms": ms, "ours_profile": profile,
+           "theirs": theirs, "ratio_with_gc": min(ms) / best["with_gc_ms"],
+           "ratio_without_gc": min(ms) / best["without_gc_ms"],
+           "config": config.to_dict()}
+    print(f"\nMoS: drillbook {min(ms):.2f} ms per step; the authors' {best['with_gc_ms']:.2f} "
+          f"ms with their per-batch gc.collect() ({out['ratio_with_gc']:.3f} x), "
+          f"{best['without_gc_ms']:.2f} ms without it ({out['ratio_without_gc']:.3f} x); "
+          f"gc.collect() alone {theirs['gc_collect_ms']:.1f} ms over "
+          f"{theirs['tracked_objects']:,} objects in their process")
+    if profile:
+        print(f"drillbook MoS: {profile['device_ms_per_call']:.2f} ms of kernels per step "
+              f"(wall {profile['wall_ms_per_call']:.2f} ms), "
+              f"{profile['launches_per_call']:.0f} launches")
+        for k in profile["top"]:
+            print(f"  {k['ms_per_call']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
+    return out
 
 
 #: what ``--graphed`` turns off in both steps whose losses it compares
@@ -220,8 +230,11 @@ def compare_losses(config, device: torch.device, batches: list, work: Path,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--authors", type=Path, required=True,
+    parser.add_argument("--authors", type=Path,
                         help="a checkout of salesforce/awd-lstm-lm")
+    parser.add_argument("--mos", type=Path, help="a checkout of zihangdai/mos")
+    parser.add_argument("--tiny", action="store_true",
+                        help="with --mos: both MoS models small (a rehearsal on a CPU)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--steps", type=int, default=100, help="steps per round")
     parser.add_argument("--rounds", type=int, default=3)
@@ -237,10 +250,30 @@ def main(argv: list[str] | None = None) -> int:
                              "off")
     parser.add_argument("--out", type=Path, default=Path("authors-step.json"))
     args = parser.parse_args(argv)
-    if not (args.authors / "model.py").is_file():
-        parser.error(f"{args.authors} holds no model.py: give a checkout of "
-                     f"salesforce/awd-lstm-lm")
+    if args.authors is None and args.mos is None:
+        parser.error("give --authors (salesforce/awd-lstm-lm), --mos (zihangdai/mos) or both")
+    for checkout, name in ((args.authors, "salesforce/awd-lstm-lm"), (args.mos,
+                                                                       "zihangdai/mos")):
+        if checkout is not None and not (checkout / "model.py").is_file():
+            parser.error(f"{checkout} holds no model.py: give a checkout of {name}")
     device = torch.device(args.device)
+    doc = {"format": "drillbook-authors-step/1", "environment": environment(str(device)),
+           "source": git_state(),
+           "settings": {**vars(args), "authors": str(args.authors), "mos": str(args.mos),
+                        "out": str(args.out), "threads": torch.get_num_threads(),
+                        "omp": os.environ.get("OMP_NUM_THREADS")}}
+    if args.authors is not None:
+        doc.update(awd_side(args, device))
+    if args.mos is not None:
+        doc["mos"] = mos_side(args, device)
+    write_json(args.out, doc)
+    print(f"written: {args.out}")
+    return 0
+
+
+def awd_side(args, device: torch.device) -> dict:
+    """The AWD-LSTM: drillbook's step and evaluation window against the authors', side by
+    side in this process (the module notes)."""
     config = apply_overrides(get_config("ptb/awd-lstm"), ["train.log_interval=100000",
                                                           *args.set])
     torch.manual_seed(config.train.seed)
@@ -353,17 +386,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{p['launches_per_call']:.0f} launches")
         for k in p["top"]:
             print(f"  {k['ms_per_call']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
-    write_json(args.out, {"format": "drillbook-authors-step/1",
-                          "environment": environment(str(device)), "source": git_state(),
-                          "settings": {**vars(args), "authors": str(args.authors),
-                                       "out": str(args.out),
-                                       "threads": torch.get_num_threads(),
-                                       "omp": os.environ.get("OMP_NUM_THREADS")},
-                          "config": config.to_dict(), "rounds": rounds, "summary": summary,
-                          "operations": {k: dict(v) for k, v in operations.items()},
-                          "profiles": profiles, "graphed_losses": losses})
-    print(f"written: {args.out}")
-    return 0
+    return {"config": config.to_dict(), "rounds": rounds, "summary": summary,
+            "operations": {k: dict(v) for k, v in operations.items()}, "profiles": profiles,
+            "graphed_losses": losses}
 
 
 if __name__ == "__main__":

@@ -273,9 +273,9 @@ def measure(args) -> dict:
                     row = run(n, fresh(f"{way}-{n}"))
                     say(row, f"{way} ({n})", base)
                     report["small"][way][str(n)] = row
-            usable = {way: rows[str(min(args.rows))]["ratio"]
-                      for way, rows in report["small"].items()
-                      if "ratio" in rows.get(str(min(args.rows)), {})}
+            most = str(max(args.rows))  # the best way where the most rows share the GPU
+            usable = {way: rows[most]["ratio"] for way, rows in report["small"].items()
+                      if "ratio" in rows.get(most, {})}
             best = max(usable, key=usable.get) if usable else None
             report["best_way"] = best
             if best is not None and args.paper_rows:

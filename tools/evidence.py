@@ -1,22 +1,44 @@
-"""Turn a GPU window into evidence, in one command that ends on time whatever fails.
+"""The one command a GPU window runs: its parts in order, each within a share of the time,
+so that one that fails or runs long leaves time for the rest.
 
-    make evidence PLAN=gpu-ptb MINUTES=9 OUT=evidence
-    python tools/evidence.py --plan gpu-ptb gpu-multi30k --minutes 9 --out evidence
+    make evidence MINUTES=9 OUT=evidence AUTHORS=../awd-lstm-lm MOS=../mos
+    python tools/evidence.py --minutes 9 --out evidence --authors ../awd-lstm-lm --mos ../mos
+    python tools/evidence.py --rehearse --out /tmp/rehearsal   # on a CPU, tiny sizes
 
-In order, each step within what is left of ``--minutes``:
+The parts (:data:`PARTS`), each given its share of what is left of ``--minutes`` (a part
+that ends early hands its time on to the next):
 
-1. the test suite's CUDA tests (``pytest -m cuda``; skipped, and said so, where pytest is
-   not installed: a GPU machine may lack the dev tools);
-2. ``drillbook bench targets --device cuda``: the cost targets on this GPU;
-3. each plan (:data:`drillbook.experiments.run.plans.PLANS`): its predicted run (``--dry-run``),
-   then its rows side by side on the GPU within the time left
-   (``drillbook reproduce TABLE --parallel N --deadline-minutes M``).
+1. ``concurrency``: ``tools/concurrency.py``: one small row alone; 4, 8 and 16 small rows
+   at once by each way there is (graphed steps on streams in one process; processes under
+   MPS where ``nvidia-cuda-mps-control`` starts as a user-level daemon, quit whatever
+   happens; plain processes); 4 paper-size rows the best way; throughput ratios and peak
+   memory;
+2. ``steps``: ``tools/authors_step.py --graphed``: the graphed paper-size AWD-LSTM step
+   against the authors' (``--authors``), and the authors' MoS with and without its
+   per-batch ``gc.collect()``, with kernel profiles (``--mos``);
+3. ``gpu-small`` then ``gpu-multi30k``: the plans trained to their plateau, continuing
+   from the committed windows (``drillbook reproduce PLAN``: final rows skipped, the rest
+   largest predicted time first while they fit), the rows together the way part 1
+   measured best (``--together``; plain processes where that was MPS);
+4. ``paper-rows``: the paper-size tied and DRILL-4 rows (``gpu-ptb``) for as many epochs
+   as fit, each row's curve in its run folder's log every epoch; then MoS and DOC if time
+   remains;
+5. ``chapters``: every chapter on the GPU in the small profile, and chapters 2 and 3 in
+   the t4 profile, cell by cell and timed (``tools/chapter_cells.py``).
 
-Everything that comes back lies in ``OUT`` as at most eight files: ``summary.txt`` (what
-each step did, its time and exit status), ``console.log`` (every step's output),
-``cuda-tests.txt``, ``bench-targets.json``, ``predictions.txt`` and ``results.tar.gz``
-(every result file of the plans; unpack it and ``drillbook report --results DIR``). It
-needs only drillbook's own dependencies and a Python with torch.
+Everything comes back in ``OUT``: ``summary.txt`` (each part: its command, time box, time
+taken and exit status), ``console.log`` (every part's output), the parts' reports
+(``concurrency.json``, ``authors-step.json``, ``authors-step-authors-mos.json``,
+``chapters.txt``) and ``results.tar.gz`` (every result
+file the plans and rows wrote; unpack it as the README's GPU section says). The plans'
+predictions are printed in the console (each row's predicted seconds); their dry runs
+(``drillbook reproduce PLAN --dry-run h100``) are for a CPU before the window. The run
+folders (checkpoints) stay beside ``OUT``. It needs only drillbook's own dependencies and
+a Python with torch.
+
+``--rehearse``: the same parts on the CPU at tiny sizes, within four minutes (each
+part's sizes in :data:`REHEARSAL`): what it measures there means nothing; it checks that
+the window's command runs end to end and brings back its files.
 """
 
 from __future__ import annotations
@@ -32,17 +54,48 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # drillbook from this checkout, installed or not
 #: seconds kept at the end for packing and the summary
-END_SECONDS = 20.0
-#: seconds between a plan's own deadline and the window's end (its call's last words)
-PLAN_MARGIN = 10.0
-#: the longest the CUDA tests and the benchmark may take, each (seconds)
-STEP_LIMITS = {"cuda-tests": 150.0, "bench": 120.0}
+END_SECONDS = 15.0
+#: seconds between a part's own deadline and its time box (its last words)
+MARGIN = 10.0
+
+#: the parts, in order, and their shares of the window (of what is left when each starts)
+PARTS = (("concurrency", 0.15), ("steps", 0.10), ("gpu-small", 0.25),
+         ("gpu-multi30k", 0.12), ("paper-rows", 0.15), ("chapters", 0.23))
+#: a rehearsal's shares: on a CPU every part's start-up (processes, data) costs more than
+#: its tiny training
+REHEARSAL_SHARES = {"concurrency": 0.15, "steps": 0.25, "gpu-small": 0.22,
+                    "gpu-multi30k": 0.13, "paper-rows": 0.15, "chapters": 0.1}
+
+#: the chapters of part 5: (source, profile)
+CHAPTERS = (*[(p, "small") for p in ("01_softmax_bottleneck", "02_tied_joint_drill",
+                                     "03_mixtures_mos_doc", "04_vmf_continuous_outputs",
+                                     "05_joint_embeddings_nmt", "06_reproductions",
+                                     "07_cost_of_output_layers")],
+            ("02_tied_joint_drill", "t4"), ("03_mixtures_mos_doc", "t4"))
+
+_LM_TINY = ["model.emsize=16", "model.nhid=16", "train.max_batches_per_epoch=2",
+            "train.max_eval_tokens=200", "train.batch_size=8"]
+#: a rehearsal's sizes: each part's extra arguments on a CPU
+REHEARSAL = {
+    "concurrency": ["--tiny", "--rows", "2", "--paper-rows", "2", "--warmup", "1",
+                    "--steps", "2"],
+    "steps": ["--tiny", "--steps", "2", "--rounds", "1", "--profile", "1", "--eval-windows",
+              "2", "--set", *_LM_TINY[:2]],
+    "gpu-small": ["--seed", "141", "--parallel", "2", "--set", *_LM_TINY,
+                  "train.epochs=4"],
+    "gpu-multi30k": ["--parallel", "2", "--set", "model.emb_size=16", "model.hidden=16",
+                     "data.max_train_pairs=64", "train.max_eval_pairs=16", "train.epochs=4",
+                     "train.max_len=8"],
+    "paper-rows": ["--set", *_LM_TINY, "train.epochs=1000"],
+    "chapters": ["--cells", "2"],
+}
 
 
 class Window:
-    """The deadline of the whole call, and the record of its steps."""
+    """The deadline of the whole call, and the record of its parts."""
 
-    def __init__(self, minutes: float, out: Path) -> None:
+    def __init__(self, minutes: float, out: Path, shares: dict[str, float]) -> None:
+        self.shares = shares
         self.start = time.monotonic()
         self.end = self.start + 60 * minutes - END_SECONDS
         self.out = out
@@ -52,19 +105,25 @@ class Window:
     def left(self) -> float:
         return self.end - time.monotonic()
 
+    def box(self, part: str) -> float:
+        """The seconds ``part`` gets: its share of what is left, among the parts to come."""
+        names = list(self.shares)
+        later = sum(self.shares[name] for name in names[names.index(part):])
+        return max(self.left(), 0.0) * self.shares[part] / later
+
     def run(self, name: str, command: list[str], limit: float, *,
-            output: Path | None = None) -> int | None:
+            output: Path | None = None, env: dict | None = None) -> int | None:
         """Run ``command`` for at most ``limit`` seconds (and never past the deadline), its
         output in the console log (and in ``output``); returns its exit status, None when
         it was stopped at its limit or never started."""
         seconds = min(limit, self.left())
         if seconds < 5:
-            self._record(name, None, 0.0, "not started: no time left")
+            self.record(name, None, 0.0, "not started: no time left", command)
             return None
         began = time.monotonic()
         self.console.write(f"\n$ {' '.join(command)}\n")
         self.console.flush()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=seconds,
@@ -75,17 +134,20 @@ class Window:
             status = None
             text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
                            for x in (err.stdout, err.stderr))
-            note = f"stopped after {seconds:.0f} s"
+            note = f"stopped after {seconds:.0f} s (its time box)"
         self.console.write(text)
         self.console.flush()
         if output is not None:
-            output.write_text(text, encoding="utf-8")
-        self._record(name, status, time.monotonic() - began, note)
+            with open(output, "a", encoding="utf-8") as f:
+                f.write(text)
+        self.record(name, status, time.monotonic() - began, note, command, limit)
         return status
 
-    def _record(self, name: str, status: int | None, seconds: float, note: str) -> None:
+    def record(self, name: str, status: int | None, seconds: float, note: str,
+               command: list[str] | None = None, limit: float | None = None) -> None:
         self.steps.append({"step": name, "status": status, "seconds": round(seconds, 1),
-                           "note": note})
+                           "box_seconds": None if limit is None else round(limit, 1),
+                           "note": note, "command": " ".join(command or [])})
         print(f"evidence: {name}: {note} ({seconds:.0f} s; {self.left():.0f} s left)",
               file=sys.stderr, flush=True)
 
@@ -98,73 +160,113 @@ def _have(module: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--plan", nargs="+", default=["gpu-ptb"],
-                        help="plans of drillbook.experiments.tables.PLANS, in order")
-    parser.add_argument("--minutes", type=float, default=9.0, help="the whole window")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="the whole window (default 9; 4 with --rehearse)")
     parser.add_argument("--out", type=Path, default=Path("evidence"))
-    parser.add_argument("--runs", type=Path, help="run folders (default OUT/../evidence-runs)")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--skip-tests", action="store_true", help="no CUDA tests")
-    parser.add_argument("--skip-bench", action="store_true", help="no cost benchmark")
-    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="overrides for every row (a rehearsal on a CPU: tiny sizes)")
+    parser.add_argument("--runs", type=Path, help="run folders (default OUT/../OUT-runs)")
+    parser.add_argument("--device", default=None, help="default cuda (cpu with --rehearse)")
+    parser.add_argument("--authors", type=Path, help="a checkout of salesforce/awd-lstm-lm")
+    parser.add_argument("--mos", type=Path, help="a checkout of zihangdai/mos")
+    parser.add_argument("--skip", nargs="+", default=[], metavar="PART",
+                        help=f"parts not to run: {', '.join(n for n, _ in PARTS)}")
+    parser.add_argument("--rehearse", action="store_true",
+                        help="on a CPU at tiny sizes (checks the command, measures nothing)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.skip) - {n for n, _ in PARTS})
+    if unknown:
+        parser.error(f"unknown part(s) {unknown}; the parts: {[n for n, _ in PARTS]}")
+    minutes = args.minutes or (4.0 if args.rehearse else 9.0)
+    device = args.device or ("cpu" if args.rehearse else "cuda")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = (args.runs or out.parent / f"{out.name}-runs").resolve()
     results = work / "results"
-    window = Window(args.minutes, out)
+    window = Window(minutes, out, REHEARSAL_SHARES if args.rehearse else dict(PARTS))
     python = [sys.executable]
     drillbook = [*python, "-m", "drillbook.cli"]
+    tiny = REHEARSAL if args.rehearse else {}
 
-    if args.skip_tests:
-        window._record("cuda-tests", None, 0.0, "skipped (--skip-tests)")
-    elif not _have("pytest"):
-        window._record("cuda-tests", None, 0.0, "skipped: pytest is not installed here "
-                                                "(pip install pytest)")
+    def part(name: str, command: list[str], **kw) -> int | None:
+        if name in args.skip:
+            window.record(name, None, 0.0, "skipped (--skip)")
+            return None
+        return window.run(name, command, window.box(name), **kw)
+
+    # 1. concurrency: every way of many rows at once, measured
+    tool = ROOT / "tools" / "concurrency.py"
+    if tool.is_file():
+        part("concurrency", [*python, str(tool), "--device", device, "--out",
+                             str(out / "concurrency.json"), *tiny.get("concurrency", [])])
     else:
-        # a GPU machine may lack the book's tools (nbformat, ...): the modules that need
-        # them hold no CUDA test, so they are let go rather than stop the collection
-        window.run("cuda-tests", [*python, "-m", "pytest", "tests", "-m", "cuda", "-q",
-                                  "-p", "no:cacheprovider", "--continue-on-collection-errors"],
-                   STEP_LIMITS["cuda-tests"],
-                   output=out / "cuda-tests.txt")
-    if args.skip_bench:
-        window._record("bench", None, 0.0, "skipped (--skip-bench)")
+        window.record("concurrency", None, 0.0, "skipped: tools/concurrency.py is not in "
+                                                "this checkout")
+    # 2. the graphed step against the authors', and the authors' MoS with its profile
+    checkouts = [*(["--authors", str(args.authors)] if args.authors else []),
+                 *(["--mos", str(args.mos)] if args.mos else [])]
+    if checkouts:
+        graphed = ["--graphed"] if "--graphed" in _help(ROOT / "tools" / "authors_step.py") \
+            else []
+        part("steps", [*python, str(ROOT / "tools" / "authors_step.py"), *checkouts,
+                       "--device", device, "--out", str(out / "authors-step.json"),
+                       *graphed, *tiny.get("steps", [])])
     else:
-        window.run("bench", [*drillbook, "bench", "targets", "--device", args.device,
-                             "--out", str(out / "bench-targets.json")], STEP_LIMITS["bench"])
-    predictions = []
-    for i, plan in enumerate(args.plan):
-        left_plans = len(args.plan) - i
-        minutes = max(window.left() / left_plans / 60, 0.0)
-        dry = subprocess.run([*drillbook, "reproduce", plan, "--dry-run",
-                              "--deadline-minutes", f"{max(minutes, 0.1):.2f}"],
-                             capture_output=True, text=True, cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-        predictions.append(dry.stdout + dry.stderr)
-        # what is left after the prediction, a few seconds short of the window's end: the
-        # call ends by its own deadline, before the window stops it
-        minutes = max((window.left() - PLAN_MARGIN) / left_plans / 60, 0.0)
-        from drillbook.experiments.tables import PLANS
-
-        spec = PLANS.get(plan)
-        command = [*drillbook, "reproduce", spec.table if spec else plan,
-                   "--devices", args.device, "--deadline-minutes", f"{minutes:.3f}",
-                   "--out", str(results), "--runs", str(work / "runs"), "--keep-going"]
-        if args.set:
-            command += ["--set", *args.set]
-        if spec is not None:
-            command += ["--parallel", str(spec.parallel)]
-            if spec.seeds:
-                command += ["--seed", *map(str, spec.seeds)]
-        else:  # a table that is no plan: all its rows at once
-            from drillbook.experiments.tables import TABLES
-
-            command += ["--parallel", str(len(TABLES.get(plan, [0])))]
-        # the call ends by itself within its deadline; the limit is a second guard
-        window.run(f"plan {plan}", command, 60 * minutes + 30)
-    (out / "predictions.txt").write_text("\n\n".join(predictions), encoding="utf-8")
+        window.record("steps", None, 0.0, "skipped: give --authors and --mos (checkouts of "
+                                          "the authors' repositories)")
+    # 3. the plans trained to their plateau, continuing from the committed windows, the
+    # rows together the way part 1 measured best
+    together = measured_way(out / "concurrency.json")
+    window.console.write(f"rows together: {together or 'the default way'} (from part 1)\n")
+    for plan in ("gpu-small", "gpu-multi30k"):
+        box = window.box(plan)
+        command = [*drillbook, "reproduce", plan, "--devices", device,
+                   "--deadline-minutes", f"{max(box - MARGIN, 5) / 60:.3f}", "--out",
+                   str(results), "--runs", str(work / "runs"), "--quiet",
+                   # a rehearsal continues from nothing: the committed windows are GPU runs
+                   "--continue-from", str(work / "none" if args.rehearse
+                                          else ROOT / "drillbook" / "results"),
+                   *(["--together", together] if together else []), *tiny.get(plan, [])]
+        if args.rehearse:
+            command += ["--reserve-minutes", "0.35"]
+        part(plan, command)
+    # 4. the paper-size rows for as many epochs as fit, the mixtures if time remains
+    for rows, name in ((["tied", "drill-4"], "paper-rows"), (["mos-15", "doc"],
+                                                             "paper-rows-mixtures")):
+        if name == "paper-rows":
+            box = window.box("paper-rows")
+        else:  # what the first pair left beyond the chapters' share
+            box = window.left() - window.left() * window.shares["chapters"] / sum(
+                window.shares[p] for p in ("paper-rows", "chapters"))
+            if box < 120:
+                window.record(name, None, 0.0, f"not started: {box:.0f} s left beyond the "
+                                               f"chapters' share (2 min needed)")
+                continue
+        command = [*drillbook, "reproduce", "gpu-ptb", "--rows", *rows, "--devices", device,
+                   "--parallel", str(len(rows)), "--deadline-minutes",
+                   f"{max(box - MARGIN, 5) / 60:.3f}", "--out", str(results), "--runs",
+                   str(work / "runs"), "--quiet",
+                   *(["--together", together] if together else []),
+                   *tiny.get("paper-rows", [])]
+        if args.rehearse:
+            command += ["--reserve-minutes", "0.35"]
+        if "paper-rows" in args.skip:
+            window.record(name, None, 0.0, "skipped (--skip)")
+        else:
+            window.run(name, command, max(box, 0.0))
+        if args.rehearse:
+            break  # one pair is enough to check it
+    # 5. the chapters on the GPU, cell by cell, timed
+    if "chapters" in args.skip:
+        window.record("chapters", None, 0.0, "skipped (--skip)")
+    else:
+        chapters = CHAPTERS[:1] if args.rehearse else CHAPTERS
+        for i, (chapter, profile) in enumerate(chapters):
+            share = max(window.left(), 0.0) / (len(chapters) - i)  # the rest, shared
+            window.run(f"chapter {chapter} ({profile})",
+                       [*python, str(ROOT / "tools" / "chapter_cells.py"),
+                        f"notebooks/{chapter}.py", "--profile", profile, "--seconds",
+                        f"{max(share - MARGIN, 5):.0f}", *tiny.get("chapters", [])],
+                       share, output=out / "chapters.txt",
+                       env={"DRILLBOOK_PROFILE": profile})
     if results.exists():
         packed = subprocess.run(
             [*python, "-c", "import sys; from drillbook.experiments.results import "
@@ -173,13 +275,34 @@ def main(argv: list[str] | None = None) -> int:
             capture_output=True, text=True, cwd=ROOT, env={**os.environ,
                                                            "PYTHONPATH": str(ROOT)})
         window.console.write(packed.stdout + packed.stderr)
-    summary = {"minutes": args.minutes, "plans": args.plan, "device": args.device,
+    summary = {"minutes": minutes, "device": device, "rehearsal": args.rehearse,
                "elapsed_seconds": round(time.monotonic() - window.start, 1),
-               "steps": window.steps}
+               "parts": [n for n, _ in PARTS], "steps": window.steps}
     (out / "summary.txt").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     window.console.close()
     print(f"evidence: {len(list(out.iterdir()))} file(s) in {out}", file=sys.stderr)
     return 0
+
+
+#: a way of ``tools/concurrency.py``'s report as ``reproduce --together`` names it (a
+#: daemon for MPS is the concurrency part's own and is gone by then: its rows run as
+#: plain processes)
+TOGETHER = {"in-process": "in-process", "processes": "processes",
+            "processes-mps": "processes"}
+
+
+def measured_way(report: Path) -> str | None:
+    """The ``--together`` of the best way in a concurrency report; None without one."""
+    try:
+        best = json.loads(report.read_text(encoding="utf-8")).get("best_way")
+    except (OSError, ValueError):
+        return None
+    return TOGETHER.get(best)
+
+
+def _help(tool: Path) -> str:
+    """A tool's source (to ask whether it takes an option)."""
+    return tool.read_text(encoding="utf-8") if tool.is_file() else ""
 
 
 if __name__ == "__main__":

@@ -67,7 +67,10 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     _check_reproduce(args)
     if args.dry_run:
         return _dry_run(args)
-    if args.parallel or args.deadline_minutes or args.devices or args.launcher != "local":
+    if _continuing_plan(args.table) is not None:
+        paths = _reproduce_side_by_side(args, plan=_continuing_plan(args.table))
+    elif (args.parallel or args.deadline_minutes or args.devices or args.together
+          or args.launcher != "local"):
         paths = _reproduce_side_by_side(args)
     else:
         paths = _reproduce_in_process(args)
@@ -100,7 +103,16 @@ def _reproduce_in_process(args: argparse.Namespace) -> list[Path] | None:
     return None if rank else paths
 
 
-def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
+def _continuing_plan(name: str):
+    """The plan ``name`` if it trains its rows to their plateau (it then continues from
+    window to window), else None."""
+    from ..experiments.tables import PLANS
+
+    plan = PLANS.get(name)
+    return plan if plan is not None and plan.to_plateau else None
+
+
+def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
     from ..experiments.run.launchers import LAUNCHERS, SubmititLauncher, executor_parameters
     from ..experiments.run.scheduler import run_parallel
     from ..runtime import resolve_device
@@ -123,25 +135,87 @@ def _reproduce_side_by_side(args: argparse.Namespace) -> list[Path]:
     else:  # (--cluster and --executor without submitit: refused by _check_reproduce)
         devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
         launcher, parallel = None, args.parallel or len(devices)
-    return run_parallel(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
-                        devices=devices, deadline_minutes=args.deadline_minutes,
-                        budget_minutes=args.budget_minutes,
-                        reserve_minutes=args.reserve_minutes, out=args.out, runs=args.runs,
-                        overrides=args.set or [], max_eval_tokens=args.max_eval_tokens,
-                        quiet=args.quiet, launcher=launcher)
+    way = _together(args.together, devices, launcher=args.launcher)
+    if plan is not None:
+        from ..experiments.run.continuing import run_plan
+
+        if args.rows:
+            raise CommandError(f"{plan.name} is a plan that continues from window to window: "
+                               f"it runs what is left of its rows; drop --rows")
+        return run_plan(plan, out=args.out, runs=args.runs, devices=devices,
+                        deadline_minutes=args.deadline_minutes, parallel=args.parallel,
+                        seeds=args.seed, overrides=args.set or [],
+                        results=args.continue_from, reserve_minutes=args.reserve_minutes,
+                        max_eval_tokens=args.max_eval_tokens, quiet=args.quiet,
+                        launcher=launcher, way=way)
+    runner = run_parallel
+    if way == "in-process":
+        from ..experiments.run.together import run_in_process as runner
+    return runner(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
+                  devices=devices, deadline_minutes=args.deadline_minutes,
+                  budget_minutes=args.budget_minutes, reserve_minutes=args.reserve_minutes,
+                  out=args.out, runs=args.runs, overrides=args.set or [],
+                  max_eval_tokens=args.max_eval_tokens, quiet=args.quiet, launcher=launcher,
+                  way=way)
+
+
+#: ``--together``: how rows at once share a device
+TOGETHER = ("in-process", "processes", "mps")
+
+
+def _together(together: str | None, devices: list, *, launcher: str) -> str:
+    """The way the rows run for ``--together`` (a result file's ``execution.way``, or
+    ``in-process``: :mod:`~drillbook.experiments.run.together`): ``processes`` (a
+    process per row), ``mps`` (processes served by an MPS daemon the caller started, as
+    the window script's concurrency part does: its pipe folder in
+    ``CUDA_MPS_PIPE_DIRECTORY``), ``in-process`` (the rows in this process, each row's
+    steps on a CUDA stream of its own, graphed where its config allows; eager in turn on a
+    CPU). Without ``--together``: on one CUDA device of this machine, the way the newest
+    committed window measured best (:func:`~drillbook.experiments.run.together.
+    default_way`), else processes."""
+    from ..validation import check_choice
+
+    cuda = bool(devices) and all(str(d).startswith("cuda") for d in devices)
+    if together is None:
+        if launcher == "local" and cuda and len(devices) == 1:
+            from ..experiments.run.together import default_way
+
+            together = default_way()
+        else:
+            together = "processes"
+    check_choice(together, TOGETHER, "--together")
+    if together == "in-process":
+        if launcher != "local" or len(devices) != 1:
+            raise CommandError("--together in-process trains the rows in this process, on "
+                               "one device: give one --device (or --devices DEVICE) and "
+                               "--launcher local, or use --together processes")
+        return "in-process"
+    if together == "mps":
+        if launcher != "local" or not cuda:
+            raise CommandError("--together mps is for processes on this machine's CUDA "
+                               "devices (--launcher local, --devices cuda...)")
+        if not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+            raise CommandError("--together mps needs an MPS daemon started as this user, "
+                               "its pipe folder in CUDA_MPS_PIPE_DIRECTORY (the window "
+                               "script's concurrency part starts one); or use --together "
+                               "processes")
+        return "process-mps"
+    return "process"
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from ..experiments.run.plans import format_predictions, predict
+    from ..experiments.run.plans import fit_models, format_predictions, predict
     from ..experiments.tables import PLANS, Plan
 
     plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
     parallel = args.parallel or plan.parallel
     minutes = args.deadline_minutes or plan.deadline_minutes
+    model = fit_models()
     predictions = predict(plan, device_class=args.dry_run, deadline_minutes=minutes,
-                          parallel=parallel)
+                          parallel=parallel, sharing=args.sharing, model=model)
     print(format_predictions(plan, predictions, device_class=args.dry_run,
-                             deadline_minutes=minutes, parallel=parallel))
+                             deadline_minutes=minutes, parallel=parallel,
+                             sharing=args.sharing, model=model))
     return 0
 
 
@@ -300,6 +374,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--reserve-minutes", type=positive_float, metavar="M",
                    help="what each row keeps for its evaluation and result file (default: "
                         "a fifth of its share, 10 s to 3 min)")
+    g.add_argument("--together", metavar="WAY",
+                   help="how the rows at once share a device: processes (a process per "
+                        "row), mps (processes under an MPS daemon started beforehand, its "
+                        "pipe folder in CUDA_MPS_PIPE_DIRECTORY), in-process (this "
+                        "process, each row's steps on its own CUDA stream, graphed where "
+                        "its config allows; eager in turn on a CPU). Default: on one CUDA "
+                        "device, the way the newest committed GPU window measured best, "
+                        "else processes; each result file records it (execution)")
+    g.add_argument("--continue-from", metavar="DIR",
+                   help="a plan trained to its plateau (gpu-small) continues from window to "
+                        "window: rows final in DIR/gpu/<window>-<precision>/ (default: the "
+                        "book's committed windows) or in --out are skipped, the rest start "
+                        "largest predicted time first while they fit the deadline")
     g.add_argument("--pack", metavar="FILE.tar.gz",
                    help="also write every result file of the table into one archive (at "
                         "most 16 MiB; unpack it and `drillbook report --results DIR`)")
@@ -308,6 +395,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="train nothing: print each row's predicted seconds per epoch, epochs reached "
              "by the deadline and peak memory on a device class (%(names)s; default h200), "
              "and the model's assumptions"), "drillbook.experiments.run.plans", "DEVICE_CLASSES")
+    list_in_help(g.add_argument(
+        "--sharing", metavar="NAME",
+        help="with --dry-run: how the rows share the GPU (%(names)s; default: the plan's)"),
+        "drillbook.experiments.run.plans", "SHARINGS")
     g = p.add_argument_group(
         "on a cluster",
         "--launcher submitit submits each row as a job through submitit (pip install "

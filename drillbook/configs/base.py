@@ -54,6 +54,7 @@ PROBABILITY = _PROBABILITY.saying("a dropout probability in [0, 1)")
 EPOCHS = AT_LEAST_ONE.saying("an integer >= 1 (0 would train nothing)")
 CHECKPOINT_STEPS = AT_LEAST_ONE.or_none("time-based only")
 AMP = one_of(*AMP_CHOICES)
+FRACTION = _PROBABILITY.saying("a fraction in [0, 1) of the metric, e.g. 0.005")
 
 
 # ------------------------------------------------------------------ sections
@@ -87,6 +88,13 @@ class LoopConfig:
     #: gradient accumulation: each step's batch in this many pieces
     accum_steps: int = 1
     compile: bool = False  #: torch.compile the model (in place)
+    #: the stopping rule of a run trained to its plateau (None: train every epoch): stop
+    #: after an epoch once the best validation metric of the last ``plateau_epochs``
+    #: epochs improved on the best before them by less than ``plateau_tolerance`` of it
+    #: (0.005: perplexity down by less than 0.5%, BLEU up by less than 0.5%;
+    #: :func:`drillbook.train.plateau.reached_plateau`)
+    plateau_epochs: int | None = None
+    plateau_tolerance: float = 0.005
 
 
 #: the ranges of :class:`LoopConfig`'s fields, keyed by field (each task's rules prefix
@@ -103,6 +111,8 @@ LOOP_RULES: Mapping[str, Rule] = {
     "checkpoint_steps": CHECKPOINT_STEPS,
     "amp": AMP,
     "accum_steps": AT_LEAST_ONE,
+    "plateau_epochs": AT_LEAST_ONE.or_none("no stopping rule"),
+    "plateau_tolerance": FRACTION,
 }
 
 
@@ -127,13 +137,14 @@ class SectionedConfig:
     RULES: ClassVar[Mapping[str, Rule]] = {}
 
     #: train-section fields that a resumed run may change. They alter no step already
-    #: taken, only the ones to come: the number of epochs, the checkpoint and log
-    #: cadence, and the step size (``lr``, ``clip``: lowering them is how a diverged run
-    #: goes on from its last checkpoint). The run folder's ``config.json`` then holds the
-    #: new values, each log record the ``lr`` and ``clip`` it was trained with, and the
-    #: checkpoint the list of changes (``"changes"``).
+    #: taken, only the ones to come: the number of epochs and the stopping rule, the
+    #: checkpoint and log cadence, and the step size (``lr``, ``clip``: lowering them is
+    #: how a diverged run goes on from its last checkpoint). The run folder's
+    #: ``config.json`` then holds the new values, each log record the ``lr`` and ``clip``
+    #: it was trained with, and the checkpoint the list of changes (``"changes"``).
     RESUMABLE_CHANGES: tuple[str, ...] = ("epochs", "log_interval", "checkpoint_minutes",
-                                          "checkpoint_steps", "lr", "clip")
+                                          "checkpoint_steps", "lr", "clip", "plateau_epochs",
+                                          "plateau_tolerance")
 
     @classmethod
     def sections(cls) -> dict[str, type]:

@@ -129,13 +129,23 @@ PAPER_RANKS = (PaperColumn("rank_tol_1", "authors' code (tol 1)", beside="rank")
 class Plan:
     """What one GPU window runs of a table: its seeds, how many rows at once, the deadline.
 
+    A plan whose rows all have a stopping rule (``train.plateau_epochs``) trains each row
+    to its plateau and continues from window to window (:attr:`to_plateau`): a window
+    skips the rows whose result file is final, in that window's folder or a committed
+    one, and starts the rows that fit in the time left, largest predicted time first.
+
     Attributes:
-        name: the plan's name (``make evidence PLAN=...``).
+        name: the plan's name (``drillbook reproduce NAME``).
         table: the name of the :class:`Table` it runs (the table that declares it).
         seeds: the seeds of every row (empty: each row's own).
         parallel: rows at once on the GPU.
         deadline_minutes: the minutes of training and evaluation it is sized for.
         description: what it shows, in a sentence.
+        sharing: how its rows are assumed to share the GPU in the dry run (a key of
+            :data:`drillbook.experiments.run.plans.SHARINGS`).
+        plateau_epochs: the epochs to plateau assumed for a row no window has trained to
+            its plateau yet (None: its config's epochs).
+        plateau_note: where that assumption comes from.
     """
 
     name: str
@@ -144,6 +154,16 @@ class Plan:
     parallel: int = 4
     deadline_minutes: float = 6.5
     description: str = ""
+    sharing: str = "processes"
+    plateau_epochs: int | None = None
+    plateau_note: str = ""
+
+    @property
+    def to_plateau(self) -> bool:
+        """Every row of its table has a stopping rule: the plan trains each row to its
+        plateau, and continues from window to window."""
+        rows = TABLES[self.table] if self.table in TABLES else ()
+        return bool(rows) and all(r.resolve().train.plateau_epochs is not None for r in rows)
 
 
 @dataclass(frozen=True)
@@ -331,21 +351,54 @@ def _gpu_ptb() -> list[Row]:
             Row("doc", "ptb/awd-lstm-doc")]
 
 
+#: the translation rows of the ``gpu-multi30k`` plan trained to their BLEU plateau:
+#: validation BLEU up by less than 0.5% over the last 3 epochs
+BLEU_PLATEAU = ("train.plateau_epochs=3", "train.plateau_tolerance=0.005")
+
+
 def _gpu_multi30k() -> list[Row]:
     """The translation heads of the joint-embedding and vMF chapters on the whole of
     Multi30k (de-en): softmax, tied softmax, bilinear, dual, DRILL, and NLLvMF with its
-    regularisers, with tied decoder inputs for the best of them."""
-    return [Row(name, f"multi30k/de-en-{config}") for name, config in (
+    regularisers, with tied decoder inputs for the best of them; each trained to its
+    BLEU plateau (:data:`BLEU_PLATEAU`)."""
+    return [Row(name, f"multi30k/de-en-{config}", BLEU_PLATEAU) for name, config in (
         ("softmax", "softmax"), ("softmax-tied", "softmax-tied"), ("bilinear", "bilinear"),
         ("dual", "dual"), ("drill", "drill"), ("vmf-nllvmf", "vmf"), ("vmf-reg1", "vmf-reg1"),
         ("vmf-reg2", "vmf-reg2"), ("vmf-reg2-tied", "vmf-reg2-tied"))]
 
 
+#: the small recipe trained to its plateau in a window (the ``gpu-small`` plan): the
+#: ``cpu-scale`` model (2 x 256 LSTM, 128-d embeddings, PTB's 10,000 words) on whole
+#: passes over PTB and the whole validation text, at batch 64 (426 updates an epoch: the
+#: small model's step is bound by kernel launches on a GPU, 12.2 ms at batch 32 and 12.4
+#: at 64 by the planner's step model, so doubling the tutorial's 32 halves an epoch's
+#: time while the learning rate that trains every head stays as tested), stopped by the
+#: rule: validation perplexity down by less than 1% over the last 2 epochs, about half a
+#: percent an epoch. After the NT-ASGD switch averaging keeps lowering perplexity by
+#: about 0.4% an epoch for dozens of epochs (a reduced size of this recipe on a CPU,
+#: below: switched at its 15th epoch, then 0.64% to 0.36% an epoch from its 17th to its
+#: 25th), so a rule of 0.5% over
+#: 3 epochs would run every row to its cap; this one ends a row once averaging's gains
+#: fall under about half a percent an epoch. At most GPU_SMALL_EPOCHS epochs.
+SMALL_RECIPE = ("train.max_batches_per_epoch=null", "train.max_eval_tokens=null",
+                "train.batch_size=64", "train.plateau_epochs=2",
+                "train.plateau_tolerance=0.01")
+GPU_SMALL_EPOCHS = 60
+#: the epochs to plateau the dry run assumes for a gpu-small row no window has trained to
+#: its plateau yet, and where the number comes from
+GPU_SMALL_PLATEAU = 20
+GPU_SMALL_PLATEAU_NOTE = (
+    "from a reduced size of the recipe on a CPU (tutorial/ptb-tied at emsize 32, "
+    "nhid 64, batch 64, whole passes over the real PTB): its logged validation perplexity "
+    "(490 after one epoch, 189 after twenty) meets the rule after its 20th epoch; the "
+    "small model itself has not been trained to its plateau yet")
+
+
 def _gpu_small() -> list[Row]:
-    """Every ``cpu-scale`` row at its small size, on whole passes over PTB and the whole
-    validation text (the plan runs each with three seeds)."""
-    whole = ("train.max_batches_per_epoch=null", "train.max_eval_tokens=null")
-    return [Row(r.name, r.config, (*r.overrides, *whole)) for r in _cpu_scale()
+    """Every ``cpu-scale`` head on the small recipe (:data:`SMALL_RECIPE`), trained to its
+    plateau; the plan runs each with three seeds. The dual head at the rate that trains
+    (``dual-lr5``)."""
+    return [Row(r.name, r.config, (*r.overrides, *SMALL_RECIPE)) for r in _cpu_scale()
             if r.name != "dual"]  # its learning rate fails at this size: dual-lr5 stands in
 
 
@@ -404,16 +457,20 @@ def _tables() -> list[Table]:
                   "tied AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size and settings "
                   "on PTB, the same epochs each: curves, rank, frequency bands, mixture "
                   "usage")),)),
-        Table("gpu-multi30k", tuple(_gpu_multi30k()), epochs=20,
+        Table("gpu-multi30k", tuple(_gpu_multi30k()), epochs=30,
               plans=(Plan("gpu-multi30k", "gpu-multi30k", parallel=9, description=(
                   "softmax, tied softmax, bilinear, dual, DRILL and the vMF losses on the "
-                  "whole of Multi30k de-en: BLEU, rare-word F1, decoding speed")),)),
-        Table("gpu-small", tuple(_gpu_small()), epochs=10, rank=True, rank_positions=2000,
-              baseline="tied",
-              plans=(Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=15,
-                          description=("every cpu-scale row at its small size on whole "
-                                       "passes over PTB, three seeds each: the ordering "
-                                       "with error bars")),)),
+                  "whole of Multi30k de-en, each to its BLEU plateau: BLEU, rare-word F1, "
+                  "decoding speed")),)),
+        Table("gpu-small", tuple(_gpu_small()), epochs=GPU_SMALL_EPOCHS, rank=True,
+              rank_positions=2000, baseline="tied",
+              plans=(Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=16,
+                          deadline_minutes=9.0, sharing="graphs-assumed",
+                          plateau_epochs=GPU_SMALL_PLATEAU,
+                          plateau_note=GPU_SMALL_PLATEAU_NOTE,
+                          description=("every cpu-scale head on the small recipe, each "
+                                       "trained to its plateau on whole passes over PTB, "
+                                       "three seeds each: the ordering with error bars")),)),
     ]
 
 
@@ -421,7 +478,7 @@ def _tables() -> list[Table]:
 #: own paper records (:mod:`drillbook.papers`).
 TABLES: dict[str, Table] = {t.name: t for t in _tables()}
 
-#: the plans of a GPU window (``make evidence PLAN=...``), by name: those the tables declare
+#: the plans of a GPU window (``make evidence`` runs them), by name: those the tables declare
 PLANS: dict[str, Plan] = {p.name: p for t in TABLES.values() for p in t.plans}
 
 

@@ -38,6 +38,7 @@ from .checkpoint import rng_state, set_rng_state
 from .console import epoch_line, progress_line, say, stop_on_signals
 from .distributed import DDP, CollectiveReducer, all_sum, rank_and_world_size
 from .hooks import TaskHooks
+from .plateau import logged_plateau, rule_of
 from .runs import (
     FollowerFolder,
     PendingCheckpoint,
@@ -61,7 +62,9 @@ class RunStatus:
     Attributes:
         reason: ``"done"`` (all epochs), ``"epochs"`` (``max_epochs`` reached),
             ``"budget"`` (``max_minutes`` reached), ``"steps"`` (``max_steps`` reached),
-            ``"converged"`` (fine-tuning stopped at its non-monotone trigger).
+            ``"converged"`` (fine-tuning stopped at its non-monotone trigger),
+            ``"plateau"`` (the stopping rule ``train.plateau_epochs`` ended it,
+            :mod:`drillbook.train.plateau`).
         epoch: epochs completed.
         best_val_loss: the best validation loss so far (nats per token), what selects a
             language model's ``best.pt`` (``inf`` for a translation run).
@@ -206,6 +209,10 @@ class TrainingLoop(TaskHooks):
     #: a reported loss above this is divergence (the language model: the largest loss
     #: whose perplexity is finite)
     max_loss: float = math.inf
+    #: the log record's validation metric the stopping rule reads, and whether higher is
+    #: better (a translation's BLEU) or lower (a language model's perplexity)
+    plateau_metric: str = "val_ppl"
+    higher_is_better: bool = False
     #: how the epoch's training loss averages its batches, ``False`` as the mean of the
     #: batches' losses (the language model), ``True`` weighted by their tokens (translation)
     token_weighted: bool = False
@@ -225,7 +232,8 @@ class TrainingLoop(TaskHooks):
         self.epoch, self.step, self.elapsed = 1, 0, 0.0
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
         self.changes: list[dict[str, Any]] = []
-        self.finished = False  #: set by a task's end_epoch to end training early
+        # set to end training early: by a task's end_epoch, and by the stopping rule
+        self.finished = self.plateaued = False
         self.events: list[str] = []  #: words for this epoch's console line
         self.stop_signal: int | None = None  #: a stop signal received while training
         self._pending: PendingCheckpoint | None = None  # a checkpoint not yet written
@@ -536,15 +544,25 @@ class TrainingLoop(TaskHooks):
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
         self.save()
         self._last_ckpt = (time.monotonic(), self.step)
+        if self._check_plateau():
+            self.events.append(f"plateau reached ({self.plateau_rule.describe()})")
         self._say(record, time.monotonic() - epoch_start)
         return record
 
+    def _check_plateau(self) -> bool:
+        """Whether the run's whole log has reached its plateau (then it is over)."""
+        self.plateau_rule = rule_of(self.config.train, self.higher_is_better)
+        if logged_plateau(self.run_dir, self.plateau_rule, self.plateau_metric):
+            self.finished = self.plateaued = True
+        return self.plateaued
+
     def _epochs(self, max_epochs: int | None, max_minutes: float | None,
                 max_steps: int | None) -> Generator[None, None, tuple[str, Any]]:
-        """Train until the config's epochs or a limit, yielding after each step; returns
-        ``(reason, last record)``, reason ``done``, ``epochs``, ``converged``, ``budget``,
-        ``steps`` or ``interrupted``."""
+        """Train until the config's epochs, its stopping rule or a limit, yielding after
+        each step; returns ``(reason, last record)``, reason ``done``, ``epochs``,
+        ``converged``, ``plateau``, ``budget``, ``steps`` or ``interrupted``."""
         t = self.config.train
+        self._check_plateau()  # a resumed run that had reached it trains no further
         start = time.monotonic()
         started_elapsed = self.elapsed
         self._last_ckpt = (start, self.step)
@@ -564,8 +582,8 @@ class TrainingLoop(TaskHooks):
             record = self._end_of_epoch(epoch_start, before)
             if self.stop_signal is not None:  # asked to stop during validation
                 return "interrupted", record
-        reason = ("converged" if self.finished else "done" if self.epoch > t.epochs
-                  else "epochs")
+        reason = ("plateau" if self.plateaued else "converged" if self.finished
+                  else "done" if self.epoch > t.epochs else "epochs")
         return reason, record
 
     def training(self, max_epochs: int | None = None, max_minutes: float | None = None,

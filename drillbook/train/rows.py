@@ -15,8 +15,9 @@ to the same trainer's ``fit()`` alone (tested, with resume). Epoch-boundary work
 row's validation, the NT-ASGD switch, checkpoints) happens in that row's turn, outside any
 graph.
 
-:func:`train_together` is the entry point (``reproduce --parallel N`` on a CUDA device is
-meant to call it); :func:`open_rows` builds the trainers from configs and run folders.
+:func:`train_together` is the entry point (``reproduce --together in-process`` calls it,
+:mod:`drillbook.experiments.run.together`); :func:`open_rows` builds the trainers from
+configs and run folders.
 On a CPU, rows should rather run as processes: the cores are the resource there.
 """
 

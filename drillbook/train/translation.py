@@ -148,6 +148,7 @@ class NMTTrainer(TrainingLoop):
 
     checkpoint_format = NMT_CHECKPOINT
     token_weighted = True
+    plateau_metric, higher_is_better = "val_bleu", True  # the stopping rule reads BLEU
     metric_line = "val BLEU {val_bleu:.2f}"
 
     def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,

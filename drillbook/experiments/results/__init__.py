@@ -5,6 +5,7 @@ from .files import (
     ANALYSES,
     DYNAMIC_METRICS,
     DYNAMIC_REQUIRED,
+    FINAL_STATUSES,
     FINETUNED_REQUIRED,
     OPTIONAL,
     PACK_LIMIT_BYTES,
@@ -13,6 +14,9 @@ from .files import (
     RESULT_FORMAT,
     book_results,
     gpu_results,
+    gpu_union,
+    gpu_windows,
+    is_final,
     load_results,
     pack_results,
     read_result,
@@ -23,7 +27,8 @@ from .files import (
     write_result,
 )
 
-__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
-           "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
-           "gpu_results", "load_results", "pack_results", "read_result", "result_precision",
+__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
+           "FINETUNED_REQUIRED", "OPTIONAL", "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED",
+           "RESULT_FORMAT", "book_results", "gpu_results", "gpu_union", "gpu_windows",
+           "is_final", "load_results", "pack_results", "read_result", "result_precision",
            "result_task", "unpack_results", "validate_result", "write_result"]

@@ -34,8 +34,11 @@ def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str],
     return [{c: fmt(r.get(c), digits) for c in columns} for r in rows]
 
 
-def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any]]:
-    """Every row of ``table`` with the papers' numbers and ours (``None`` where missing).
+def table_rows(table: str, folder: str | Path = "results",
+               docs: Sequence[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every row of ``table`` with the papers' numbers and ours (``None`` where missing):
+    ours from the result files in ``folder``, or from ``docs`` (a plan's windows read as
+    one table, :func:`~drillbook.experiments.results.gpu_union`: each row's first seed).
 
     Returns:
         one dict per row, in the table's order:
@@ -62,7 +65,10 @@ def table_rows(table: str, folder: str | Path = "results") -> list[dict[str, Any
         ResultFileError: an invalid result file.
     """
     check_choice(table, sorted(TABLES), "table")
-    ours = {d["row"]: d for d in load_results(folder) if d["table"] == table}
+    ours: dict[str, dict[str, Any]] = {}
+    for d in docs if docs is not None else load_results(folder):
+        if d["table"] == table:
+            ours.setdefault(d["row"], d)
     out = []
     for row in TABLES[table]:
         key = row.task.metric_key

@@ -2,8 +2,9 @@
 CPU runs left them, and the papers' kinds of figure drawn from them.
 
 Every chapter has a section with its paper's central figure. It reads result files only
-(never a checkpoint): :func:`plan_results` finds a GPU plan's rows in the newest window
-that ran it (``drillbook/results/gpu/<window>/``, see :mod:`drillbook.experiments.run.plans`),
+(never a checkpoint): :func:`plan_results` reads a GPU plan's rows from the windows that
+ran it, as one table (``drillbook/results/gpu/<window>/``, see
+:mod:`drillbook.experiments.run.plans`),
 and while no window has, the chapter shows a committed CPU table instead and prints
 :func:`missing_evidence`, the one command that would produce the real thing. The
 functions below turn result files into the rows of those figures: ranks
@@ -28,6 +29,7 @@ from .files import (
     READABLE_FORMATS,
     book_results,
     gpu_results,
+    gpu_union,
     load_results,
     read_result,
     result_task,
@@ -86,18 +88,20 @@ def plan_folder(table: str, results: str | Path | None = None,
 
 def plan_results(table: str, results: str | Path | None = None,
                  precision: str = "fp32") -> list[dict[str, Any]]:
-    """The rows of a GPU plan's ``table`` (seeds included) from :func:`plan_folder`; an
-    empty list while no window has run it."""
-    folder = plan_folder(table, results, precision)
-    return table_results(table, folder, seeds=True) if folder is not None else []
+    """The rows of a GPU plan's ``table`` (seeds included) that the committed windows of
+    ``precision`` trained, read as one table (:func:`~.files.gpu_union`: for each row and
+    seed the newest final run, else the newest; each names its ``window``), in the
+    table's order; an empty list while no window has run it."""
+    return gpu_union(table, precision, results=results)
 
 
 def missing_evidence(table: str) -> str:
     """One sentence for a chapter whose GPU plan has not run yet: what is missing and the
     command that produces it."""
     plan = next(iter(table_of(table).plans), None)
-    command = (f"`make evidence PLAN={plan.name} MINUTES=9 OUT=evidence` on a GPU"
-               if plan else f"`drillbook reproduce {table}`")
+    command = (f"`make evidence MINUTES=9 OUT=evidence` on a GPU (the window's one command, "
+               f"whose plans include {plan.name})" if plan
+               else f"`drillbook reproduce {table}`")
     return (f"No GPU run of the {table} table is committed yet; {command} produces it "
             f"(the README's GPU section says how it reaches the book).")
 

@@ -18,10 +18,12 @@ from ...errors import MissingFileError, ResultFileError
 from ...precision import PRECISIONS, canonical_precision
 from ...train.tasks import Task, task_of
 
-__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINETUNED_REQUIRED", "OPTIONAL",
-           "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED", "RESULT_FORMAT", "book_results",
-           "gpu_results", "load_results", "pack_results", "read_result", "result_precision",
-           "result_task", "unpack_results", "validate_result", "write_result"]
+__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
+           "FINETUNED_REQUIRED", "OPTIONAL", "PACK_LIMIT_BYTES", "PLATEAU", "READABLE_FORMATS",
+           "REQUIRED", "RESULT_FORMAT", "book_results", "gpu_results", "gpu_union",
+           "gpu_windows", "is_final", "load_results", "pack_results", "read_result",
+           "result_precision", "result_task", "unpack_results", "validate_result",
+           "write_result"]
 
 RESULT_FORMAT = "drillbook-result/3"
 #: formats :func:`load_results` reads (the first one also carried the paper's numbers; the
@@ -60,6 +62,31 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     # what a row was still measuring (rank, analyses) when it wrote this file: the file
     # of a row that the deadline stopped after its test metric and before the rest
     "pending": (list,),
+    # a row trained to its plateau (train.plateau_epochs): the rule and whether it was
+    # reached (PLATEAU), or whether the row stopped first (its epochs, its budget, the
+    # deadline)
+    "plateau": (dict,),
+    # how the row was run (EXECUTION): alone or beside other rows, as a process or in one
+    # process with them, graphed or eager; files written before it was recorded lack it
+    "execution": (dict,),
+    # the GPU window (or other run) that wrote it: results of successive windows
+    # accumulate into one table (drillbook.experiments.results.union)
+    "window": (str,),
+}
+
+#: the fields of an ``execution`` block
+EXECUTION: dict[str, tuple[type, ...]] = {
+    "way": (str,),  # process, process-mps, graphs-on-streams, interleaved-eager
+    "rows": (int,),  # rows sharing the device, itself included
+    "graphed": (bool,),  # its steps replayed from CUDA graphs
+}
+
+#: the fields of a ``plateau`` block
+PLATEAU: dict[str, tuple[type, ...]] = {
+    "epochs": (int,),  # the rule's window E
+    "tolerance": (int, float),  # its relative improvement
+    "rule": (str,),  # the rule in words
+    "reached": (bool,),  # the rule ended the row (status "plateau")
 }
 
 #: the keys an ``analyses`` block may hold, and their types
@@ -98,7 +125,9 @@ DYNAMIC_METRICS = ("val_ppl", "test_ppl", "test_tokens", "static_test_ppl")
 
 #: a finished or stopped row's statuses, then those of a row that could not end normally:
 #: an error, the device's memory, or the deadline of ``reproduce --deadline-minutes``
-STATUSES = ("done", "budget", "epochs", "failed", "out-of-memory", "deadline")
+STATUSES = ("done", "plateau", "budget", "epochs", "failed", "out-of-memory", "deadline")
+#: the statuses of a row whose training is over: every epoch, or its stopping rule
+FINAL_STATUSES = ("done", "plateau")
 FINETUNED_STATUSES = ("converged", *STATUSES)
 
 
@@ -152,6 +181,12 @@ def validate_result(doc: Any) -> list[str]:
             problems.append(f"field 'finetuned' must be a dict, got {block!r}")
     if "dynamic" in doc:
         problems += _check_dynamic(doc["dynamic"])
+    for name, fields in (("plateau", PLATEAU), ("execution", EXECUTION)):
+        if isinstance(doc.get(name), dict):
+            block = doc[name]
+            problems += [f"missing field '{name}.{k}'" for k in fields if k not in block]
+            problems += _check_types(block, {k: t for k, t in fields.items() if k in block},
+                                     f"{name}.")
     if isinstance(doc.get("analyses"), dict):
         block = doc["analyses"]
         problems += [f"unknown analysis 'analyses.{k}'" for k in block if k not in ANALYSES]
@@ -260,7 +295,8 @@ def gpu_results(precision: str = "fp32", window: str | None = None,
     read like any results folder (:func:`load_results`, ``drillbook report --results``). A
     window's rows of one precision are kept apart from the other's: the same table and
     row, trained in float32 and in bfloat16, are two results. ``results``: another
-    folder holding ``gpu/`` than the book's.
+    folder holding ``gpu/`` than the book's. The rows of a plan that several windows
+    trained are read together with :func:`gpu_union`.
 
     Raises:
         MissingFileError: no such window.
@@ -277,6 +313,56 @@ def gpu_results(precision: str = "fp32", window: str | None = None,
                                + f" under {root}; the windows there: "
                                f"{sorted(p.name for p in root.glob('*') if p.is_dir())}")
     return found[-1]
+
+
+def gpu_windows(precision: str = "fp32", results: str | Path | None = None) -> list[Path]:
+    """Every GPU window of ``precision`` the results folder holds (default: the book's),
+    oldest first (by name: ``<date>-<device>[-<name>]-<precision>``)."""
+    root = (Path(results) if results is not None else book_results()) / "gpu"
+    return sorted(p for p in root.glob(f"*-{precision}") if p.is_dir())
+
+
+def is_final(doc: dict[str, Any]) -> bool:
+    """Whether a result file's row is over: it trained every epoch or reached its plateau
+    (:data:`FINAL_STATUSES`), nothing is pending, and a row that fine-tunes has a
+    fine-tuned block that ended too."""
+    if doc.get("status") not in FINAL_STATUSES or doc.get("pending"):
+        return False
+    block = doc.get("finetuned")
+    return block is None or block.get("status") in ("converged", *FINAL_STATUSES)
+
+
+def gpu_union(table: str, precision: str = "fp32", results: str | Path | None = None,
+              extra: Sequence[str | Path] = ()) -> list[dict[str, Any]]:
+    """The rows of ``table`` that successive GPU windows of ``precision`` trained, as one
+    table: for each row and seed, the newest window's file that is final
+    (:func:`is_final`), else the newest window's file; each document's ``window`` names
+    the window that wrote it (its folder's name without the precision, where the file
+    does not say). ``extra``: further results folders read after the windows (the folder
+    a running window writes to), named as their folder. Sorted by row (the table's order)
+    and seed.
+
+    Raises:
+        ResultFileError: a file breaks the schema.
+    """
+    from ..tables import table_of
+
+    folders = [*gpu_windows(precision, results), *map(Path, extra)]
+    chosen: dict[tuple[str, int], dict[str, Any]] = {}
+    for folder in folders:
+        base = folder / table
+        paths = sorted(base.glob("*.json")) + sorted(base.glob("seed-*/*.json"))
+        for path in paths:
+            doc = read_result(path)
+            if result_precision(doc) != canonical_precision(precision) and folder in extra:
+                continue
+            doc.setdefault("window", folder.name.removesuffix(f"-{precision}"))
+            key = (doc["row"], doc["seed"])
+            old = chosen.get(key)
+            if old is None or is_final(doc) or not is_final(old):
+                chosen[key] = doc
+    order = table_of(table).order
+    return sorted(chosen.values(), key=lambda d: (order(d["row"]), d["row"], d["seed"]))
 
 
 #: the largest archive :func:`pack_results` writes (the evidence of a GPU window must

@@ -34,7 +34,7 @@ from .files import read_result
 from .format import fmt
 
 __all__ = ["SEED_FOLDER", "SeedSpread", "chance_separated", "plot_spread", "resolved",
-           "resolved_pairs", "seed_runs", "seed_spread", "spread_table"]
+           "resolved_pairs", "seed_runs", "seed_spread", "spread_table", "spreads_of"]
 
 #: prefix of the folder that holds one seed's result files: ``<table>/seed-<N>/``
 SEED_FOLDER = "seed-"
@@ -113,9 +113,16 @@ def seed_spread(folder: str | Path, table: str, metric: str = "test_ppl",
     """``metric`` of every row of ``folder/table`` across its seeds, in the table's row
     order (rows the table no longer has last, by name); rows with fewer than
     ``min_seeds`` runs are left out."""
+    return spreads_of(seed_runs(folder, table), table, metric, min_seeds)
+
+
+def spreads_of(runs: dict[str, list[dict[str, Any]]], table: str, metric: str = "test_ppl",
+               min_seeds: int = 1) -> list[SeedSpread]:
+    """:func:`seed_spread` of runs already gathered (row -> its seeds' documents, as
+    :func:`seed_runs` gives them, or a plan's windows read as one table)."""
     order = table_of(table).order
     out = []
-    for row, docs in seed_runs(folder, table).items():
+    for row, docs in runs.items():
         have = [d for d in docs if metric in d["metrics"]]
         if len(have) >= min_seeds and have:
             out.append(SeedSpread(row, tuple(d["seed"] for d in have),

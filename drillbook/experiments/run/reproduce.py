@@ -30,16 +30,19 @@ from ...provenance import device_name, git_state
 from ...runtime import resolve_device
 from ...train.distributed import rank_and_world_size
 from ...train.loop import RunStatus, TrainingLoop
+from ...train.plateau import PlateauRule
 from ...train.runs import BEST, LOG, has_checkpoint, read_log
 from ...train.tasks import Task, task_of
 from ...validation import check_choice
 from ..bench.measure import free_memory, is_out_of_memory
 from ..results import RESULT_FORMAT, write_result
 from ..results.analyses import result_analyses
+from ..results.files import FINAL_STATUSES
 from ..results.seeds import SEED_FOLDER
 from ..tables import TABLES, Row
 
-__all__ = ["Job", "failure_doc", "reproduce", "table_jobs"]
+__all__ = ["ALONE", "WAYS", "Job", "execution", "failure_doc", "finish_job", "plateau_block",
+           "reproduce", "table_jobs", "table_rank_cap"]
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
               overrides: list[str] | None = None, max_eval_tokens: int | None = None,
               corpus=None, progress: bool | None = None,
               seed: int | Sequence[int] | None = None, keep_going: bool = False,
-              label: str | None = None) -> list[Path]:
+              label: str | None = None, execution: dict | None = None) -> list[Path]:
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
     A row with a fine-tuned paper number
@@ -159,11 +162,12 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             (``status`` ``failed`` or ``out-of-memory``, ``error``) and the next row runs;
             without it the error is raised.
         label: what the console lines start with (default ``row i/n NAME``).
+        execution: how the row was run, recorded in its result file (:func:`execution`;
+            default: a process of its own, alone on its device).
     """
     jobs = table_jobs(table, rows, seed, list(overrides or []))
     source = git_state()  # the code this call runs, read before training starts
-    spec = TABLES[table]
-    rank_cap = (spec.rank_positions or max_eval_tokens) if spec.rank else _NO_RANK
+    rank_cap = table_rank_cap(table, max_eval_tokens)
     loaded: dict[str, Any] = {}  # each data section's corpus, loaded by the first row
     written = []
     for index, job in enumerate(jobs, 1):
@@ -179,14 +183,15 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             doc = _run_job(job, run_dir, path, source, name=name, device=device,
                            corpus=corpus, loaded=loaded, progress=progress,
                            budget_minutes=budget_minutes, max_eval_tokens=max_eval_tokens,
-                           rank_cap=rank_cap)
+                           rank_cap=rank_cap, execution=execution or ALONE)
         except Exception as err:  # a bug or bad input: raised unless the call keeps going
             if not keep_going:
                 raise
             status = "out-of-memory" if is_out_of_memory(err) else "failed"
             doc = failure_doc(job, source, status=status, error=_one_line(err),
                               device=device, seconds=time.monotonic() - started,
-                              run_dir=run_dir, budget_minutes=budget_minutes)
+                              run_dir=run_dir, budget_minutes=budget_minutes,
+                              execution=execution or ALONE)
             free_memory(torch.device(device or "cpu"))
             if progress is not False:
                 print(f"{name}: {status}: {doc['error']}", file=sys.stderr, flush=True)
@@ -196,9 +201,9 @@ def reproduce(table: str, *, rows: list[str] | None = None,
 
 def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, device,
              corpus, loaded: dict, progress, budget_minutes, max_eval_tokens,
-             rank_cap) -> dict:
+             rank_cap, execution: dict) -> dict:
     """Train, evaluate and analyse one job; its result document."""
-    config, row = job.config, job.row
+    config = job.config
     task = task_of(config)
     data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
     started = time.monotonic()
@@ -210,12 +215,28 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
         torch.cuda.reset_peak_memory_stats(trainer.device)
     data = loaded.setdefault(data_key, trainer.corpus)
     status = trainer.fit(max_minutes=budget_minutes)
+    return finish_job(job, trainer, status, path, source, name=name, device=device,
+                      data=data, progress=progress, budget_minutes=budget_minutes,
+                      max_eval_tokens=max_eval_tokens, rank_cap=rank_cap,
+                      execution=execution, started=started)
+
+
+def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, source: dict,
+               *, name: str, device, data, progress, budget_minutes, max_eval_tokens,
+               rank_cap, execution: dict, started: float) -> dict:
+    """What follows a job's training (its ``trainer`` ended with ``status``): its test
+    evaluation, rank and analyses, its fine-tuning and dynamic evaluation where its row
+    has them (within what is left of ``budget_minutes`` since ``started``); its result
+    document. A file with the test metric is written as soon as it is known."""
+    config, row, task = job.config, job.row, task_of(job.config)
+    run_dir = trainer.run_dir
 
     def document(metrics: dict, curve: list, extra: dict) -> dict:
         doc = _result_doc(job.table, row, config, trainer, source,
                           status=_status(status.reason), epochs_done=status.epoch,
                           budget_minutes=budget_minutes, metrics=metrics, curve=curve)
         doc.update(extra)
+        doc["execution"] = execution
         return doc
 
     def early(metrics: dict, curve: list, extra: dict, pending: list[str]) -> None:
@@ -226,7 +247,7 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
     metrics, curve, extra = _stage_metrics(task, trainer, status, data, max_eval_tokens,
                                            rank_cap, analyses=True, early=early)
     doc = document(metrics, curve, extra)
-    if row.finetunes and status.reason == "done":
+    if row.finetunes and status.reason in FINAL_STATUSES:
         left = (None if budget_minutes is None
                 else budget_minutes - (time.monotonic() - started) / 60)
         block = (_finetune_stage(task, row, run_dir, data, device, progress, left,
@@ -242,7 +263,8 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
 
 
 def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str | None,
-                seconds: float, run_dir: Path, budget_minutes: float | None) -> dict:
+                seconds: float, run_dir: Path, budget_minutes: float | None,
+                execution: dict | None = None) -> dict:
     """The result document of a job that could not end normally (``status`` ``failed``,
     ``out-of-memory`` or ``deadline``, why in ``error``): what it was, and the epochs its
     run folder's log recorded before it stopped."""
@@ -259,7 +281,8 @@ def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str 
         "wall_seconds": round(seconds, 1), "budget_minutes": budget_minutes,
         "precision": precision_label(resolve_precision(
             config.train.amp, dev, mixture=HEADS[config.head.kind].is_mixture)),
-        "metrics": {}, "curve": _curve(log),
+        "metrics": {}, "curve": _curve(log), **plateau_block(config, reached=False),
+        **({"execution": execution} if execution else {}),
     }
 
 
@@ -276,6 +299,14 @@ def _status(reason: str) -> str:
 
 #: ``_stage_metrics(rank_cap=_NO_RANK)``: measure no rank
 _NO_RANK = -1
+
+
+def table_rank_cap(table: str, max_eval_tokens: int | None) -> int | None:
+    """The positions a row of ``table`` ranks its output over (its table's
+    ``rank_positions``, else ``max_eval_tokens``; :data:`_NO_RANK` for a table without a
+    rank), what :func:`finish_job` takes as ``rank_cap``."""
+    spec = TABLES[table]
+    return (spec.rank_positions or max_eval_tokens) if spec.rank else _NO_RANK
 #: what a result file's curve keeps of each log record (those a record has)
 _CURVE_KEYS = ("epoch", "step", "train_loss", "train_ppl", "val_loss", "val_ppl", "val_bleu",
                "epoch_seconds", "elapsed_seconds", "tokens_per_second", "lr")
@@ -394,7 +425,40 @@ def _result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dic
         "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
         "precision": precision_label(trainer.precision), "world_size": trainer.world_size,
         "metrics": metrics, "curve": curve,
+        **plateau_block(config, reached=status == "plateau"),
     }
+
+
+#: how a row was run (a result file's ``execution``): ``way`` (``process``: a process of
+#: its own, ``process-mps``: such a process under an MPS daemon, ``graphs-on-streams`` or
+#: ``interleaved-eager``: with other rows in one process, :mod:`drillbook.train.rows`),
+#: ``rows`` (the rows sharing its device, itself included) and ``graphed`` (its steps
+#: replayed from CUDA graphs)
+WAYS = ("process", "process-mps", "graphs-on-streams", "interleaved-eager")
+
+
+def execution(way: str = "process", rows: int = 1, graphed: bool = False) -> dict:
+    """A result file's ``execution`` block (:data:`WAYS`)."""
+    if way not in WAYS:
+        raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    return {"way": way, "rows": int(rows), "graphed": bool(graphed)}
+
+
+#: a row alone in a process of its own (what ``reproduce`` without ``--parallel`` does)
+ALONE = {"way": "process", "rows": 1, "graphed": False}
+
+
+def plateau_block(config, *, reached: bool) -> dict:
+    """``{"plateau": {...}}`` for a result document of a row trained to its plateau
+    (``train.plateau_epochs``): the rule, in numbers and words, and whether it ended the
+    row (False: the row's epochs, its budget or the deadline came first); ``{}`` for a
+    row without a stopping rule."""
+    t = config.train
+    if t.plateau_epochs is None:
+        return {}
+    rule = PlateauRule(t.plateau_epochs, t.plateau_tolerance,
+                       task_of(config).trainer.higher_is_better)
+    return {"plateau": {**rule.as_dict(), "rule": rule.describe(), "reached": reached}}
 
 
 def _write(path: Path, doc: dict) -> Path:

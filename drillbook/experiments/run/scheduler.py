@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +90,10 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
                  reserve_minutes: float | None = None, out: str | Path = "results",
                  runs: str | Path = "runs", overrides: Sequence[str] = (),
                  max_eval_tokens: int | None = None, quiet: bool = False,
-                 threads: int | None = None, launcher: Launcher | None = None) -> list[Path]:
+                 threads: int | None = None, launcher: Launcher | None = None,
+                 skip: Collection[tuple[str, int]] = (),
+                 predicted: Mapping[tuple[str, int], float] | None = None,
+                 way: str = "process") -> list[Path]:
     """Train the jobs of ``table`` as up to ``parallel`` workers at once, each on one of
     ``devices`` in turn, and end within ``deadline_minutes`` (see the module notes).
 
@@ -115,10 +118,20 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
             :class:`~drillbook.experiments.run.launchers.ProcessLauncher`; submitit's
             :class:`~drillbook.experiments.run.launchers.SubmititLauncher` submits them to
             a cluster's queue).
+        skip: ``(row, seed)`` of the jobs not to run (a continuing plan's final rows).
+        predicted: a continuing plan's predicted seconds of each job, by ``(row, seed)``
+            (:func:`~drillbook.experiments.run.plans.predict`). With them, each time a
+            worker is free the largest job that fits in the time left starts, with all
+            that time as its budget (it stops at its plateau or in time for its
+            evaluation); a job that fits nowhere is not started, gets no result file and
+            waits for the next window.
+        way: how the workers run, for the result files' ``execution``: ``process``, or
+            ``process-mps`` when an MPS daemon serves them (the window script starts it).
 
     Returns:
         the result file of every job, in table order (written by its worker, or here for a
-        job that died, ran out of time or could not start).
+        job that died, ran out of time or could not start; with ``predicted``, only the
+        jobs that started).
 
     Raises:
         ConfigError: the launcher needs a time limit per job and neither a deadline nor a
@@ -137,7 +150,10 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
                           "--deadline-minutes (or --executor timeout_min=MINUTES)")
     source = git_state()
     out, runs = Path(out), Path(runs)
-    queue = list(enumerate(jobs, 1))
+    queue = [(i, job) for i, job in enumerate(jobs, 1) if (job.row.name, job.seed) not in skip]
+    if predicted is not None:  # largest first
+        queue.sort(key=lambda item: -predicted[(item[1].row.name, item[1].seed)])
+    waiting: list[Job] = []  # a continuing plan's jobs that fit in no time left
     running: list[Running] = []
     docs: dict[int, dict] = {}  # job index -> the result this process writes
     lock = threading.Lock()
@@ -151,12 +167,24 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
     while queue or running:
         now = time.monotonic()
         while queue and len(running) < parallel and now < deadline:
-            index, job = queue.pop(0)
             left = deadline - now
+            if predicted is not None:
+                fits = [item for item in queue
+                        if predicted[(item[1].row.name, item[1].seed)] <= left]
+                if not fits:  # nothing left fits: they wait for the next window
+                    waiting += [job for _, job in queue]
+                    queue.clear()
+                    break
+                queue.remove(fits[0])
+                index, job = fits[0]
+            else:
+                index, job = queue.pop(0)
             share = left / math.ceil((len(queue) + 1) / parallel)
             reserve = (60 * reserve_minutes if reserve_minutes is not None
                        else min(max(share / 5, 10.0), 180.0))
             budget = training_budget(left, len(queue) + 1, parallel, reserve)
+            if predicted is not None:  # to its plateau, or until its evaluation is due
+                budget = left - reserve
             device = devices[launched % len(devices)]
             if math.isinf(deadline):  # no deadline: the budget asked for, or none
                 budget = math.inf if budget_minutes is None else 60 * budget_minutes
@@ -172,7 +200,8 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
                            overrides=tuple(overrides), max_eval_tokens=max_eval_tokens,
                            label=f"row {index}/{len(jobs)} {job.name}"
                                  + (f" [{device}]" if device else ""),
-                           threads=threads)
+                           threads=threads, way=way,
+                           rows=min(math.ceil(parallel / len(devices)), len(jobs)))
             path = job.result_path(out)
             before = path.stat().st_mtime_ns if path.exists() else None
             handle = launcher.start(spec, relay, seconds=budget + reserve)
@@ -185,6 +214,9 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
         for worker in [w for w in running if w.handle.poll() is not None]:
             running.remove(worker)
             _settle(worker, source, out, runs, docs)
+        if queue and time.monotonic() >= deadline and predicted is not None:
+            waiting += [job for _, job in queue]
+            queue.clear()
         if queue and time.monotonic() >= deadline:  # what never started
             for index, job in queue:
                 docs[index] = failure_doc(job, source, status="deadline", device=devices[0],
@@ -195,9 +227,15 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
         time.sleep(0.2)
     for index, doc in docs.items():
         write_result(jobs[index - 1].result_path(out), doc)
-    written = [job.result_path(out) for job in jobs]
-    print(summary_table(jobs, out, time.monotonic() - start), file=sys.stderr, flush=True)
-    return written
+    ran = [job for job in jobs
+           if (job.row.name, job.seed) not in skip and job not in waiting]
+    print(summary_table(ran, out, time.monotonic() - start), file=sys.stderr, flush=True)
+    if skip or waiting:
+        print(f"{len(skip)} job(s) already final, skipped; {len(waiting)} job(s) fit in no "
+              f"time left and wait for the next window"
+              + (f": {', '.join(job.name for job in waiting)}" if waiting else ""),
+              file=sys.stderr, flush=True)
+    return [job.result_path(out) for job in ran]
 
 
 def _stop(running: list[Running]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -22,7 +22,8 @@ from ...heads import HEADS
 from ...train.tasks import task_of
 from ..bench.measure import saved_bytes
 
-__all__ = ["SIZINGS", "Probe", "TaskSizing", "mean_bptt", "sizing_of", "translation_loss"]
+__all__ = ["SIZINGS", "EpochWork", "Probe", "TaskSizing", "activation_bytes", "epoch_flops",
+           "mean_bptt", "sizing_of", "state_bytes", "step_flops", "translation_loss"]
 
 #: a probe of autograd's saved tensors: ``(config, vocab_size, generator, **extra) ->
 #: ((n1, n2), bytes_at)``, two small sizes and the bytes one step of ``n`` positions (or
@@ -62,6 +63,77 @@ def sizing_of(config) -> TaskSizing:
 def mean_bptt(bptt: int) -> float:
     """The mean window length of AWD-LSTM's variable BPTT (``bptt`` w.p. 0.95, else half)."""
     return 0.95 * bptt + 0.05 * bptt / 2
+
+
+def step_flops(config, vocab_size: int, positions: float, **extra) -> float:
+    """Matrix-product FLOPs of one training step, forward and backward (three times the
+    forward pass, :attr:`~drillbook.experiments.run.sizing.TaskSizing.forward_flops` of the
+    config's task): of a language model over ``positions`` positions, or (``extra``:
+    ``src_vocab``, ``src_len``, ``tgt_len``) of a translation batch of ``positions``
+    sentences."""
+    return 3 * sizing_of(config).forward_flops(config, vocab_size, positions, **extra)
+
+
+class EpochWork(NamedTuple):
+    """One epoch of a config in matrix-product FLOPs (:func:`epoch_flops`).
+
+    Attributes:
+        steps: optimiser steps.
+        positions: positions (tokens, or a translation's sentences) per step.
+        step: FLOPs of a training step, forward and backward (:func:`step_flops`).
+        windows: evaluation windows of its validation.
+        window: :func:`step_flops` of a window's positions; a window runs forward only,
+            a third of that.
+        vocab: the (target) vocabulary's size.
+        extra: what a task's step needs beyond them (a translation's ``src_vocab``,
+            ``src_len`` and ``tgt_len``; :class:`~drillbook.experiments.run.sizing.TaskSizing`).
+    """
+
+    steps: int
+    positions: float
+    step: float
+    windows: float
+    window: float
+    vocab: int
+    extra: dict[str, Any]
+
+
+def epoch_flops(config, sizes: dict[str, Any] | None = None) -> EpochWork:
+    """One epoch of ``config`` (:class:`EpochWork`), from its task's
+    :attr:`~drillbook.experiments.run.sizing.TaskSizing.sizes` (given, or read: a
+    translation config's data for its vocabularies and sentence lengths).
+
+    Raises:
+        ConfigError: a config the FLOP model has no formula for (a Transformer encoder).
+    """
+    sizes = sizing_of(config).sizes(config) if sizes is None else sizes
+    return EpochWork(
+        int(sizes["steps"]), float(sizes["positions"]),
+        step_flops(config, sizes["vocab"], sizes["positions"], **sizes["extra"]),
+        float(sizes["windows"]),
+        step_flops(config, sizes["vocab"], sizes["eval_positions"], **sizes["extra"]),
+        int(sizes["vocab"]), dict(sizes["extra"]))
+
+
+def state_bytes(config, sizes: dict[str, Any]) -> float:
+    """Weights, gradients and optimiser state of ``config``'s model, 4 bytes each."""
+    sizing = sizing_of(config)
+    params = sum(p.numel() for p in sizing.model(config, sizes).parameters())
+    return 4.0 * params * (2 + sizing.optimizer_states(config))
+
+
+def activation_bytes(config, vocab_size: int, positions: float, **extra) -> float:
+    """What autograd keeps for the backward pass of one training step of ``positions``
+    positions (a language model) or sentences (translation, with ``extra``: ``src_vocab``,
+    ``src_len``, ``tgt_len``): measured on the CPU at two small sizes by the task's probe
+    (:attr:`~drillbook.experiments.run.sizing.TaskSizing.saved`, with
+    :func:`~drillbook.experiments.bench.measure.saved_bytes`), extrapolated linearly."""
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    (n1, n2), bytes_at = sizing_of(config).saved(config, vocab_size, gen, **extra)
+    y1, y2 = bytes_at(n1), bytes_at(n2)
+    slope = max(y2 - y1, 0.0) / (n2 - n1)
+    return max(y1 + slope * (positions - n1), 0.0)
 
 
 # ------------------------------------------------------------------ language models

@@ -47,6 +47,10 @@ class JobSpec:
         max_eval_tokens: a cap on the test evaluation (None: all of it).
         label: what its console lines start with (``row 2/9 drill-4 [cuda:0]``).
         threads: the CPU threads torch may use (None: torch's default).
+        way, rows: how it runs, for its result file's ``execution``
+            (:func:`~drillbook.experiments.run.reproduce.execution`): a process of its own
+            (``process``, or ``process-mps`` under an MPS daemon) beside ``rows - 1`` others
+            on its device.
     """
 
     table: str
@@ -60,6 +64,8 @@ class JobSpec:
     max_eval_tokens: int | None = None
     label: str | None = None
     threads: int | None = None
+    way: str = "process"
+    rows: int = 1
 
     def to_json(self) -> str:
         """The spec as one line of JSON (:meth:`from_json` reads it back)."""
@@ -94,14 +100,15 @@ def run_job(spec: JobSpec) -> str:
     the file's path."""
     import torch
 
-    from .reproduce import reproduce
+    from .reproduce import execution, reproduce
 
     if spec.threads:
         torch.set_num_threads(spec.threads)
     [path] = reproduce(spec.table, rows=[spec.row], seed=spec.seed, device=spec.device,
                        budget_minutes=spec.budget_minutes, out=spec.out, runs=spec.runs,
                        overrides=list(spec.overrides), max_eval_tokens=spec.max_eval_tokens,
-                       keep_going=True, label=spec.label)
+                       keep_going=True, label=spec.label,
+                       execution=execution(spec.way, spec.rows))
     return str(path)
 
 

@@ -1,0 +1,247 @@
+"""Plans that continue from window to window: windows packed largest first, final rows
+skipped, the rest started while they fit the time left, and the windows' result files read
+as one table, each row naming its window; the recast gpu-small plan's dry run."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from test_parallel import needs_data
+
+from drillbook.cli import main
+from drillbook.experiments.results import gpu_union, is_final
+from drillbook.experiments.results.evidence import plan_results
+from drillbook.experiments.run.continuing import final_jobs
+from drillbook.experiments.run.launchers import Handle
+from drillbook.experiments.run.plans import SHARINGS, pack_windows
+from drillbook.experiments.run.reproduce import failure_doc, table_jobs
+from drillbook.experiments.run.scheduler import run_parallel
+from drillbook.experiments.tables import PLANS, TABLES
+
+
+def test_windows_are_filled_largest_first_and_a_job_longer_than_one_never_fits():
+    # two lanes of 10 s: 8 and 6 first, 4 beside the 6, 3 fits on neither, 2 beside the 8
+    assert pack_windows([4.0, 8.0, 3.0, 6.0, 2.0, 11.0], 2, 10.0) == [1, 1, 2, 1, 1, None]
+    assert pack_windows([5.0] * 4, 4, 5.0) == [1, 1, 1, 1]
+    assert pack_windows([], 3, 5.0) == []
+
+
+def test_the_sharings_say_what_is_measured_and_what_is_assumed():
+    processes, graphs = SHARINGS["processes"], SHARINGS["graphs-assumed"]
+    assert processes.measured and not graphs.measured
+    assert graphs.ratio(16) == pytest.approx(8.0) and graphs.ratio(1) == 1.0
+    assert graphs.ratio(32) == pytest.approx(8.0)  # no more than the goal, past 16 rows
+    # four processes gave less than one process's throughput in the committed window
+    assert processes.ratio(4) < 1.0 and processes.slowdown(4) == pytest.approx(4.36)
+
+
+def _doc(job, status: str, epochs: int, **extra) -> dict:
+    doc = failure_doc(job, {"commit": None, "dirty": False}, status=status, error="x",
+                      device="cpu", seconds=1.0, run_dir=Path("/nonexistent"),
+                      budget_minutes=None)
+    doc.pop("error")
+    return {**doc, "epochs_done": epochs, **extra}
+
+
+def _write(folder: Path, job, doc: dict) -> None:
+    path = job.result_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+def test_windows_accumulate_into_one_table_each_row_naming_its_window(tmp_path):
+    tied, drill = table_jobs("tutorial", seeds=[141])
+    tied_2 = table_jobs("tutorial", rows=["tied"], seeds=[142])[0]
+    first = tmp_path / "gpu" / "2026-12-01-h100-fp32"
+    second = tmp_path / "gpu" / "2026-12-02-h100-fp32"
+    _write(first, tied, _doc(tied, "plateau", 9))  # final in the first window
+    _write(first, drill, _doc(drill, "deadline", 2))
+    _write(second, tied, _doc(tied, "deadline", 1))  # a later, unfinished run of it
+    _write(second, drill, _doc(drill, "done", 6))
+    _write(second, tied_2, _doc(tied_2, "budget", 3))
+    _write(tmp_path / "gpu" / "2026-12-02-h100-bf16", drill, _doc(drill, "done", 1))
+    union = gpu_union("tutorial", "fp32", results=tmp_path)
+    assert [(d["row"], d["seed"], d["status"], d["window"]) for d in union] == [
+        ("tied", 141, "plateau", "2026-12-01-h100"), ("tied", 142, "budget",
+                                                      "2026-12-02-h100"),
+        ("drill", 141, "done", "2026-12-02-h100")]
+    assert [is_final(d) for d in union] == [True, False, True]
+    assert not is_final({**union[0], "pending": ["rank"]})
+    assert len(gpu_union("tutorial", "bf16", results=tmp_path)) == 1
+    # the chapters' loader reads the union
+    assert [d["window"] for d in plan_results("tutorial", tmp_path)] == [
+        "2026-12-01-h100", "2026-12-02-h100", "2026-12-02-h100"]
+    # a final row is skipped only if it trained the config the plan trains now
+    jobs = table_jobs("tutorial", seeds=[141, 142])
+    assert final_jobs(jobs, "fp32", results=tmp_path) == {("tied", 141), ("drill", 141)}
+    changed = table_jobs("tutorial", seeds=[141, 142], overrides=["train.lr=3"])
+    assert final_jobs(changed, "fp32", results=tmp_path) == set()
+    # ... and this window's own folder counts too
+    out = tmp_path / "now"
+    _write(out, tied_2, _doc(tied_2, "plateau", 5))
+    assert ("tied", 142) in final_jobs(jobs, "fp32", results=tmp_path, out=out)
+
+
+class _Instant(Handle):
+    def __init__(self, spec, seconds: float) -> None:
+        super().__init__()
+        self.spec, self.seconds, self.began = spec, seconds, time.monotonic()
+
+    def poll(self):
+        return 0 if time.monotonic() - self.began >= self.seconds else None
+
+    def stop(self) -> None:
+        self.seconds = 0.0
+
+    def kill(self) -> None:
+        self.seconds = 0.0
+
+
+class _FakeLauncher:
+    """Writes each job's result file at once and "runs" for the job's predicted seconds."""
+
+    needs_time_limit = False
+
+    def __init__(self, seconds: dict, out: Path) -> None:
+        self.seconds, self.out, self.started = seconds, out, []
+
+    def start(self, spec, relay, *, seconds: float) -> Handle:
+        job = table_jobs(spec.table, rows=[spec.row], seeds=[spec.seed],
+                         overrides=list(spec.overrides))[0]
+        self.started.append((spec.row, spec.seed, round(seconds)))
+        _write(self.out, job, _doc(job, "plateau", 3))
+        return _Instant(spec, self.seconds[(spec.row, spec.seed)])
+
+
+def test_a_continuing_plan_skips_final_rows_and_starts_only_what_fits(tmp_path, capsys):
+    jobs = table_jobs("tutorial", seeds=[1, 2, 3])
+    predicted = {(j.row.name, j.seed): s for j, s in zip(jobs, [0.2, 0.4, 0.6, 50.0, 0.3,
+                                                                 0.1], strict=True)}
+    launcher = _FakeLauncher({k: min(v, 0.5) for k, v in predicted.items()}, tmp_path / "r")
+    written = run_parallel("tutorial", seeds=[1, 2, 3], parallel=2, deadline_minutes=0.5,
+                           out=tmp_path / "r", runs=tmp_path / "w", launcher=launcher,
+                           skip={("tied", 1)}, predicted=predicted, quiet=True)
+    started = [(row, seed) for row, seed, _ in launcher.started]
+    # largest first; ("drill", 1) needs 50 s of the 20 s left: never started
+    assert started == [("tied", 3), ("tied", 2), ("drill", 2), ("drill", 3)]
+    assert all(budget <= 30 for *_, budget in launcher.started)
+    assert sorted(p.name for p in written) == ["drill.json"] * 2 + ["tied.json"] * 2
+    assert not (tmp_path / "r" / "tutorial" / "seed-1" / "drill.json").exists()
+    err = capsys.readouterr().err
+    assert ("1 job(s) already final, skipped; 1 job(s) fit in no time left and wait for the "
+            "next window: drill seed 1") in err
+
+
+@needs_data
+def test_the_recast_small_plan_says_its_rule_its_sharing_and_its_windows(capsys):
+    plan = PLANS["gpu-small"]
+    assert plan.to_plateau and not PLANS["gpu-ptb"].to_plateau
+    assert len(TABLES["gpu-small"]) == 10 and plan.seeds == (141, 142, 143)
+    for row in TABLES["gpu-small"]:
+        t = row.resolve().train
+        assert (t.plateau_epochs, t.plateau_tolerance) == (2, 0.01)
+        assert (t.max_batches_per_epoch, t.max_eval_tokens, t.batch_size) == (None, None, 64)
+        assert row.resolve().data.corpus == "ptb"  # the real PTB, its 10,000 words
+    assert TABLES["gpu-small"].row("dual-lr5").resolve().train.lr == 5
+    assert main(["reproduce", "gpu-small", "--dry-run", "h100", "--deadline-minutes",
+                 "9"]) == 0
+    text = capsys.readouterr().out
+    assert "stopping rule: validation perplexity fell by less than 1% over the last 2" in text
+    assert "epochs to plateau: assumed (20 epochs, from a reduced size of the recipe" in text
+    assert "16 rows at once train 8x one row's updates per second" in text and "ASSUMED" in text
+    assert "whole table at graphs-assumed (ASSUMED), 16 at once" in text
+    assert "whole table at processes (measured), 16 at once" in text
+    assert "step model: a =" in text and "memory model: k =" in text
+
+
+def test_each_result_file_says_how_its_row_was_run_and_old_files_still_load(tmp_path):
+    from test_reproduce import TINY_LM, tiny_reproduce
+
+    from drillbook.experiments import reproduce
+    from drillbook.experiments.results import read_result, validate_result
+    from drillbook.experiments.run.reproduce import ALONE, execution
+    from drillbook.experiments.run.worker import JobSpec
+
+    [path] = reproduce("tutorial", rows=["tied"], **tiny_reproduce(
+        tmp_path, [*TINY_LM, "train.epochs=1"]))
+    doc = read_result(path)
+    assert doc["execution"] == ALONE == {"way": "process", "rows": 1, "graphed": False}
+    [path] = reproduce("tutorial", rows=["drill"], execution=execution(
+        "interleaved-eager", 3), **tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=1"]))
+    assert read_result(path)["execution"] == {"way": "interleaved-eager", "rows": 3,
+                                              "graphed": False}
+    del doc["execution"]  # a file written before rows recorded it
+    assert validate_result(doc) == []
+    assert validate_result({**doc, "execution": {"way": "process"}}) == [
+        "missing field 'execution.rows'", "missing field 'execution.graphed'"]
+    with pytest.raises(ValueError, match="way must be one of"):
+        execution("threads")
+    # the scheduler's workers say they are processes, and how many share their device
+    spec = JobSpec("tutorial", "tied", 141, "cuda", "out", "runs", way="process-mps", rows=4)
+    assert JobSpec.from_json(spec.to_json()) == spec
+
+
+def test_together_chooses_the_way_explicitly_and_refuses_what_cannot_run(monkeypatch):
+    from drillbook.cli.common import CommandError
+    from drillbook.cli.tables import _together
+
+    assert _together(None, ["cpu"], launcher="local") == "process"
+    assert _together("processes", ["cuda:0"], launcher="local") == "process"
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    with pytest.raises(CommandError, match="needs an MPS daemon started as this user"):
+        _together("mps", ["cuda:0"], launcher="local")
+    with pytest.raises(CommandError, match="for processes on this machine's CUDA devices"):
+        _together("mps", ["cpu"], launcher="local")
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/mps-pipe")
+    assert _together("mps", ["cuda:0"], launcher="local") == "process-mps"
+
+
+def test_rows_trained_together_in_one_process_end_as_each_alone_and_say_so(tmp_path):
+    """``--together in-process`` on a CPU: the rows take one eager step each in turn, and
+    each row's result equals its run alone (the interleaved runner is bit-identical to
+    ``fit()``), its file saying how it ran."""
+    from test_reproduce import TINY_LM, tiny_reproduce
+    from test_train import tiny_corpus
+
+    from drillbook.experiments import reproduce
+    from drillbook.experiments.results import read_result
+    from drillbook.experiments.run.together import run_in_process
+
+    overrides = [*TINY_LM, "train.epochs=2"]
+    alone = reproduce("tutorial", rows=["tied", "drill"],
+                      **tiny_reproduce(tmp_path / "alone", overrides))
+    together = run_in_process("tutorial", rows=["tied", "drill"], parallel=2,
+                              devices=["cpu"], out=tmp_path / "t" / "r",
+                              runs=tmp_path / "t" / "runs", overrides=overrides,
+                              corpus=tiny_corpus(), quiet=True)
+    assert [p.name for p in together] == ["tied.json", "drill.json"]
+    for one, both in zip(alone, together, strict=True):
+        a, b = read_result(one), read_result(both)
+        assert b["execution"] == {"way": "interleaved-eager", "rows": 2, "graphed": False}
+        assert (b["status"], b["epochs_done"]) == (a["status"], a["epochs_done"]) == ("done", 2)
+        for key in ("val_ppl", "test_ppl"):
+            assert b["metrics"][key] == a["metrics"][key]
+        assert [e["val_ppl"] for e in b["curve"]] == [e["val_ppl"] for e in a["curve"]]
+
+
+def test_the_default_way_is_what_the_newest_window_measured_best(tmp_path, monkeypatch):
+    from drillbook.cli.common import CommandError
+    from drillbook.cli.tables import _together
+    from drillbook.experiments.run import together
+
+    assert together.default_way(tmp_path) == "processes"  # nothing measured yet
+    for window, best in (("2026-12-01-h100", "processes"), ("2026-12-02-h100",
+                                                            "in-process")):
+        bench = tmp_path / "gpu" / window / "bench"
+        bench.mkdir(parents=True)
+        (bench / "concurrency.json").write_text(json.dumps({"best_way": best}))
+    assert together.default_way(tmp_path) == "in-process"
+    monkeypatch.setattr(together, "default_way", lambda: "in-process")
+    assert _together(None, ["cuda:0"], launcher="local") == "in-process"
+    assert _together(None, ["cuda:0", "cuda:1"], launcher="local") == "process"
+    assert _together("in-process", ["cpu"], launcher="local") == "in-process"
+    with pytest.raises(CommandError, match="in this process, on one device"):
+        _together("in-process", ["cuda:0", "cuda:1"], launcher="local")
