@@ -1046,7 +1046,8 @@ print("DRILL's extra dedicated parameters = 2 (d^2 + d) at d = 128:",
 # and the authors' after the first epoch.
 #
 # ```python
-# from drillbook.experiments.results.curves import agreement_rows, plot_against_authors, runs_like_authors
+# from drillbook.experiments.results.curves import (
+#     agreement_rows, plot_against_authors, runs_like_authors)
 #
 # mine = runs_like_authors("mine")
 # plot_against_authors(["ptb-drill"], mine)

@@ -42,7 +42,7 @@ from .launchers import Handle, Launcher, ProcessLauncher
 from .reproduce import Job, failure_doc, table_jobs
 from .worker import JobSpec
 
-__all__ = ["Running", "run_parallel", "summary_table", "training_budget"]
+__all__ = ["Running", "run_parallel", "say_summary", "summary_table", "training_budget"]
 
 #: seconds the workers get, at the deadline, to stop on SIGTERM before they are killed
 GRACE_SECONDS = 5.0
@@ -229,13 +229,20 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
         write_result(jobs[index - 1].result_path(out), doc)
     ran = [job for job in jobs
            if (job.row.name, job.seed) not in skip and job not in waiting]
-    print(summary_table(ran, out, time.monotonic() - start), file=sys.stderr, flush=True)
+    say_summary(ran, out, time.monotonic() - start, skip, waiting)
+    return [job.result_path(out) for job in ran]
+
+
+def say_summary(ran: Sequence[Job], out: Path, seconds: float,
+                skip: Collection[tuple[str, int]], waiting: Sequence[Job]) -> None:
+    """The call's summary on stderr (:func:`summary_table`), and for a continuing plan the
+    jobs it skipped as final and those left for the next window."""
+    print(summary_table(ran, out, seconds), file=sys.stderr, flush=True)
     if skip or waiting:
         print(f"{len(skip)} job(s) already final, skipped; {len(waiting)} job(s) fit in no "
               f"time left and wait for the next window"
               + (f": {', '.join(job.name for job in waiting)}" if waiting else ""),
               file=sys.stderr, flush=True)
-    return [job.result_path(out) for job in ran]
 
 
 def _stop(running: list[Running]) -> None:

@@ -50,7 +50,7 @@ from .reproduce import (
     table_jobs,
     table_rank_cap,
 )
-from .scheduler import END_MARGIN_SECONDS, summary_table
+from .scheduler import END_MARGIN_SECONDS, say_summary
 
 __all__ = ["WAY_OF_MEASURED", "default_way", "run_in_process"]
 
@@ -134,12 +134,7 @@ def run_in_process(table: str, *, rows: Sequence[str] | None = None,
                     corpus=corpus)
         started += wave
     ran = [job for job in jobs if job in started]
-    print(summary_table(ran, out, time.monotonic() - start), file=sys.stderr, flush=True)
-    if skip or waiting:
-        print(f"{len(skip)} job(s) already final, skipped; {len(waiting)} job(s) fit in no "
-              f"time left and wait for the next window"
-              + (f": {', '.join(job.name for job in waiting)}" if waiting else ""),
-              file=sys.stderr, flush=True)
+    say_summary(ran, out, time.monotonic() - start, skip, waiting)
     return [job.result_path(out) for job in ran]
 
 
