@@ -968,7 +968,8 @@ print(f"second call: status {done['status']}, {done['epochs_done']} epochs, "
 #
 # ```python
 # from drillbook.authors import authors_curve
-# from drillbook.experiments.results.curves import agreement_rows, plot_against_authors, runs_like_authors
+# from drillbook.experiments.results.curves import (
+#     agreement_rows, plot_against_authors, runs_like_authors)
 #
 # mine = runs_like_authors("mine")
 # plot_against_authors(["wt2-awd-lstm", "wt2-drill"], mine)
