@@ -398,3 +398,20 @@ def test_a_row_writes_its_test_metric_before_its_long_analyses(tmp_path, monkeyp
     doc = json.loads(path.read_text())
     assert "pending" not in doc and "rank_tol_1" in doc["metrics"]
     assert doc["metrics"]["test_ppl"] == seen["metrics"]["test_ppl"]
+
+
+def test_a_row_stopped_by_a_signal_is_not_written_as_failed(tmp_path, monkeypatch):
+    """A worker stopped at the deadline mid-training saves its step and stops: its row is
+    no failure (the scheduler writes its ``deadline`` file), even when the call keeps
+    going past rows that fail."""
+    from drillbook.errors import TrainingInterrupted
+    from drillbook.train.loop import TrainingLoop
+
+    def stopped(self, *args, **kwargs):
+        raise TrainingInterrupted("stopped by SIGTERM at epoch 1, step 3")
+
+    monkeypatch.setattr(TrainingLoop, "fit", stopped)
+    with pytest.raises(TrainingInterrupted, match="SIGTERM"):
+        reproduce("tutorial", rows=["tied"], keep_going=True,
+                  **tiny_reproduce(tmp_path, TINY_LM))
+    assert not (tmp_path / "r" / "tutorial" / "tied.json").exists()

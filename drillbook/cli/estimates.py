@@ -141,7 +141,7 @@ def train_cost(config, device: torch.device, max_epochs: int | None
     rate of a large product here bound its time from below; where that bound is under
     :data:`TRAINING_SECONDS`, nothing more is done. Else a step is timed on the real
     model: where a step is a window of a token stream (a language model), at two short
-    windows (:func:`_lm_step`); a translation step on one batch (:func:`_translation_step`).
+    windows (``_lm_step``); a translation step on one batch (``_translation_step``).
     FLOPs alone say too little of a step's time on a CPU: measured on a shared 2-core CPU,
     the FLOP model at the rate of the step's products gave 0.07 s for a step of the
     tutorial translation config that took 2.45 s (its decoder is a loop of small

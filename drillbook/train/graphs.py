@@ -12,7 +12,7 @@ launches, go out at once, and N runs' graphs replayed on N streams fill the GPU 
   (:mod:`drillbook.train.optimizers`), the carried recurrent state (copied in place after
   the backward pass) and the step's numbers (loss, reported loss, finite weights);
 * takes its learning rate from a device scalar written before each step
-  (:meth:`~drillbook.train.optimizers.GraphSGD.set_lr`), clips without a branch
+  (the optimiser's ``set_lr``), clips without a branch
   (``clip_grad_norm_`` multiplies by ``min(1, clip / (norm + 1e-6))``), and reads nothing
   back to the host, so it dispatches the same operations at every call of a given window
   length (tested on the CPU with the dispatch recorder of ``tests/test_sync.py``).

@@ -6,8 +6,8 @@ operations, the learning rate a device scalar, no value read back to the host.
 tensor, read it back (``.item()``, which a graph cannot capture); averaged SGD also reads
 its ``mu`` back to choose between two branches. :class:`GraphSGD` and :class:`GraphASGD`
 are the same optimisers (subclasses, with the same ``state_dict``) whose
-:meth:`~GraphSGD.update` reads the rate from :attr:`~GraphSGD.lr_now`, a 0-d tensor on the
-parameters' device that :meth:`~GraphSGD.set_lr` writes before each step (outside any
+:meth:`~GraphSGD.update` reads the rate from ``lr_now``, a 0-d tensor on the
+parameters' device that ``set_lr`` writes before each step (outside any
 graph). On the CPU their steps equal torch's bit for bit (tested): the update is the
 same fused multiply-add (``addcmul`` with the rate tensor is the kernel of ``add`` with
 ``alpha``), the averaging's branch is a multiplication by 0 or 1.
@@ -53,7 +53,7 @@ class _DeviceRate:
     @torch.no_grad()
     def step(self, closure=None):
         """torch's ``step``: an update at the group's ``lr`` (written to
-        :attr:`lr_now` first)."""
+        ``lr_now`` first)."""
         if closure is not None:
             raise ValueError("the graph-ready optimisers take no closure")
         self.set_lr(self.param_groups[0]["lr"])
@@ -76,7 +76,7 @@ class GraphSGD(_DeviceRate, torch.optim.SGD):
 
     @torch.no_grad()
     def update(self) -> None:
-        """One update at :attr:`lr_now` (what a graph captures)."""
+        """One update at ``lr_now`` (what a graph captures)."""
         params, grads = self._with_grads()
         if not params:
             return
@@ -135,7 +135,7 @@ class GraphASGD(_DeviceRate, torch.optim.ASGD):
 
     @torch.no_grad()
     def update(self) -> None:
-        """One update at :attr:`lr_now`, and the average (what a graph captures)."""
+        """One update at ``lr_now``, and the average (what a graph captures)."""
         params, grads = self._with_grads()
         if not params:
             return

@@ -230,7 +230,7 @@ class NMTTrainer(TrainingLoop):
 
     # ------------------------------------------------------------- training
     def batches(self) -> Iterator[TranslationBatch]:
-        """The epoch's batches from :attr:`position` on; each process of a distributed
+        """The epoch's batches from ``position`` on; each process of a distributed
         run takes its consecutive sentences of every batch (a batch with fewer sentences
         than processes is trained whole by every process)."""
         for batch in self._epoch_batch_list()[self.position:]:

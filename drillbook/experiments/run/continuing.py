@@ -1,12 +1,14 @@
 """Plans that continue from window to window.
 
-A plan whose rows train to their plateau (:attr:`~drillbook.experiments.tables.Plan.
-to_plateau`) rarely fits one GPU window whole. :func:`run_plan` runs what is left of it:
+A plan whose rows train to their plateau
+(:attr:`~drillbook.experiments.tables.Plan.to_plateau`) rarely fits one GPU window whole.
+:func:`run_plan` runs what is left of it:
 
-* a row (and seed) whose result file is final (:func:`~drillbook.experiments.results.
-  is_final`: it trained every epoch or reached its plateau, nothing pending) in a
-  committed window of the same precision, or in this call's results folder, is skipped,
-  as long as it trained the config the plan trains now;
+* a row (and seed) whose result file is final
+  (:func:`~drillbook.experiments.results.is_final`: it trained every epoch or reached its
+  plateau, nothing pending) in a committed window of the same precision, or in this
+  call's results folder, is skipped, as long as it trained the config the plan trains
+  now;
 * the others are started largest predicted time first
   (:func:`~drillbook.experiments.run.plans.predict`), each when a worker is free and only
   if its predicted time fits in what is left of the deadline; one that fits nowhere is

@@ -59,8 +59,9 @@ from .sizing import (
     step_flops,
 )
 
-__all__ = ["ASSUMPTIONS", "DEVICE_CLASSES", "SHARINGS", "SHARING_COST", "DeviceClass",
-           "EpochWork", "Prediction", "Sharing", "StepModel", "activation_bytes", "bench_steps",
+__all__ = ["ASSUMED_RATIO", "ASSUMED_ROWS", "ASSUMPTIONS", "DEVICE_CLASSES",
+           "ROW_OVERHEAD_SECONDS", "SHARINGS", "SHARING_COST", "DeviceClass", "EpochWork",
+           "Prediction", "Sharing", "StepModel", "activation_bytes", "bench_steps",
            "epoch_flops", "fit_memory_scale", "fit_models", "fit_step_model",
            "format_predictions", "measured_plateaus", "measured_steps", "memory_rows",
            "pack_windows", "predict", "step_flops", "step_window"]

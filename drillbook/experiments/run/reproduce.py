@@ -23,7 +23,7 @@ import torch
 
 from ...analysis import rank_of
 from ...configs import finetune_lr
-from ...errors import ConfigError
+from ...errors import ConfigError, TrainingInterrupted
 from ...heads import HEADS
 from ...precision import precision_label, resolve_precision
 from ...provenance import device_name, git_state
@@ -160,7 +160,10 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             (:func:`~drillbook.experiments.results.seeds.seed_spread`).
         keep_going: a row that fails (or runs out of memory) gets a result file saying so
             (``status`` ``failed`` or ``out-of-memory``, ``error``) and the next row runs;
-            without it the error is raised.
+            without it the error is raised. A row stopped by a signal
+            (:class:`~drillbook.errors.TrainingInterrupted`: its step is saved) is no
+            failure: that is raised either way (a scheduler's worker stopped at the
+            deadline then gets its ``deadline`` file from the scheduler).
         label: what the console lines start with (default ``row i/n NAME``).
         execution: how the row was run, recorded in its result file (:func:`execution`;
             default: a process of its own, alone on its device).
@@ -185,8 +188,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
                            budget_minutes=budget_minutes, max_eval_tokens=max_eval_tokens,
                            rank_cap=rank_cap, execution=execution or ALONE)
         except Exception as err:  # a bug or bad input: raised unless the call keeps going
-            if not keep_going:
-                raise
+            if not keep_going or isinstance(err, TrainingInterrupted):
+                raise  # a row stopped by a signal saved its step: not a failure
             status = "out-of-memory" if is_out_of_memory(err) else "failed"
             doc = failure_doc(job, source, status=status, error=_one_line(err),
                               device=device, seconds=time.monotonic() - started,
@@ -303,7 +306,7 @@ _NO_RANK = -1
 
 def table_rank_cap(table: str, max_eval_tokens: int | None) -> int | None:
     """The positions a row of ``table`` ranks its output over (its table's
-    ``rank_positions``, else ``max_eval_tokens``; :data:`_NO_RANK` for a table without a
+    ``rank_positions``, else ``max_eval_tokens``; ``_NO_RANK`` for a table without a
     rank), what :func:`finish_job` takes as ``rank_cap``."""
     spec = TABLES[table]
     return (spec.rank_positions or max_eval_tokens) if spec.rank else _NO_RANK
