@@ -53,6 +53,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # drillbook from this checkout, installed or not
+# the best way of part 1's report, as reproduce --together names it (MPS's daemon is the
+# concurrency part's own and gone by part 3: its rows then run as plain processes)
+from drillbook.experiments.run.together import measured_way  # noqa: E402
+
 #: seconds kept at the end for packing and the summary
 END_SECONDS = 15.0
 #: seconds between a part's own deadline and its time box (its last words)
@@ -282,22 +286,6 @@ def main(argv: list[str] | None = None) -> int:
     window.console.close()
     print(f"evidence: {len(list(out.iterdir()))} file(s) in {out}", file=sys.stderr)
     return 0
-
-
-#: a way of ``tools/concurrency.py``'s report as ``reproduce --together`` names it (a
-#: daemon for MPS is the concurrency part's own and is gone by then: its rows run as
-#: plain processes)
-TOGETHER = {"in-process": "in-process", "processes": "processes",
-            "processes-mps": "processes"}
-
-
-def measured_way(report: Path) -> str | None:
-    """The ``--together`` of the best way in a concurrency report; None without one."""
-    try:
-        best = json.loads(report.read_text(encoding="utf-8")).get("best_way")
-    except (OSError, ValueError):
-        return None
-    return TOGETHER.get(best)
 
 
 def _help(tool: Path) -> str:

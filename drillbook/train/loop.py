@@ -232,8 +232,8 @@ class TrainingLoop(TaskHooks):
         self.epoch, self.step, self.elapsed = 1, 0, 0.0
         self.epoch_loss, self.epoch_tokens, self.epoch_batches = 0.0, 0, 0
         self.changes: list[dict[str, Any]] = []
-        # set to end training early: by a task's end_epoch, and by the stopping rule
-        self.finished = self.plateaued = False
+        self.finished = self.plateaued = False  # ended early: by the task, by the rule
+        self.plateau_rule = rule_of(config.train, self.higher_is_better)  # None: no rule
         self.events: list[str] = []  #: words for this epoch's console line
         self.stop_signal: int | None = None  #: a stop signal received while training
         self._pending: PendingCheckpoint | None = None  # a checkpoint not yet written
@@ -551,7 +551,6 @@ class TrainingLoop(TaskHooks):
 
     def _check_plateau(self) -> bool:
         """Whether the run's whole log has reached its plateau (then it is over)."""
-        self.plateau_rule = rule_of(self.config.train, self.higher_is_better)
         if logged_plateau(self.run_dir, self.plateau_rule, self.plateau_metric):
             self.finished = self.plateaued = True
         return self.plateaued

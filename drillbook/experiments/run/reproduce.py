@@ -30,7 +30,7 @@ from ...provenance import device_name, git_state
 from ...runtime import resolve_device
 from ...train.distributed import rank_and_world_size
 from ...train.loop import RunStatus, TrainingLoop
-from ...train.plateau import PlateauRule
+from ...train.plateau import rule_of
 from ...train.runs import BEST, LOG, has_checkpoint, read_log
 from ...train.tasks import Task, task_of
 from ...validation import check_choice
@@ -42,7 +42,7 @@ from ..results.seeds import SEED_FOLDER
 from ..tables import TABLES, Row
 
 __all__ = ["ALONE", "WAYS", "Job", "execution", "failure_doc", "finish_job", "plateau_block",
-           "reproduce", "table_jobs", "table_rank_cap"]
+           "raised_doc", "reproduce", "table_jobs", "table_rank_cap"]
 
 
 @dataclass(frozen=True)
@@ -190,14 +190,13 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         except Exception as err:  # a bug or bad input: raised unless the call keeps going
             if not keep_going or isinstance(err, TrainingInterrupted):
                 raise  # a row stopped by a signal saved its step: not a failure
-            status = "out-of-memory" if is_out_of_memory(err) else "failed"
-            doc = failure_doc(job, source, status=status, error=_one_line(err),
-                              device=device, seconds=time.monotonic() - started,
-                              run_dir=run_dir, budget_minutes=budget_minutes,
-                              execution=execution or ALONE)
+            doc = raised_doc(job, err, source, device=device,
+                             seconds=time.monotonic() - started, run_dir=run_dir,
+                             budget_minutes=budget_minutes, execution=execution or ALONE)
             free_memory(torch.device(device or "cpu"))
             if progress is not False:
-                print(f"{name}: {status}: {doc['error']}", file=sys.stderr, flush=True)
+                print(f"{name}: {doc['status']}: {doc['error']}", file=sys.stderr,
+                      flush=True)
         written.append(_write(path, doc))
     return written
 
@@ -287,6 +286,17 @@ def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str 
         "metrics": {}, "curve": _curve(log), **plateau_block(config, reached=False),
         **({"execution": execution} if execution else {}),
     }
+
+
+def raised_doc(job: Job, err: BaseException, source: dict, *, device: str | None,
+               seconds: float, run_dir: Path, budget_minutes: float | None,
+               execution: dict | None = None) -> dict:
+    """:func:`failure_doc` of a job that raised ``err``: status ``out-of-memory`` or
+    ``failed``, the error on one line."""
+    status = "out-of-memory" if is_out_of_memory(err) else "failed"
+    return failure_doc(job, source, status=status, error=_one_line(err), device=device,
+                       seconds=seconds, run_dir=run_dir, budget_minutes=budget_minutes,
+                       execution=execution)
 
 
 def _one_line(err: BaseException) -> str:
@@ -456,11 +466,9 @@ def plateau_block(config, *, reached: bool) -> dict:
     (``train.plateau_epochs``): the rule, in numbers and words, and whether it ended the
     row (False: the row's epochs, its budget or the deadline came first); ``{}`` for a
     row without a stopping rule."""
-    t = config.train
-    if t.plateau_epochs is None:
+    rule = rule_of(config.train, task_of(config).trainer.higher_is_better)
+    if rule is None:
         return {}
-    rule = PlateauRule(t.plateau_epochs, t.plateau_tolerance,
-                       task_of(config).trainer.higher_is_better)
     return {"plateau": {**rule.as_dict(), "rule": rule.describe(), "reached": reached}}
 
 

@@ -42,7 +42,8 @@ from .launchers import Handle, Launcher, ProcessLauncher
 from .reproduce import Job, failure_doc, table_jobs
 from .worker import JobSpec
 
-__all__ = ["Running", "run_parallel", "say_summary", "summary_table", "training_budget"]
+__all__ = ["Running", "job_reserve", "run_parallel", "say_summary", "summary_table",
+           "training_budget"]
 
 #: seconds the workers get, at the deadline, to stop on SIGTERM before they are killed
 GRACE_SECONDS = 5.0
@@ -81,6 +82,18 @@ class Running:
     index: int
     before: int | None = None
     stopped_by_deadline: bool = False
+
+
+def job_reserve(seconds_left: float, jobs_left: int, parallel: int,
+                reserve_minutes: float | None) -> float:
+    """Seconds the next job keeps for its evaluation, analyses and result file:
+    ``reserve_minutes``, or a fifth of its share of the time left (``seconds_left`` over
+    the waves of ``parallel`` among ``jobs_left``, this one included), at least 10 seconds
+    and at most 3 minutes."""
+    if reserve_minutes is not None:
+        return 60 * reserve_minutes
+    share = seconds_left / math.ceil(jobs_left / parallel)
+    return min(max(share / 5, 10.0), 180.0)
 
 
 def run_parallel(table: str, *, rows: Sequence[str] | None = None,
@@ -179,9 +192,7 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
                 index, job = fits[0]
             else:
                 index, job = queue.pop(0)
-            share = left / math.ceil((len(queue) + 1) / parallel)
-            reserve = (60 * reserve_minutes if reserve_minutes is not None
-                       else min(max(share / 5, 10.0), 180.0))
+            reserve = job_reserve(left, len(queue) + 1, parallel, reserve_minutes)
             budget = training_budget(left, len(queue) + 1, parallel, reserve)
             if predicted is not None:  # to its plateau, or until its evaluation is due
                 budget = left - reserve

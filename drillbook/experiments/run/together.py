@@ -39,20 +39,20 @@ from ...provenance import git_state
 from ...runtime import resolve_device
 from ...train.rows import open_rows, train_together
 from ...validation import POSITIVE_INT, POSITIVE_NUMBER
-from ..bench.measure import free_memory, is_out_of_memory
+from ..bench.measure import free_memory
 from ..results import book_results, write_result
 from .reproduce import (
     Job,
-    _one_line,
     execution,
     failure_doc,
     finish_job,
+    raised_doc,
     table_jobs,
     table_rank_cap,
 )
-from .scheduler import END_MARGIN_SECONDS, say_summary
+from .scheduler import END_MARGIN_SECONDS, job_reserve, say_summary, training_budget
 
-__all__ = ["WAY_OF_MEASURED", "default_way", "run_in_process"]
+__all__ = ["WAY_OF_MEASURED", "default_way", "measured_way", "run_in_process"]
 
 #: a way of ``tools/concurrency.py``'s report, as ``--together`` names it (MPS needs a
 #: daemon the caller starts, so a measured ``processes-mps`` is not a default)
@@ -65,13 +65,21 @@ def default_way(results: str | Path | None = None) -> str:
     measurement under ``results`` (default: the book's), ``processes`` without one."""
     root = (Path(results) if results is not None else book_results()) / "gpu"
     for report in sorted(root.glob("*/bench/concurrency.json"), reverse=True):
-        try:
-            best = json.loads(report.read_text(encoding="utf-8")).get("best_way")
-        except (OSError, ValueError):
-            continue
-        if best in WAY_OF_MEASURED:
-            return WAY_OF_MEASURED[best]
+        way = measured_way(report)
+        if way is not None:
+            return way
     return "processes"
+
+
+def measured_way(report: Path) -> str | None:
+    """The ``--together`` of the best way in a concurrency report
+    (``tools/concurrency.py``'s ``best_way``, :data:`WAY_OF_MEASURED`); None where the
+    report is missing, unreadable or names no way."""
+    try:
+        best = json.loads(Path(report).read_text(encoding="utf-8")).get("best_way")
+    except (OSError, ValueError):
+        return None
+    return WAY_OF_MEASURED.get(best)
 
 
 def run_in_process(table: str, *, rows: Sequence[str] | None = None,
@@ -112,15 +120,14 @@ def run_in_process(table: str, *, rows: Sequence[str] | None = None,
             break
         for job in wave:
             queue.remove(job)
-        reserve = (60 * reserve_minutes if reserve_minutes is not None
-                   else min(max(left / math.ceil((len(queue) + len(wave)) / parallel) / 5,
-                                10.0), 180.0))
+        jobs_left = len(queue) + len(wave)
+        reserve = job_reserve(left, jobs_left, parallel, reserve_minutes)
         if math.isinf(deadline):
-            budget = None if budget_minutes is None else budget_minutes
+            budget = budget_minutes
+        elif predicted is not None:  # to its plateau, or until its evaluation is due
+            budget = (left - reserve) / 60
         else:
-            waves = 1 if predicted is not None else math.ceil((len(queue) + len(wave))
-                                                             / parallel)
-            budget = (left / waves - reserve) / 60
+            budget = training_budget(left, jobs_left, parallel, reserve) / 60
         if budget is not None and budget <= 0:
             for job in [*wave, *queue]:  # not even the reserve is left
                 write_result(job.result_path(out), failure_doc(
@@ -210,11 +217,8 @@ def _failed(job: Job, err: Exception, source: dict, device: str, began: float, r
             out: Path, budget_minutes: float | None, quiet: bool, name: str,
             how: dict | None = None) -> None:
     """The result file of a row that failed (or ran out of memory), and its line."""
-    status = "out-of-memory" if is_out_of_memory(err) else "failed"
-    doc = failure_doc(job, source, status=status, error=_one_line(err),
-                      device=device, seconds=time.monotonic() - began,
-                      run_dir=job.run_dir(runs), budget_minutes=budget_minutes,
-                      execution=how)
+    doc = raised_doc(job, err, source, device=device, seconds=time.monotonic() - began,
+                     run_dir=job.run_dir(runs), budget_minutes=budget_minutes, execution=how)
     write_result(job.result_path(out), doc)
     if not quiet:
-        print(f"{name}: {status}: {doc['error']}", file=sys.stderr, flush=True)
+        print(f"{name}: {doc['status']}: {doc['error']}", file=sys.stderr, flush=True)
