@@ -494,6 +494,7 @@ def test_the_cpu_clock_counts_work_not_waiting():
 # ------------------------------------------------------------------ memory
 def test_saved_bytes_of_a_softmax_head_hold_its_logits():
     head = build_head("softmax", vocab_size=50, d_hidden=8)
+    head.fused_loss = False  # the plain path keeps the (n, V) scores
     h = torch.randn(16, 8, requires_grad=True)
     y = torch.randint(0, 50, (16,))
     logits = 16 * 50 * 4
@@ -503,6 +504,12 @@ def test_saved_bytes_of_a_softmax_head_hold_its_logits():
     assert saved_bytes(lambda: head.loss(h, y)) >= saved + head.weight.nbytes  # params count
     assert head_cost("softmax", vocab_size=50, d=8, tokens=16, repeats=1,
                      warmup=1).saved_bytes >= logits
+    # the fused loss keeps the gradients it formed (features, W, b), not the scores
+    head.fused_loss = None
+    fused = saved_bytes(lambda: head.loss(h, y), exclude=head.parameters())
+    assert fused <= h.nbytes + head.weight.nbytes + head.bias.nbytes + y.nbytes + 64 < logits
+    assert head_cost("softmax", vocab_size=50, d=8, tokens=16, repeats=1, warmup=1,
+                     fused=True).saved_bytes < logits
 
 
 def test_chunked_mos_saves_fewer_bytes_than_unchunked():

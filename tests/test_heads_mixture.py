@@ -461,9 +461,10 @@ def test_a_memory_budget_chooses_the_chunk():
 
 @pytest.mark.parametrize("kind", ["mos", "doc"])
 def test_what_training_keeps_for_backward_falls_with_the_chunk(kind):
-    """Measured with the benchmarks' saved-tensor counter: unchunked, a training step
-    keeps about one float32 copy of the ``J x n x V`` scores for its backward pass;
-    chunked, each chunk is recomputed there and nothing of that size is kept."""
+    """Measured with the benchmarks' saved-tensor counter, on the plain path: unchunked, a
+    training step keeps about one float32 copy of the ``J x n x V`` scores for its backward
+    pass; chunked, each chunk is recomputed there and nothing of that size is kept. The
+    fused loss (the CPU's default) keeps nothing of that size, whatever the chunk."""
     from drillbook.experiments.bench.measure import saved_bytes
 
     vocab, d, n, j = 2000, 16, 256, 6
@@ -475,8 +476,11 @@ def test_what_training_keeps_for_backward_falls_with_the_chunk(kind):
         head = build_head(kind, vocab_size=vocab, d_hidden=d, embedding=nn.Embedding(vocab, d),
                           chunk_size=chunk, **opts).train()
         x, y = torch.randn(n, d), torch.randint(0, vocab, (n,))
-        kept[chunk] = saved_bytes(lambda head=head, x=x, y=y: head.loss(x, y),
-                                  exclude=list(head.parameters()))
+        for fused in (False, None):
+            head.fused_loss = fused
+            kept[chunk, fused] = saved_bytes(lambda head=head, x=x, y=y: head.loss(x, y),
+                                             exclude=list(head.parameters()))
     one_copy = j * n * vocab * 4
-    assert kept[None] >= one_copy
-    assert kept[64] < one_copy / 20 and kept[16] <= kept[64]
+    assert kept[None, False] >= one_copy
+    assert kept[64, False] < one_copy / 20 and kept[16, False] <= kept[64, False]
+    assert kept[None, None] < one_copy / 20

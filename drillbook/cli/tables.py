@@ -211,12 +211,23 @@ def _dry_run(args: argparse.Namespace) -> int:
     parallel = args.parallel or plan.parallel
     minutes = args.deadline_minutes or plan.deadline_minutes
     model = fit_models()
+    skip = _final_rows(plan, args) if plan.to_plateau else set()
     predictions = predict(plan, device_class=args.dry_run, deadline_minutes=minutes,
-                          parallel=parallel, sharing=args.sharing, model=model)
+                          parallel=parallel, sharing=args.sharing, model=model, skip=skip)
     print(format_predictions(plan, predictions, device_class=args.dry_run,
                              deadline_minutes=minutes, parallel=parallel,
                              sharing=args.sharing, model=model))
     return 0
+
+
+def _final_rows(plan, args: argparse.Namespace) -> set[tuple[str, int]]:
+    """``(row, seed)`` of a continuing plan's rows that are final already (in the committed
+    results, or ``--continue-from``'s): what the dry run leaves out."""
+    from ..experiments.run.continuing import final_jobs
+    from ..experiments.run.reproduce import table_jobs
+
+    jobs = table_jobs(plan.table, seeds=plan.seeds or None)
+    return final_jobs(jobs, "fp32", results=args.continue_from)
 
 
 def _results_folder(results: Path, stack: contextlib.ExitStack) -> Path:

@@ -402,6 +402,37 @@ def _gpu_small() -> list[Row]:
             if r.name != "dual"]  # its learning rate fails at this size: dual-lr5 stands in
 
 
+#: the laptop plans' language-model size: the small recipe (:data:`SMALL_RECIPE`) at
+#: 32-d embeddings and a 2 x 64 LSTM, so ``d = 32`` against PTB's ``V = 10,000`` (the
+#: bottleneck is real). Chosen from the fused loss's step times on a 2-core CPU, one thread
+#: a row (``tools/cpu_step.py``; the rows' CPU seconds per step at batch 64 x 35): the
+#: single-softmax heads 106-127 ms (about 55-62 s an epoch), the dual head 281, MoS and
+#: DOC about 500 (their 5 softmaxes cost 5 times the output layer). With about 20 epochs to
+#: the plateau a single-softmax row takes about 20 minutes on one core and a mixture row
+#: about 80; at the tutorial size (128/256) a tied row would take about an hour.
+LAPTOP_LM_SIZE = ("model.emsize=32", "model.nhid=64")
+LAPTOP_EPOCHS = 60
+LAPTOP_PLATEAU = 20
+LAPTOP_PLATEAU_NOTE = GPU_SMALL_PLATEAU_NOTE
+
+
+def _laptop_lm() -> list[Row]:
+    """Every language-model head at the laptop size (:data:`LAPTOP_LM_SIZE`) on the small
+    recipe, trained to its plateau: the ``gpu-small`` rows (the dual head at the rate that
+    trains) and footnote 6's bilinear and dual heads with label dropout and residuals
+    (as in ``drill-table4``; the dual one at the rate that trains, its joint space the
+    embedding's 32 units, as its residual to ``E`` needs)."""
+    rows = [Row(r.name, r.config, (*r.overrides, *LAPTOP_LM_SIZE)) for r in _gpu_small()]
+    rows += [Row("bilinear-dropout-residual", "tutorial/ptb-bilinear", (
+                 "head.options.dropout=0.6", "head.options.residual=true", *SMALL_RECIPE,
+                 *LAPTOP_LM_SIZE)),
+             Row("dual-dropout-residual", "tutorial/ptb-dual", (
+                 "train.lr=5", "head.options.dropout=0.6", "head.options.d_joint=32",
+                 "head.options.residual_label=true", "head.options.residual_context=true",
+                 *SMALL_RECIPE, *LAPTOP_LM_SIZE))]
+    return rows
+
+
 def _speed() -> list[Row]:
     """DRILL Table 3 as its Sec. 4.1.1 states it: seconds per epoch (every LM row records
     them; this table needs one epoch per row), each row against the AWD-LSTM of its
@@ -471,6 +502,15 @@ def _tables() -> list[Table]:
                           description=("every cpu-scale head on the small recipe, each "
                                        "trained to its plateau on whole passes over PTB, "
                                        "three seeds each: the ordering with error bars")),)),
+        # the same on a laptop's CPU, a few hours at a time (both cores, a row each)
+        Table("laptop-lm", tuple(_laptop_lm()), epochs=LAPTOP_EPOCHS, device="cpu",
+              rank=True, rank_positions=2000, baseline="tied",
+              plans=(Plan("laptop-lm", "laptop-lm", seeds=(141, 142, 143), parallel=2,
+                          deadline_minutes=120.0, plateau_epochs=LAPTOP_PLATEAU,
+                          plateau_note=LAPTOP_PLATEAU_NOTE,
+                          description=("every language-model head at d = 32 on whole "
+                                       "passes over PTB, each trained to its plateau on "
+                                       "one CPU core, three seeds each")),)),
     ]
 
 

@@ -50,7 +50,9 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from ..validation import POSITIVE_INT
+from .autocast import AUTOCAST_DTYPES, autocast_dtype
 from .flops import FlopSize, HeadFlops
+from .fused import ScoreFactors, Workspace, fusable, fused_cross_entropy
 
 __all__ = ["AUTOCAST_DTYPES", "DistributionHead", "Features", "OutputHead", "ParamCounts",
            "SoftmaxFamilyHead", "VectorHead", "autocast_dtype"]
@@ -112,24 +114,6 @@ def with_layers(features: Tensor | Features, layers=None) -> Tensor | Features:
 def last_layer(features: Tensor | Features) -> Tensor:
     """The ``(..., d_hidden)`` tensor a single-layer head reads."""
     return features.last if isinstance(features, Features) else features
-
-
-def autocast_dtype(device_type: str) -> torch.dtype | None:
-    """The dtype ``torch.autocast`` computes in on ``device_type`` (``"cpu"``, ``"cuda"``)
-    at this moment, or None when autocast is off there."""
-    try:  # torch >= 2.4
-        on = torch.is_autocast_enabled(device_type)
-        dtype = torch.get_autocast_dtype(device_type)
-    except (TypeError, AttributeError):  # older torch: one switch per backend
-        cpu = device_type == "cpu"
-        on = torch.is_autocast_cpu_enabled() if cpu else torch.is_autocast_enabled()
-        dtype = torch.get_autocast_cpu_dtype() if cpu else torch.get_autocast_gpu_dtype()
-    return dtype if on else None
-
-
-#: the dtypes autocast moves between: features in one of them may meet a head whose
-#: parameters are in another while autocast is on (it casts both for each product)
-AUTOCAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 class OutputHead(nn.Module):
@@ -220,11 +204,37 @@ class OutputHead(nn.Module):
         if "color" not in vars(cls):
             cls.color = None
 
+    #: whether :meth:`loss` takes the fused output loss (:mod:`drillbook.heads.fused`), for
+    #: a head that has one: None (default), on the CPU wherever it computes what the plain
+    #: path would (float32 or float64, autocast off); True, on every device as well (on a
+    #: GPU: not yet timed against the plain path, which the paper-size steps were measured
+    #: with); False, never. An attribute of the module, not an option: it changes how the
+    #: loss is computed, not what it is (the same to rounding).
+    fused_loss: bool | None = None
+
+    #: bytes of scores the fused loss forms at once (None: the device's default,
+    #: :data:`drillbook.heads.fused.CHUNK_BYTES`)
+    fused_chunk_bytes: int | None = None
+
     def __init__(self, vocab_size: int, d_hidden: int) -> None:
         super().__init__()
         name = type(self).__name__
         self.vocab_size = POSITIVE_INT.check(vocab_size, f"{name}: vocab_size")
         self.d_hidden = POSITIVE_INT.check(d_hidden, f"{name}: d_hidden")
+        self._workspace = Workspace()
+
+    def _fuses(self, *tensors: Tensor) -> bool:
+        """Whether this call of the loss takes the fused path (:attr:`fused_loss`)."""
+        if self.fused_loss is False or not tensors[0].numel():
+            return False
+        if self.fused_loss is None and tensors[0].device.type != "cpu":
+            return False
+        return fusable(*tensors)
+
+    def _apply(self, *args, **kwargs):
+        # .to() / .double(): buffers of the old device or dtype would only take memory
+        self.__dict__.get("_workspace", Workspace()).clear()
+        return super()._apply(*args, **kwargs)
 
     # ------------------------------------------------------------ declarations
     @classmethod
@@ -552,11 +562,29 @@ class SoftmaxFamilyHead(DistributionHead):
         (sampled-softmax training, the joint-embedding paper's Sec. 3.2)."""
         return self.logits(features)[..., ids]
 
+    def score_factors(self, features: Tensor | Features) -> ScoreFactors | None:
+        """The scores as a matrix product, ``logits = map(context @ words^T + bias)``
+        (:class:`~drillbook.heads.fused.ScoreFactors`), which the fused loss reads instead
+        of the logits; dropout is sampled as :meth:`logits` samples it. None (default): the
+        head's scores are no such product, and its loss takes the plain path."""
+        return None
+
     def _log_prob(self, features: Tensor | Features) -> Tensor:
         return torch.log_softmax(self._logits(features), dim=-1)
 
     def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
                   ignore_index: int) -> Tensor:
-        # fused log-softmax + NLL on the logits: one pass, no stored log-probabilities
+        if self._fuses(last_layer(features), self._dtype_probe()):
+            factors = self.score_factors(features)
+            if factors is not None:
+                return fused_cross_entropy(factors, flat_target, ignore_index,
+                                           chunk_bytes=self.fused_chunk_bytes,
+                                           workspace=self._workspace)
+        # the plain path (the reference): log-softmax + NLL on the whole (n, V) logits
         scores = self._logits(features).reshape(-1, self.vocab_size)
         return F.cross_entropy(scores, flat_target, ignore_index=ignore_index)
+
+    def _dtype_probe(self) -> Tensor:
+        """A parameter of the head (its dtype and device decide, with the features',
+        whether the fused loss applies)."""
+        return next(self.parameters())

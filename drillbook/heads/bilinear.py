@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import Features, SoftmaxFamilyHead
 from .flops import FlopSize, HeadFlops
+from .fused import ScoreFactors
 from .label_encoder import check_dropout, label_dropout, variational_dropout
 from .softmax import EmbeddingHead
 
@@ -101,21 +103,32 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
         super().reset_parameters()
         nn.init.uniform_(self.weight, -0.1, 0.1)
 
-    def _scores(self, hidden: Tensor, emb: Tensor, bias: Tensor | None) -> Tensor:
-        """``(δ(E) W [+ E]) h + b`` for the embedding rows ``emb`` ``(n, d)``."""
+    def _factors(self, hidden: Tensor, emb: Tensor, bias: Tensor | None) -> ScoreFactors:
+        """``(δ(E) W [+ E]) h + b`` for the embedding rows ``emb`` ``(n, d)``, as a product
+        ``context @ words^T + b``."""
         projected = F.linear(hidden, self.weight)  # (..., d) = W h
         if self.training and self.dropout > 0.0:
             if self.dropout_kind == "standard":  # δ(E) must be formed: a second product
                 dropped = label_dropout(emb, self.dropout, "standard", training=True)
-                out = F.linear(projected, dropped, bias)
-                return out + F.linear(hidden, emb) if self.residual else out
+                if not self.residual:
+                    return ScoreFactors(projected, dropped, bias)
+                # δ(E) W h + E h = [W h, h] [δ(E), E]^T
+                return ScoreFactors(torch.cat([projected, hidden], -1),
+                                    torch.cat([dropped, emb], -1), bias)
             # variational: δ(E) = E diag(m) with one (1, d) mask, so δ(E) W h = E (m ⊙ W h)
             mask = variational_dropout(projected.new_ones(1, self.d_embedding), self.dropout)
             projected = projected * mask[0]
-        return F.linear(projected + hidden if self.residual else projected, emb, bias)
+        return ScoreFactors(projected + hidden if self.residual else projected, emb, bias)
+
+    def _scores(self, hidden: Tensor, emb: Tensor, bias: Tensor | None) -> Tensor:
+        factors = self._factors(hidden, emb, bias)
+        return F.linear(factors.context, factors.words, factors.bias)
 
     def _logits(self, features: Tensor | Features) -> Tensor:
         return self._scores(self._hidden(features), self.embedding_weight, self.bias)
+
+    def score_factors(self, features: Tensor | Features) -> ScoreFactors:
+        return self._factors(self._hidden(features), self.embedding_weight, self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
         bias = None if self.bias is None else self.bias[ids]

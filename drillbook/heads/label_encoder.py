@@ -14,6 +14,7 @@ from torch import Tensor
 
 from ..validation import PROBABILITY, check_choice
 from .base import Features, SoftmaxFamilyHead
+from .fused import ScoreFactors
 from .label_cache import LabelCache
 from .softmax import EmbeddingHead
 
@@ -126,6 +127,11 @@ class LabelEncoderHead(EmbeddingHead, SoftmaxFamilyHead):
     def _logits(self, features: Tensor | Features) -> Tensor:
         context = self._context(self._hidden(features))
         return F.linear(context, self.label_embeddings(), self.bias)
+
+    def score_factors(self, features: Tensor | Features) -> ScoreFactors:
+        """``g_in(h)``, ``g_out(E)``, ``b``."""
+        return ScoreFactors(self._context(self._hidden(features)), self.label_embeddings(),
+                            self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
         # labels are encoded row by row, so only the chosen rows need encoding

@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from ..validation import POSITIVE_INT, POSITIVE_NUMBER, check_choice
 from .base import DistributionHead, Features
 from .flops import FlopSize, HeadFlops
+from .fused import ScoreFactors, fused_cross_entropy, fused_mixture_nll
 from .softmax import EmbeddingHead
 
 __all__ = [
@@ -320,6 +321,17 @@ class MixtureHead(EmbeddingHead, DistributionHead):
         vectors, log_prior = self.components(features)
         vectors = vectors.reshape(-1, self.n_vectors, self.d_embedding)
         log_prior = log_prior.reshape(-1, self.n_vectors)
+        if self._fuses(vectors, log_prior, self.embedding_weight):
+            if self.mix == "probs":  # J softmaxes per position, mixed in log space
+                return fused_mixture_nll(vectors, log_prior, self.embedding_weight, self.bias,
+                                         flat_target, ignore_index,
+                                         chunk_bytes=self.fused_chunk_bytes,
+                                         workspace=self._workspace)
+            context = ScoreFactors(_mean_context(vectors, log_prior), self.embedding_weight,
+                                   self.bias)
+            return fused_cross_entropy(context, flat_target, ignore_index,
+                                       chunk_bytes=self.fused_chunk_bytes,
+                                       workspace=self._workspace)
         keep = flat_target != ignore_index
         safe = flat_target.masked_fill(~keep, 0)
         recompute = torch.is_grad_enabled() and self.chunk_size is not None

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .base import Features
+from .fused import SIGSOFTMAX, ScoreFactors
 from .softmax import TiedHead
 
 __all__ = ["SigSoftmaxHead"]
@@ -34,6 +35,11 @@ class SigSoftmaxHead(TiedHead):
     def _logits(self, features: Tensor | Features) -> Tensor:
         z = super()._logits(features)
         return z + F.logsigmoid(z)
+
+    def score_factors(self, features: Tensor | Features) -> ScoreFactors:
+        """The tied head's ``h``, ``E``, ``b``, then ``z + log sigmoid(z)``."""
+        tied = super().score_factors(features)
+        return ScoreFactors(tied.context, tied.words, tied.bias, SIGSOFTMAX)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
         z = super().logits_subset(features, ids)

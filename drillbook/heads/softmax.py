@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from .base import Features, OutputHead, SoftmaxFamilyHead
 from .flops import FlopSize, HeadFlops
+from .fused import ScoreFactors
 
 __all__ = ["EmbeddingHead", "SoftmaxHead", "TiedHead", "embedding_weight"]
 
@@ -56,6 +57,10 @@ class SoftmaxHead(SoftmaxFamilyHead):
 
     def _logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.weight, self.bias)
+
+    def score_factors(self, features: Tensor | Features) -> ScoreFactors:
+        """``h``, ``W``, ``b``."""
+        return ScoreFactors(self._hidden(features), self.weight, self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
         bias = None if self.bias is None else self.bias[ids]
@@ -175,6 +180,10 @@ class TiedHead(EmbeddingHead, SoftmaxFamilyHead):
 
     def _logits(self, features: Tensor | Features) -> Tensor:
         return F.linear(self._hidden(features), self.embedding_weight, self.bias)
+
+    def score_factors(self, features: Tensor | Features) -> ScoreFactors:
+        """``h``, ``E``, ``b``."""
+        return ScoreFactors(self._hidden(features), self.embedding_weight, self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
         bias = None if self.bias is None else self.bias[ids]

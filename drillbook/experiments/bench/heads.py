@@ -103,7 +103,8 @@ def score_bytes(head: OutputHead, positions: int, element_size: int) -> int:
 
 def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int | None = None,
               device: str | torch.device = "cpu", repeats: int = 5, warmup: int = 2,
-              seed: int = 0, precision: str = "fp32", **options) -> HeadCost:
+              seed: int = 0, precision: str = "fp32", fused: bool = False,
+              **options) -> HeadCost:
     """Measure one head at one size (inputs are random; only the cost matters).
 
     Args:
@@ -112,6 +113,9 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
         tokens: positions per step (batch x BPTT length).
         d_hidden: the feature size the head reads (default ``d``).
         precision: ``"fp32"``, or ``"bf16"`` for autocast around forward and loss.
+        fused: time the fused output loss (:mod:`drillbook.heads.fused`, the CPU's
+            default in training); False (default): the plain path, the reference whose
+            ``(n, V)`` scores these measurements show, and what a GPU runs by default.
         options: the head's own options (``depth``, ``n_experts``, ...).
     """
     device = torch.device(device)
@@ -128,6 +132,7 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
         embedding = embedding.to(device)
     head = build_head(kind, vocab_size=vocab_size, d_hidden=d_hidden, embedding=embedding,
                       **with_random_table(kind, vocab_size, options)).to(device)
+    head.fused_loss = None if fused else False
     feats = _features(head, tokens, d, device, gen)
     n = feats.last.shape[0] * feats.last.shape[1]
     target = torch.randint(0, vocab_size, feats.last.shape[:-1], generator=gen).to(device)

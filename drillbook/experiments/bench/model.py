@@ -98,7 +98,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
                overrides: Sequence[str] = (), batch_size: int | None = None,
                bptt: int | None = None, eval_batch_size: int | None = None,
                device: str | torch.device = "cpu", repeats: int = 5, warmup: int = 2,
-               precision: str = "fp32", seed: int = 0) -> ModelCost:
+               precision: str = "fp32", seed: int = 0, fused: bool = False) -> ModelCost:
     """Measure one head behind the encoder of a named config, on random word ids.
 
     The model is ``build_model`` of the config with its head replaced by
@@ -118,6 +118,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
         overrides: ``key=value`` changes to it (``model.nhid=16``).
         batch_size, bptt, eval_batch_size: default: the config's ``train`` values.
         precision: ``"fp32"``, or ``"bf16"`` for autocast around forward and loss.
+        fused: as for :func:`~.heads.head_cost` (default False: the plain path).
     """
     check_names([name], [size])
     device = torch.device(device)
@@ -131,6 +132,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
     torch.manual_seed(seed)  # the same encoder weights for every head
     model = build_model(config, vocab_size).to(device)
     head = model.head
+    head.fused_loss = None if fused else False
     gen = torch.Generator().manual_seed(seed)
     train_ids = torch.randint(0, vocab_size, (bptt + 1, batch), generator=gen).to(device)
     eval_ids = torch.randint(0, vocab_size, (bptt + 1, eval_batch), generator=gen).to(device)

@@ -94,7 +94,7 @@ def trainer_step(model: LanguageModel, optimizer: torch.optim.Optimizer, x: Tens
     return step(_Window(x, y), 0)
 
 
-def _optimizer(model: LanguageModel, train: TrainConfig) -> torch.optim.Optimizer:
+def start_optimizer(model: LanguageModel, train: TrainConfig) -> torch.optim.Optimizer:
     """The optimiser the trainer starts with (SGD, or Adam), at the config's rate."""
     if train.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=train.lr, weight_decay=train.wdecay)
@@ -142,7 +142,7 @@ def make_train_step(config: str | Config, *, size: str | int = "ptb",
     batch, length = batch_size or t.batch_size, bptt or t.bptt
     torch.manual_seed(seed)
     model = build_model(config, vocab_size).to(device)
-    optimizer = _optimizer(model, t)
+    optimizer = start_optimizer(model, t)
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (length + 1, batch), generator=gen).to(device)
     x, y = ids[:-1], ids[1:]

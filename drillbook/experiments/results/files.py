@@ -72,6 +72,9 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     # the GPU window (or other run) that wrote it: results of successive windows
     # accumulate into one table (drillbook.experiments.results.union)
     "window": (str,),
+    # the numerical fingerprint of the training code (FINGERPRINT; drillbook.experiments.
+    # results.fingerprint): rows of one table are comparable when their digests agree
+    "fingerprint": (dict,),
 }
 
 #: the fields of an ``execution`` block
@@ -79,6 +82,14 @@ EXECUTION: dict[str, tuple[type, ...]] = {
     "way": (str,),  # process, process-mps, graphs-on-streams, interleaved-eager
     "rows": (int,),  # rows sharing the device, itself included
     "graphed": (bool,),  # its steps replayed from CUDA graphs
+}
+
+#: the fields of a ``fingerprint`` block
+FINGERPRINT: dict[str, tuple[type, ...]] = {
+    "digest": (str,),  # 16 hex digits
+    "losses": (list,),  # the tiny run's losses, rounded
+    "loss_path": (str,),  # fused or plain
+    "version": (int,),  # what the tiny run is
 }
 
 #: the fields of a ``plateau`` block
@@ -181,7 +192,8 @@ def validate_result(doc: Any) -> list[str]:
             problems.append(f"field 'finetuned' must be a dict, got {block!r}")
     if "dynamic" in doc:
         problems += _check_dynamic(doc["dynamic"])
-    for name, fields in (("plateau", PLATEAU), ("execution", EXECUTION)):
+    for name, fields in (("plateau", PLATEAU), ("execution", EXECUTION),
+                         ("fingerprint", FINGERPRINT)):
         if isinstance(doc.get(name), dict):
             block = doc[name]
             problems += [f"missing field '{name}.{k}'" for k in fields if k not in block]

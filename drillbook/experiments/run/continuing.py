@@ -30,7 +30,7 @@ from typing import Any
 from ...configs import config_from_dict
 from ...precision import precision_label, resolve_precision
 from ...runtime import resolve_device
-from ..results import gpu_union, is_final
+from ..results import book_results, gpu_union, is_final
 from ..tables import Plan
 from .plans import predict
 from .reproduce import Job, table_jobs
@@ -43,13 +43,17 @@ __all__ = ["final_jobs", "run_plan"]
 def final_jobs(jobs: Sequence[Job], precision: str, *, results: str | Path | None = None,
                out: str | Path | None = None) -> set[tuple[str, int]]:
     """``(row, seed)`` of the ``jobs`` whose result file is final in a committed window of
-    ``precision`` (under ``results``, default the book's) or in ``out``, and trained the
-    job's config as it is now (equal hashes)."""
+    ``precision`` (under ``results``, default the book's), in ``results/<table>`` (a CPU
+    plan's committed rows) or in ``out``, and trained the job's config as it is now (equal
+    hashes)."""
     wanted = {(job.row.name, job.seed): job.config.hash() for job in jobs}
     table = {job.table for job in jobs}
     done = set()
+    root = Path(results) if results is not None else book_results()
     for name in table:
-        extra = [out] if out is not None and Path(out).is_dir() else []
+        # the windows under results/gpu/, then results/<table>/ (where a CPU plan's rows
+        # are committed) and out/<table>/
+        extra = [f for f in (root, out) if f is not None and Path(f).is_dir()]
         for doc in gpu_union(name, precision, results=results, extra=extra):
             key = (doc["row"], doc["seed"])
             if key in wanted and is_final(doc) and doc.get("config") and \
@@ -80,10 +84,13 @@ def run_plan(plan: Plan, *, out: str | Path, runs: str | Path, devices: Sequence
     skip = final_jobs(jobs, precision, results=results, out=out)
     plan_now = Plan(plan.name, plan.table, tuple(seeds or ()), parallel, minutes,
                     plan.description, sharing, plan.plateau_epochs, plan.plateau_note)
+    if device.type == "cpu":  # no GPU model applies: each config's step is timed here
+        device_class = "cpu"
     rows = predict(plan_now, device_class=device_class, sharing=sharing, results=results,
-                   overrides=overrides)
+                   overrides=overrides, skip=skip)
     predicted = {(p.job.row.name, p.job.seed): p.seconds for p in rows}
-    print(f"{plan.name}: {len(skip)} of {len(rows)} row(s) final already; predicted on "
+    print(f"{plan.name}: {len(skip)} of {len(skip) + len(rows)} row(s) final already; "
+          f"predicted on "
           f"{device_class} ({sharing}, {parallel} at once): "
           + ", ".join(f"{p.job.name} {p.seconds:.0f} s"
                       f"{'' if p.plateau_epochs is None else f' ({p.plateau_epochs} ep)'}"

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +181,63 @@ DEVICE_CLASSES: dict[str, DeviceClass] = {
     "h100": DeviceClass("h100", 80.0, 1.0, "assumed as fast as the H200: the same compute, "
                                            "and these steps are bound by latency, not by "
                                            "memory bandwidth"),
+    # this machine's CPU: no GPU model applies, each config's step is timed here
+    "cpu": DeviceClass("cpu", 0.0, 1.0, "measured on this CPU: three training steps of each "
+                                        "config, one thread (cpu_step_seconds)",
+                       cpu_cores=os.cpu_count() or 1),
 }
+
+#: the CPU's step times measured in this process, by config (its seed aside)
+_CPU_STEPS: dict[str, float] = {}
+
+
+def cpu_step_seconds(config, sizes: dict[str, Any], steps: int = 3) -> float:
+    """The seconds of one training step of ``config`` on this CPU with one thread, the
+    fastest of ``steps`` after one to warm up (measured once per config in a process): the
+    language-model trainer's own step on random word ids of the step's shape, or a
+    translation model's loss and backward pass on random sentence pairs of the mean
+    lengths."""
+    key = config.copy()
+    key.train.seed = 0
+    key = json.dumps(key.to_dict(), sort_keys=True)
+    if key in _CPU_STEPS:
+        return _CPU_STEPS[key]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        call = _cpu_step_call(config, sizes)
+        call()
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    _CPU_STEPS[key] = min(times)
+    return _CPU_STEPS[key]
+
+
+def _cpu_step_call(config, sizes: dict[str, Any]):
+    gen = torch.Generator().manual_seed(0)
+    if config.task == "translation":
+        from .sizing import translation_loss
+
+        extra = sizes["extra"]
+        model, loss = translation_loss(config, sizes["vocab"], gen, **extra)
+        n = config.train.batch_size
+        return lambda: loss(n).backward()
+    from contextlib import nullcontext
+
+    from ...models import build_model
+    from ..bench.step import start_optimizer, trainer_step
+
+    torch.manual_seed(0)
+    model = build_model(config, sizes["vocab"]).train()
+    optimizer = start_optimizer(model, config.train)
+    length = max(1, round(sizes["positions"] / config.train.batch_size))
+    ids = torch.randint(0, sizes["vocab"], (length + 1, config.train.batch_size), generator=gen)
+    return lambda: trainer_step(model, optimizer, ids[:-1], ids[1:], config.train, nullcontext)
 
 
 # ------------------------------------------------------------------ FLOPs
@@ -387,7 +445,8 @@ def fit_models(steps_folder: str | Path | None = None,
 def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
             deadline_minutes: float | None = None, parallel: int | None = None,
             sharing: str | None = None, results: str | Path | None = None,
-            model: StepModel | None = None, overrides: Sequence[str] = ()
+            model: StepModel | None = None, overrides: Sequence[str] = (),
+            skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset()
             ) -> list[Prediction]:
     """Row by row, what ``plan`` reaches on ``device_class`` (see the module notes).
 
@@ -402,6 +461,7 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
             give the measured epochs to plateau and the peaks the memory model is fitted to.
         model: the fitted models (default: :func:`fit_models`).
         overrides: ``key=value`` for every row, after its own (a rehearsal's tiny sizes).
+        skip: ``(row, seed)`` of rows left out (final already: what is left of a plan).
     """
     device = DEVICE_CLASSES[check_choice(device_class, sorted(DEVICE_CLASSES), "device class")]
     share_model = SHARINGS[check_choice(sharing or plan.sharing, sorted(SHARINGS), "sharing")]
@@ -409,17 +469,25 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     a, b = model.a, model.b
     parallel = parallel or plan.parallel
     deadline = 60 * (deadline_minutes or plan.deadline_minutes) - END_MARGIN_SECONDS
-    jobs = table_jobs(plan.table, seeds=plan.seeds or None, overrides=list(overrides))
+    jobs = [job for job in table_jobs(plan.table, seeds=plan.seeds or None,
+                                      overrides=list(overrides))
+            if (job.row.name, job.seed) not in skip]
     measured = measured_plateaus(plan.table, results)
     rows = []
+    on_cpu = device.name == "cpu"
     for job in jobs:
         config = job.config
         sizes, flops, eval_flops, state, saved = _probe(config)
-        step = (a + b * flops) * device.step_scale
-        eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
-        # greedy decoding of the validation set: one small forward per target position
-        eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
-        peak = state + model.memory_scale * saved + CUDA_CONTEXT_BYTES
+        if on_cpu:  # measured here; an evaluation window is a third of a step's work
+            step = cpu_step_seconds(config, sizes)
+            eval_seconds = sizes["windows"] * step * eval_flops / max(flops, 1.0) / 3
+            eval_seconds += sizes.get("decode_steps", 0) * step / 30
+        else:
+            step = (a + b * flops) * device.step_scale
+            eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
+            # greedy decoding of the validation set: one small forward per target position
+            eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
+        peak = state + model.memory_scale * saved + (0 if on_cpu else CUDA_CONTEXT_BYTES)
         rows.append({"job": job, "steps": int(sizes["steps"]), "step": step,
                      "share": min(b * flops / step, 1.0), "eval": eval_seconds,
                      "peak": peak / 2**30,
@@ -428,9 +496,10 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     out = []
     if plan.to_plateau:  # every row to its plateau: lanes filled, largest first
         lanes = min(parallel, len(rows)) or 1
-        slowdown = max(share_model.slowdown(lanes), sum(
-            sorted((r["share"] for r in rows), reverse=True)[:lanes]),
-            lanes / device.cpu_cores if processes else 1.0)
+        slowdown = (max(1.0, lanes / device.cpu_cores) if on_cpu else max(
+            share_model.slowdown(lanes), sum(
+                sorted((r["share"] for r in rows), reverse=True)[:lanes]),
+            lanes / device.cpu_cores if processes else 1.0))
         need = []
         for r in rows:
             epoch = (r["steps"] * r["step"] + r["eval"]) * slowdown
@@ -479,9 +548,11 @@ def _probe(config) -> tuple:
 
 def measured_plateaus(table: str, results: str | Path | None = None) -> dict[str, list]:
     """Row name -> ``[(epochs, window), ...]`` of every committed run of ``table`` (any
-    seed, any fp32 window) that reached its plateau."""
+    seed, any fp32 window, or the results folder's own ``<table>/``, where a CPU plan
+    writes) that reached its plateau."""
     out: dict[str, list] = {}
-    for doc in gpu_union(table, "fp32", results=results):
+    root = Path(results) if results is not None else book_results()
+    for doc in gpu_union(table, "fp32", results=results, extra=[root]):
         if doc.get("plateau", {}).get("reached"):
             out.setdefault(doc["row"], []).append((doc["epochs_done"], doc["window"]))
     return out
@@ -535,6 +606,8 @@ def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_
     also the windows the whole table needs, at the sharing assumed and at the sharing
     measured with processes."""
     device = DEVICE_CLASSES[device_class]
+    if device.name == "cpu":
+        return _cpu_printout(plan, predictions, deadline_minutes, parallel, device)
     share_model = SHARINGS[sharing or plan.sharing]
     model = model or fit_models(steps_folder)
     a, b = model.a, model.b
@@ -581,6 +654,40 @@ def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_
     lines.append(f"memory model: k = {k:.2f} x the CPU probe's saved tensors, fitted to the "
                  f"peaks measured; its error on those rows: {errors}")
     lines += ["assumptions:", *[f"  - {x}" for x in ASSUMPTIONS]]
+    return "\n".join(lines)
+
+
+def _cpu_printout(plan: Plan, predictions: Sequence[Prediction], deadline_minutes: float,
+                  parallel: int, device: DeviceClass) -> str:
+    """The dry run's printout on this CPU: the rows left, their measured step times, the
+    epochs to plateau, the minutes each needs and the sitting it is predicted to run in,
+    and the hours of the machine's cores they need in all."""
+    lanes = min(parallel, len(predictions)) or 1
+    lines = [f"plan {plan.name}: table {plan.table}, {len(predictions)} row(s) left, "
+             f"{parallel} at once (one thread each) on this CPU ({device.cpu_cores} "
+             f"core(s)), sittings of {deadline_minutes:g} min; step time {device.note}"]
+    rule = _rule_of(predictions)
+    if rule:
+        lines.append(f"stopping rule: {rule}")
+    lines.append(f"{'row':<32} {'steps/ep':>8} {'ms/step':>7} {'s/epoch':>7} "
+                 f"{'to plateau':>10} {'minutes':>7} {'sitting':>7}")
+    for p in predictions:
+        lines.append(f"{p.job.name:<32} {p.steps_per_epoch:>8} {1000 * p.step_seconds:>7.1f} "
+                     f"{p.epoch_seconds:>7.1f} "
+                     f"{p.plateau_epochs if p.plateau_epochs else '-':>10} "
+                     f"{p.seconds / 60:>7.1f} {p.window or 'never':>7}")
+    sources = sorted({p.plateau_source for p in predictions if p.plateau_source})
+    if sources:
+        assumed = (f" ({plan.plateau_epochs} epochs, {plan.plateau_note})"
+                   if "assumed" in sources else "")
+        lines.append(f"epochs to plateau: {', '.join(sources)}{assumed}")
+    hours = sum(p.seconds for p in predictions) / 3600
+    never = [p.job.name for p in predictions if p.window is None]
+    lines.append(f"in all: {hours:.1f} core-hours, {hours / lanes:.1f} hours of {lanes} "
+                 f"core(s) training a row each")
+    if never:
+        lines.append(f"longer than one sitting of {deadline_minutes:g} min (never started "
+                     f"in one): {', '.join(never)}")
     return "\n".join(lines)
 
 

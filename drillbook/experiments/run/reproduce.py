@@ -38,6 +38,7 @@ from ..bench.measure import free_memory, is_out_of_memory
 from ..results import RESULT_FORMAT, write_result
 from ..results.analyses import result_analyses
 from ..results.files import FINAL_STATUSES
+from ..results.fingerprint import training_fingerprint
 from ..results.seeds import SEED_FOLDER
 from ..tables import TABLES, Row
 
@@ -284,6 +285,7 @@ def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str 
         "precision": precision_label(resolve_precision(
             config.train.amp, dev, mixture=HEADS[config.head.kind].is_mixture)),
         "metrics": {}, "curve": _curve(log), **plateau_block(config, reached=False),
+        "fingerprint": training_fingerprint(config),
         **({"execution": execution} if execution else {}),
     }
 
@@ -439,6 +441,7 @@ def _result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dic
         "precision": precision_label(trainer.precision), "world_size": trainer.world_size,
         "metrics": metrics, "curve": curve,
         **plateau_block(config, reached=status == "plateau"),
+        "fingerprint": training_fingerprint(config),
     }
 
 

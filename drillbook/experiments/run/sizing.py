@@ -172,6 +172,7 @@ def _lm_saved(config, vocab_size: int, gen: torch.Generator):
     from ...train.lm import training_loss
 
     model = build_model(config, vocab_size).train()
+    model.head.fused_loss = False  # what a GPU keeps: the plain path, its default there
     chunk = config.head.options.get("chunk_size") or 8
 
     def bytes_at(n: int) -> float:
@@ -253,6 +254,7 @@ def translation_loss(config, vocab_size: int, gen: torch.Generator | None = None
     table = _target_table(config, vocab_size, gen)
     model = build_translation_model(config, src_vocab, vocab_size, pad_id=0,
                                     target_embeddings=table).train()
+    model.head.fused_loss = False  # what a GPU keeps: the plain path, its default there
     s_len, t_len = max(1, round(src_len)), max(1, round(tgt_len))
 
     def loss(n: int) -> torch.Tensor:
