@@ -245,3 +245,35 @@ def test_the_default_way_is_what_the_newest_window_measured_best(tmp_path, monke
     assert _together("in-process", ["cpu"], launcher="local") == "in-process"
     with pytest.raises(CommandError, match="in this process, on one device"):
         _together("in-process", ["cuda:0", "cuda:1"], launcher="local")
+
+
+def test_a_cpu_plan_skips_its_committed_final_rows_and_times_the_rest_here(tmp_path,
+                                                                           monkeypatch):
+    """laptop-lm's rows committed under results/laptop-lm/ (no GPU window) are final for
+    the next sitting; the dry run on the CPU prints only the rows left, each timed by the
+    planner on this CPU (here a stand-in time), and the core-hours they need."""
+    from drillbook.experiments.run import plans
+
+    plan = PLANS["laptop-lm"]
+    jobs = table_jobs("laptop-lm", seeds=list(plan.seeds))
+    tied = next(j for j in jobs if j.row.name == "tied" and j.seed == 141)
+    mos = next(j for j in jobs if j.row.name == "mos" and j.seed == 142)
+    _write(tmp_path, tied, _doc(tied, "plateau", 21))  # results/laptop-lm/tied.json
+    _write(tmp_path, mos, _doc(mos, "deadline", 3))  # stopped: not final
+    assert final_jobs(jobs, "fp32", results=tmp_path) == {("tied", 141)}
+    timed = []
+    monkeypatch.setattr(plans, "cpu_step_seconds",
+                        lambda config, sizes: timed.append(config.head.kind) or 0.1)
+    left = plans.predict(plan, device_class="cpu", deadline_minutes=120, parallel=2,
+                         results=tmp_path, skip={("tied", 141)})
+    assert len(left) == len(jobs) - 1 and ("tied", 141) not in {
+        (p.job.row.name, p.job.seed) for p in left}
+    assert timed and {p.slowdown for p in left} == {1.0}  # a core each
+    # 426 steps of 0.1 s an epoch, plus its validation; 20 epochs assumed, plus 20 s
+    p = left[0]
+    assert p.steps_per_epoch == 426 and 42.6 < p.epoch_seconds < 46
+    assert p.seconds == pytest.approx(20 * p.epoch_seconds + 20)
+    text = plans.format_predictions(plan, left, device_class="cpu", deadline_minutes=120,
+                                    parallel=2)
+    assert f"{len(left)} row(s) left, 2 at once (one thread each) on this CPU" in text
+    assert "core-hours" in text and "tied seed 142" in text

@@ -82,7 +82,8 @@ def test_speed_ratios_divide_by_the_baseline_of_the_rows_corpus():
 def test_the_cpu_tables_the_rank_tables_and_the_plans_are_what_the_tables_declare():
     assert cpu_tables() == tuple(n for n, t in TABLES.items() if t.device == "cpu")
     assert {n: t.rank_positions for n, t in TABLES.items() if t.rank} == {
-        "rank": None, "cpu-scale": 2000, "gpu-ptb": 4000, "gpu-small": 2000}
+        "rank": None, "cpu-scale": 2000, "gpu-ptb": 4000, "gpu-small": 2000,
+        "laptop-lm": 2000}
     assert PLANS == {p.name: p for t in TABLES.values() for p in t.plans}
     assert all(TABLES[p.table].plans[0] is p for p in PLANS.values())
     assert "whose plans include gpu-small" in missing_evidence("gpu-small")

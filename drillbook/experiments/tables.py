@@ -29,7 +29,8 @@ __all__ = ["DEVICES", "PAPER_RANKS", "PAPER_SPEED", "PLANS", "STAGES", "TABLES",
 #: evaluation of the fine-tuned run
 STAGES = ("main", "finetuned", "dynamic")
 
-#: what a table may be sized for: ``cpu`` (a row trains in minutes on a laptop's CPU) or
+#: what a table may be sized for: ``cpu`` (a row trains in minutes on a laptop's CPU, or
+#: to its plateau in an hour or a few on one core: the laptop plans) or
 #: ``gpu`` (the papers' models, the translation tables on the whole of Multi30k, the GPU
 #: windows' plans)
 DEVICES = ("cpu", "gpu")
@@ -433,6 +434,21 @@ def _laptop_lm() -> list[Row]:
     return rows
 
 
+#: the laptop plans' translation size: the tutorial's 128 units and its Adam rate (3e-3),
+#: on the whole training set and the whole validation set, to the BLEU plateau
+LAPTOP_NMT_SIZE = ("model.emb_size=128", "model.hidden=128", "train.lr=0.003",
+                   "train.max_eval_pairs=null", *BLEU_PLATEAU)
+LAPTOP_NMT_PLATEAU_NOTE = ("the gpu-multi30k plan's rule: no window has trained a "
+                           "translation row to its plateau yet")
+
+
+def _laptop_nmt(names: Sequence[str]) -> list[Row]:
+    """The ``gpu-multi30k`` rows ``names`` at the laptop's translation size
+    (:data:`LAPTOP_NMT_SIZE`)."""
+    rows = {r.name: r for r in _gpu_multi30k()}
+    return [Row(n, rows[n].config, (*rows[n].overrides, *LAPTOP_NMT_SIZE)) for n in names]
+
+
 def _speed() -> list[Row]:
     """DRILL Table 3 as its Sec. 4.1.1 states it: seconds per epoch (every LM row records
     them; this table needs one epoch per row), each row against the AWD-LSTM of its
@@ -511,6 +527,28 @@ def _tables() -> list[Table]:
                           description=("every language-model head at d = 32 on whole "
                                        "passes over PTB, each trained to its plateau on "
                                        "one CPU core, three seeds each")),)),
+        # the translation heads the same way: the softmax family with three seeds, the
+        # vMF losses with one (two tables: a plan gives every row of its table its seeds)
+        Table("laptop-nmt", tuple(_laptop_nmt(
+            ("softmax", "softmax-tied", "bilinear", "dual", "drill"))), epochs=30,
+              device="cpu", baseline="softmax-tied",
+              plans=(Plan("laptop-nmt", "laptop-nmt", seeds=(1, 2, 3), parallel=2,
+                          deadline_minutes=120.0, plateau_epochs=10,
+                          plateau_note=LAPTOP_NMT_PLATEAU_NOTE,
+                          description=("softmax, tied softmax, bilinear, dual and DRILL "
+                                       "on the whole of Multi30k de-en at 128 units, each "
+                                       "to its BLEU plateau on one CPU core, three seeds "
+                                       "each")),)),
+        Table("laptop-nmt-vmf", tuple(_laptop_nmt(
+            ("vmf-nllvmf", "vmf-reg1", "vmf-reg2", "vmf-reg2-tied"))), epochs=30,
+              device="cpu",
+              plans=(Plan("laptop-nmt-vmf", "laptop-nmt-vmf", seeds=(1,), parallel=2,
+                          deadline_minutes=120.0, plateau_epochs=10,
+                          plateau_note=LAPTOP_NMT_PLATEAU_NOTE,
+                          description=("NLLvMF and its regularisers (reg2 also with tied "
+                                       "decoder inputs) on the whole of Multi30k de-en at "
+                                       "128 units, each to its BLEU plateau on one CPU "
+                                       "core, one seed")),)),
     ]
 
 

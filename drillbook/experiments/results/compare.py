@@ -124,9 +124,10 @@ def ratios_to(rows: Sequence[dict[str, Any]], baseline: str,
 
 def cpu_tables() -> tuple[str, ...]:
     """The tables sized for a CPU (:attr:`~drillbook.experiments.tables.Table.device`
-    ``cpu``: a row trains in minutes). Every other table is sized for a GPU: the papers'
-    AWD-LSTM configs (hours to days per row), the translation tables on the full Multi30k,
-    and the GPU windows' plans, which train small configs for many more epochs."""
+    ``cpu``: a row trains in minutes, or, in the laptop plans, to its plateau in an hour or
+    a few on one core). Every other table is sized for a GPU: the papers' AWD-LSTM configs
+    (hours to days per row), the translation tables on the full Multi30k, and the GPU
+    windows' plans."""
     return tuple(name for name, table in TABLES.items() if table.device == "cpu")
 
 

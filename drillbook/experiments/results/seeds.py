@@ -4,7 +4,10 @@
 beside the row's own ``<results>/<table>/<row>.json`` (its config's seed). This module
 gathers a row's runs across those files and summarises a metric by its mean, its sample
 standard deviation and its range, after checking that the runs differ in nothing but the
-seed and reached the same point (status and epochs).
+seed and reached the same point (status and epochs), and that the same arithmetic trained
+them: equal training-code fingerprints (:mod:`~drillbook.experiments.results.fingerprint`)
+or, for files written before fingerprints, the same commit, unless the book names the
+difference (:data:`NAMED_CODE_DIFFERENCES`) where it shows the spread.
 
 Which differences does a handful of seeds resolve? :func:`resolved` takes the plainest
 rule, one a reader can check by eye in the table: two rows are told apart when their
@@ -31,13 +34,40 @@ from ...errors import MissingPackageError, ResultFileError
 from ...precision import canonical_precision
 from ..tables import table_of
 from .files import read_result
+from .fingerprint import fingerprint_of
 from .format import fmt
 
-__all__ = ["SEED_FOLDER", "SeedSpread", "chance_separated", "plot_spread", "resolved",
-           "resolved_pairs", "seed_runs", "seed_spread", "spread_table", "spreads_of"]
+__all__ = [
+    "NAMED_CODE_DIFFERENCES",
+    "SEED_FOLDER",
+    "SeedSpread",
+    "chance_separated",
+    "code_difference",
+    "plot_spread",
+    "resolved",
+    "resolved_pairs",
+    "seed_runs",
+    "seed_spread",
+    "spread_table",
+    "spreads_of",
+]
 
 #: prefix of the folder that holds one seed's result files: ``<table>/seed-<N>/``
 SEED_FOLDER = "seed-"
+
+#: the cpu-scale rows whose seeds were trained by different code, before result files
+#: recorded a fingerprint: seed 141 at 9bf7052 (DOC's at 0e963e4), seeds 142 and 143 at
+#: 9f2263c, 52 commits later, with the training code changed in between
+_CPU_SCALE_MIXED = ("softmax", "tied", "drill-1", "drill-4", "mos", "doc", "sigsoftmax")
+
+#: ``(table, row)`` -> the difference in training code between the row's seeds that the
+#: book accepts and states wherever it shows the spread (:func:`code_difference`)
+NAMED_CODE_DIFFERENCES: dict[tuple[str, str], str] = {
+    ("cpu-scale", row): ("seed 141 at commit "
+                         + ("0e963e4" if row == "doc" else "9bf7052")
+                         + ", seeds 142 and 143 at 9f2263c (the training code changed in "
+                           "between; no fingerprint was recorded then)")
+    for row in _CPU_SCALE_MIXED}
 
 
 @dataclass(frozen=True)
@@ -95,7 +125,7 @@ def seed_runs(folder: str | Path, table: str) -> dict[str, list[dict[str, Any]]]
     for row, docs in runs.items():
         first_path, first = docs[0]
         for path, doc in docs[1:]:
-            what = _difference(first, doc)
+            what = _difference(first, doc) or code_difference(table, row, first, doc)
             if what:
                 raise ResultFileError(
                     f"{path} and {first_path} ({table}/{row}) differ in {what}, not only "
@@ -222,6 +252,22 @@ def plot_spread(spreads: Sequence[SeedSpread], *, ax=None, ylabel: str = "test p
                         markersize=10, capsize=3, linewidth=1.5)
     ax.set(xlabel="", ylabel=ylabel)
     return ax
+
+
+def code_difference(table: str, row: str, a: dict[str, Any], b: dict[str, Any]) -> str:
+    """How the code that trained two runs of one row differs ('' if it does not, or if the
+    book names the difference, :data:`NAMED_CODE_DIFFERENCES`): their fingerprints, or,
+    where a file has none, their commits."""
+    if (table, row) in NAMED_CODE_DIFFERENCES:
+        return ""
+    fa, fb = fingerprint_of(a), fingerprint_of(b)
+    if fa is not None and fb is not None:
+        return "" if fa == fb else f"the training code (fingerprint {fa} vs {fb})"
+    ca, cb = a.get("git_commit"), b.get("git_commit")
+    if ca != cb:
+        return (f"the training code (commits {str(ca)[:7]} vs {str(cb)[:7]}, and no "
+                f"fingerprint to compare)")
+    return ""
 
 
 def _seed_of(folder: Path) -> int:
