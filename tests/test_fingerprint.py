@@ -115,3 +115,24 @@ def test_the_committed_cpu_scale_spreads_are_the_named_ones():
     for row in mixed:
         a, b = runs[row][0], runs[row][-1]
         assert fingerprint_of(a) is None and code_difference("cpu-scale", row, a, b) == ""
+
+
+def test_a_table_mixing_todays_arithmetic_with_another_is_refused(tmp_path, monkeypatch):
+    """report and the chapters' loaders refuse a table whose fingerprinted rows split
+    between today's arithmetic and another, unless the book names the difference."""
+    from drillbook.experiments.results.evidence import table_results
+    from drillbook.experiments.results.seeds import check_same_code
+
+    docs = []
+    for name in ("tied", "drill-4"):
+        config = LAPTOP.row(name).resolve()
+        docs.append({"row": name, "seed": 141, "config": config.to_dict(),
+                     "fingerprint": _fresh(config)})
+    check_same_code("laptop-lm", docs)  # both today's
+    docs[1] = {**docs[1], "fingerprint": {**docs[1]["fingerprint"], "digest": "0" * 16}}
+    with pytest.raises(ResultFileError, match=r"rows \['drill-4'\] were trained by code "
+                                              r".*--rows drill-4"):
+        check_same_code("laptop-lm", docs)
+    monkeypatch.setitem(NAMED_CODE_DIFFERENCES, ("laptop-lm", "drill-4"), "named")
+    check_same_code("laptop-lm", docs)
+    assert table_results("laptop-lm", tmp_path) == []  # nothing trained: nothing refused

@@ -34,6 +34,7 @@ from .files import (
     read_result,
     result_task,
 )
+from .seeds import check_same_code
 
 __all__ = ["band_differences", "committed_results", "curve_points", "f1_rows",
            "missing_evidence",
@@ -45,11 +46,13 @@ def table_results(table: str, folder: str | Path | None = None, *,
                   seeds: bool = False) -> list[dict[str, Any]]:
     """The result files of ``table`` in a results folder (default: the book's), in the
     table's row order; with ``seeds``, also those of its seed folders
-    (``<table>/seed-<N>/<row>.json``)."""
+    (``<table>/seed-<N>/<row>.json``). Refused when its rows were trained by code that
+    computes differently (:func:`~.seeds.check_same_code`)."""
     folder = Path(folder) if folder is not None else book_results()
     docs = [d for d in load_results(folder) if d["table"] == table]
     if seeds:
         docs += [read_result(p) for p in sorted((folder / table).glob("seed-*/*.json"))]
+    check_same_code(table, docs)
     order = table_of(table).order
     return sorted(docs, key=lambda d: (order(d["row"]), d["seed"]))
 
@@ -91,8 +94,11 @@ def plan_results(table: str, results: str | Path | None = None,
     """The rows of a GPU plan's ``table`` (seeds included) that the committed windows of
     ``precision`` trained, read as one table (:func:`~.files.gpu_union`: for each row and
     seed the newest final run, else the newest; each names its ``window``), in the
-    table's order; an empty list while no window has run it."""
-    return gpu_union(table, precision, results=results)
+    table's order; an empty list while no window has run it. Refused when its rows were
+    trained by code that computes differently (:func:`~.seeds.check_same_code`)."""
+    docs = gpu_union(table, precision, results=results)
+    check_same_code(table, docs)
+    return docs
 
 
 def missing_evidence(table: str) -> str:

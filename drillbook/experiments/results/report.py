@@ -17,6 +17,7 @@ from .format import fmt
 from .seeds import (
     SEED_FOLDER,
     chance_separated,
+    check_same_code,
     resolved_pairs,
     seed_runs,
     spread_table,
@@ -119,6 +120,7 @@ def _table_lines(name: str, docs: list[dict], heading: str, *, folder=None,
     or of ``runs`` (row -> its seeds' documents)."""
     lines: list[str] = []
     table = table_of(name)
+    check_same_code(name, docs)  # one arithmetic trained the rows, or the book names it
     rows = sorted(docs, key=lambda d: (table.order(d["row"]), d["row"]))
     spec = {d["row"]: table.row(d["row"]) for d in rows}
     paper = {row: r.paper_values("main") if r else {} for row, r in spec.items()}

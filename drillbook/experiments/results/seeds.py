@@ -34,7 +34,7 @@ from ...errors import MissingPackageError, ResultFileError
 from ...precision import canonical_precision
 from ..tables import table_of
 from .files import read_result
-from .fingerprint import fingerprint_of
+from .fingerprint import fingerprint_of, training_fingerprint
 from .format import fmt
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "SEED_FOLDER",
     "SeedSpread",
     "chance_separated",
+    "check_same_code",
     "code_difference",
     "plot_spread",
     "resolved",
@@ -268,6 +269,34 @@ def code_difference(table: str, row: str, a: dict[str, Any], b: dict[str, Any]) 
         return (f"the training code (commits {str(ca)[:7]} vs {str(cb)[:7]}, and no "
                 f"fingerprint to compare)")
     return ""
+
+
+def check_same_code(table: str, docs: Sequence[dict[str, Any]]) -> None:
+    """Refuse a table whose rows were trained by code that computes differently: each
+    fingerprinted row's recorded digest against what today's code gives for its config
+    (:func:`~drillbook.experiments.results.fingerprint.training_fingerprint`); rows that
+    agree with today's code and rows that do not cannot be compared. Files without a
+    fingerprint, and differences the book names (:data:`NAMED_CODE_DIFFERENCES`), pass.
+
+    Raises:
+        ResultFileError: naming the rows that differ and the command that re-runs them.
+    """
+    from ...configs import config_from_dict
+
+    stale, current = [], []
+    for doc in docs:
+        recorded = fingerprint_of(doc)
+        if recorded is None or (table, doc["row"]) in NAMED_CODE_DIFFERENCES:
+            continue
+        today = training_fingerprint(config_from_dict(doc["config"]))["digest"]
+        (current if today == recorded else stale).append((doc["row"], doc["seed"]))
+    if stale and current:
+        rows = sorted({row for row, _ in stale})
+        raise ResultFileError(
+            f"{table}: rows {rows} were trained by code whose numbers differ from today's "
+            f"(their fingerprints), and rows {sorted({r for r, _ in current})} by today's; "
+            f"rerun them (`drillbook reproduce {table} --rows {' '.join(rows)}`) or name the "
+            f"difference in drillbook.experiments.results.seeds.NAMED_CODE_DIFFERENCES")
 
 
 def _seed_of(folder: Path) -> int:
