@@ -28,6 +28,7 @@ from ..nmt.vocab import NMTVocab
 from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
 from .loop import TrainingLoop
+from .optimizers import adam
 from .runs import CONFIG, LoadedRun, checkpoint_path, read_run_config
 from .step import StepLoss
 
@@ -177,7 +178,7 @@ class NMTTrainer(TrainingLoop):
             config, len(self.src_vocab), len(self.tgt_vocab), pad_id=self.tgt_vocab.pad_id,
             target_embeddings=self._target_table(target_vectors) if continuous else None,
         ).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr)
+        self.optimizer = adam(self.model.parameters(), lr=t.lr, device=self.device)
         self.sampler = torch.Generator().manual_seed(t.seed + 1)  # negative sampling
         self.position = 0
         self.best_bleu = -math.inf
