@@ -117,7 +117,11 @@ class _FakeLauncher:
 
 
 def test_a_continuing_plan_skips_final_rows_and_starts_only_what_fits(tmp_path, capsys):
+    from drillbook.experiments.results.fingerprint import training_fingerprint
+
     jobs = table_jobs("tutorial", seeds=[1, 2, 3])
+    for job in jobs:  # the result files' fingerprints, computed before the clock runs
+        training_fingerprint(job.config)
     predicted = {(j.row.name, j.seed): s for j, s in zip(jobs, [0.2, 0.4, 0.6, 50.0, 0.3,
                                                                  0.1], strict=True)}
     launcher = _FakeLauncher({k: min(v, 0.5) for k, v in predicted.items()}, tmp_path / "r")

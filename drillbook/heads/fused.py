@@ -185,6 +185,20 @@ def _exponentiate_chunk(scores: Tensor, target: Tensor) -> tuple[Tensor, Tensor,
     return (top + total.log()).squeeze(1), picked, total
 
 
+def _keep_gradients(ctx, grads: tuple[Tensor | None, ...]) -> None:
+    """Store the gradients a fused forward pass formed (None: an input that needs none)."""
+    ctx.save_for_backward(*(g for g in grads if g is not None))
+    ctx.present = tuple(g is not None for g in grads)
+
+
+def _scaled_gradients(ctx, grad_total: Tensor, *, inputs_without: int) -> tuple:
+    """The backward pass of a fused loss: the stored gradients times the incoming one, then
+    None for the ``inputs_without`` gradient-free inputs that follow them."""
+    stored = iter(ctx.saved_tensors)
+    out = [next(stored) * grad_total if present else None for present in ctx.present]
+    return (*out, *[None] * inputs_without)
+
+
 class _FusedLinearCrossEntropy(torch.autograd.Function):
     """Summed cross-entropy of ``f(x W^T + b)`` over the kept positions, its gradients formed
     in the forward pass (see the module docstring). Returns ``(sum, kept)``: the summed
@@ -233,16 +247,13 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
                 grad_w.addmm_(scores.t(), xs)
             if grad_b is not None:
                 grad_b.add_(scores.sum(0))
-        ctx.save_for_backward(*(g for g in (grad_x, grad_w, grad_b) if g is not None))
-        ctx.present = (grad_x is not None, grad_w is not None, grad_b is not None)
+        _keep_gradients(ctx, (grad_x, grad_w, grad_b))
         return total, weights.sum()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_total: Tensor, _grad_kept: Tensor):
-        stored = iter(ctx.saved_tensors)
-        out = [next(stored) * grad_total if present else None for present in ctx.present]
-        return (*out, None, None, None, None, None)
+        return _scaled_gradients(ctx, grad_total, inputs_without=5)
 
 
 def fused_cross_entropy(factors: ScoreFactors, target: Tensor, ignore_index: int = -100,
@@ -321,16 +332,13 @@ class _FusedMixtureNLL(torch.autograd.Function):
                 grad_w.addmm_(scores.t(), rows)
             if grad_b is not None:
                 grad_b.add_(scores.sum(0))
-        ctx.save_for_backward(*(g for g in (grad_v, grad_p, grad_w, grad_b) if g is not None))
-        ctx.present = tuple(g is not None for g in (grad_v, grad_p, grad_w, grad_b))
+        _keep_gradients(ctx, (grad_v, grad_p, grad_w, grad_b))
         return total, weights.sum()
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_total: Tensor, _grad_kept: Tensor):
-        stored = iter(ctx.saved_tensors)
-        out = [next(stored) * grad_total if present else None for present in ctx.present]
-        return (*out, None, None, None, None)
+        return _scaled_gradients(ctx, grad_total, inputs_without=4)
 
 
 def fused_mixture_nll(vectors: Tensor, log_prior: Tensor, words: Tensor, bias: Tensor | None,

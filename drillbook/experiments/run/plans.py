@@ -616,22 +616,13 @@ def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_
              f"step time {device.note})",
              f"sharing: {share_model.note}; {parallel} rows at once: "
              f"{share_model.ratio(min(parallel, len(predictions))):.2f}x one row's throughput"]
-    rule = _rule_of(predictions)
-    if rule:
-        lines.append(f"stopping rule: {rule}")
-    lines.append(f"{'row':<24} {'steps/ep':>8} {'ms/step':>7} {'x slow':>6} {'s/epoch':>7} "
-                 f"{'epochs':>6} {'to plateau':>10} {'minutes':>7} {'window':>6} "
-                 f"{'peak GiB':>8}")
-    for p in predictions:
-        lines.append(f"{p.job.name:<24} {p.steps_per_epoch:>8} {1000 * p.step_seconds:>7.1f} "
-                     f"{p.slowdown:>6.2f} {p.epoch_seconds:>7.1f} {p.epochs:>6} "
-                     f"{p.plateau_epochs if p.plateau_epochs else '-':>10} "
-                     f"{p.seconds / 60:>7.1f} {p.window or 'never':>6} {p.peak_gib:>8.2f}")
-    sources = sorted({p.plateau_source for p in predictions if p.plateau_source})
-    if sources:
-        assumed = (f" ({plan.plateau_epochs} epochs, {plan.plateau_note})"
-                   if "assumed" in sources else "")
-        lines.append(f"epochs to plateau: {', '.join(sources)}{assumed}")
+    lines += _rule_lines(predictions)
+    lines += _row_table(predictions, 24, [
+        ("x slow", 6, lambda p: f"{p.slowdown:.2f}"), ("s/epoch", 7, _epoch_s),
+        ("epochs", 6, lambda p: p.epochs), ("to plateau", 10, _to_plateau),
+        ("minutes", 7, _minutes), ("window", 6, _window),
+        ("peak GiB", 8, lambda p: f"{p.peak_gib:.2f}")])
+    lines += _plateau_sources(plan, predictions)
     lanes = min(parallel, len(predictions)) or 1
     worst = max(sum(p.peak_gib for p in predictions[i:i + lanes])
                 for i in range(0, len(predictions), lanes))
@@ -666,21 +657,11 @@ def _cpu_printout(plan: Plan, predictions: Sequence[Prediction], deadline_minute
     lines = [f"plan {plan.name}: table {plan.table}, {len(predictions)} row(s) left, "
              f"{parallel} at once (one thread each) on this CPU ({device.cpu_cores} "
              f"core(s)), sittings of {deadline_minutes:g} min; step time {device.note}"]
-    rule = _rule_of(predictions)
-    if rule:
-        lines.append(f"stopping rule: {rule}")
-    lines.append(f"{'row':<32} {'steps/ep':>8} {'ms/step':>7} {'s/epoch':>7} "
-                 f"{'to plateau':>10} {'minutes':>7} {'sitting':>7}")
-    for p in predictions:
-        lines.append(f"{p.job.name:<32} {p.steps_per_epoch:>8} {1000 * p.step_seconds:>7.1f} "
-                     f"{p.epoch_seconds:>7.1f} "
-                     f"{p.plateau_epochs if p.plateau_epochs else '-':>10} "
-                     f"{p.seconds / 60:>7.1f} {p.window or 'never':>7}")
-    sources = sorted({p.plateau_source for p in predictions if p.plateau_source})
-    if sources:
-        assumed = (f" ({plan.plateau_epochs} epochs, {plan.plateau_note})"
-                   if "assumed" in sources else "")
-        lines.append(f"epochs to plateau: {', '.join(sources)}{assumed}")
+    lines += _rule_lines(predictions)
+    lines += _row_table(predictions, 32, [
+        ("s/epoch", 7, _epoch_s), ("to plateau", 10, _to_plateau), ("minutes", 7, _minutes),
+        ("sitting", 7, _window)])
+    lines += _plateau_sources(plan, predictions)
     hours = sum(p.seconds for p in predictions) / 3600
     never = [p.job.name for p in predictions if p.window is None]
     lines.append(f"in all: {hours:.1f} core-hours, {hours / lanes:.1f} hours of {lanes} "
@@ -689,6 +670,50 @@ def _cpu_printout(plan: Plan, predictions: Sequence[Prediction], deadline_minute
         lines.append(f"longer than one sitting of {deadline_minutes:g} min (never started "
                      f"in one): {', '.join(never)}")
     return "\n".join(lines)
+
+
+def _epoch_s(p: Prediction) -> str:
+    return f"{p.epoch_seconds:.1f}"
+
+
+def _to_plateau(p: Prediction) -> object:
+    return p.plateau_epochs if p.plateau_epochs else "-"
+
+
+def _minutes(p: Prediction) -> str:
+    return f"{p.seconds / 60:.1f}"
+
+
+def _window(p: Prediction) -> object:
+    return p.window or "never"
+
+
+def _row_table(predictions: Sequence[Prediction], name_width: int, columns) -> list[str]:
+    """A dry run's table: the row, its steps per epoch and step time, then ``columns``
+    (heading, width, the cell of a prediction), right-aligned."""
+    columns = [("steps/ep", 8, lambda p: p.steps_per_epoch),
+               ("ms/step", 7, lambda p: f"{1000 * p.step_seconds:.1f}"), *columns]
+    lines = [" ".join([f"{'row':<{name_width}}", *(f"{h:>{w}}" for h, w, _ in columns)])]
+    for p in predictions:
+        lines.append(" ".join([f"{p.job.name:<{name_width}}",
+                               *(f"{cell(p)!s:>{w}}" for _, w, cell in columns)]))
+    return lines
+
+
+def _plateau_sources(plan: Plan, predictions: Sequence[Prediction]) -> list[str]:
+    """The line saying where the epochs to plateau come from (none without a rule)."""
+    sources = sorted({p.plateau_source for p in predictions if p.plateau_source})
+    if not sources:
+        return []
+    assumed = (f" ({plan.plateau_epochs} epochs, {plan.plateau_note})"
+               if "assumed" in sources else "")
+    return [f"epochs to plateau: {', '.join(sources)}{assumed}"]
+
+
+def _rule_lines(predictions: Sequence[Prediction]) -> list[str]:
+    """The line stating the plan's stopping rule (none without one)."""
+    rule = _rule_of(predictions)
+    return [f"stopping rule: {rule}"] if rule else []
 
 
 def _rule_of(predictions: Sequence[Prediction]) -> str:
