@@ -109,7 +109,7 @@ class Config(SectionedConfig):
         """Types and ranges of every value (see ``LM_RULES``), and a head that gives
         word probabilities (perplexity needs them: no ``vmf``)."""
         super().validate()
-        check_head_kind(self.head.kind, language_model=True)
+        check_head_kind(self.head.kind, language_model=True, options=self.head.options)
         t = self.train
         if self.model.encoder == "transformer" and self.model.max_len < t.bptt:
             raise ConfigError(f"invalid model.max_len={self.model.max_len}: a Transformer "
