@@ -147,6 +147,7 @@ class NMTTrainer(TrainingLoop):
     """
 
     checkpoint_format = NMT_CHECKPOINT
+    config_type = NMTConfig
     token_weighted = True
     plateau_metric, higher_is_better = "val_bleu", True  # the stopping rule reads BLEU
     metric_line = "val BLEU {val_bleu:.2f}"
@@ -154,6 +155,7 @@ class NMTTrainer(TrainingLoop):
     def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,
                  corpus=None, target_vectors: tuple[list[str], Any] | None = None,
                  resume: bool = False, progress: bool | None = None) -> None:
+        self.check_config(config)  # before its head is read
         head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
         if head_cls is not None and config.train.negative_sampling is not None:
             check_negative_sampling(head_cls)  # before anything is written or loaded

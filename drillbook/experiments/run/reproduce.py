@@ -33,7 +33,7 @@ from ...train.loop import RunStatus, TrainingLoop
 from ...train.plateau import rule_of
 from ...train.runs import BEST, LOG, has_checkpoint, read_log
 from ...train.tasks import Task, task_of
-from ...validation import check_choice
+from ...validation import SEED, as_list, check_choice, is_integer
 from ..bench.measure import free_memory, is_out_of_memory
 from ..results import RESULT_FORMAT, write_result
 from ..results.analyses import result_analyses
@@ -90,19 +90,23 @@ def table_jobs(table: str, rows: Sequence[str] | None = None,
     check_choice(table, sorted(TABLES), "table")
     spec = TABLES[table]
     chosen = list(spec)
+    if rows is not None:
+        rows = as_list(rows, "rows", " of row names")
     if rows:
         names = {r.name for r in chosen}
         unknown = sorted(set(rows) - names)
         if unknown:
             raise ConfigError(f"unknown row(s) {unknown} in {table!r}; rows: {sorted(names)}")
         chosen = [r for r in chosen if r.name in rows]
-    wanted = [seeds] if isinstance(seeds, int) or seeds is None else list(seeds)
+    wanted = [seeds] if is_integer(seeds) or seeds is None else as_list(seeds, "seeds")
+    wanted = [seed if seed is None else SEED.check(seed, "seed") for seed in wanted]
     jobs = []
     for row in chosen:
         config = row.resolve(overrides)
         _check_stages(table, row, task_of(config), rank=spec.rank)
-        for seed in wanted:
-            if seed is None or seed == config.train.seed:
+        # each seed once: "--seed 7 7" (or the config's own seed named again) trains once
+        for seed in dict.fromkeys(config.train.seed if s is None else s for s in wanted):
+            if seed == config.train.seed:
                 jobs.append(Job(table, row, config.train.seed, table, config))
             else:
                 jobs.append(Job(table, row, seed, f"{table}/{SEED_FOLDER}{seed}",
