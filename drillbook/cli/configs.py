@@ -36,7 +36,10 @@ def _cmd_configs(args: argparse.Namespace) -> int:
         for name, description in rows:
             print(f"{name:<{width}}  {description}")
         return 0
+    from ..models import check_buildable
+
     config = apply_overrides(get_config(args.show), args.set or [])
+    check_buildable(config)  # what train would refuse about the model, refused here too
     print(dump_config(config, args.format or "json"))
     return 0
 
