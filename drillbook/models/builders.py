@@ -98,9 +98,10 @@ _STAND_IN_VOCAB = 16
 
 def check_buildable(config: Config | NMTConfig) -> None:
     """Build ``config``'s model once, at its corpus's vocabulary size (a small stand-in
-    where that is not known before the data is read) and on the ``meta`` device (no memory, no weights), so that whatever ``train`` would refuse about the model
-    (a head that does not fit the encoder, sizes that do not fit together) is refused
-    before any data is read: ``configs --show`` checks a config as ``train`` does.
+    where that is not known before the data is read) and on the ``meta`` device (no
+    memory, no weights), so that whatever ``train`` would refuse about the model (a head
+    that does not fit the encoder, sizes that do not fit together) is refused before any
+    data is read: ``configs --show`` checks a config as ``train`` does.
 
     Raises:
         ConfigError: the model cannot be built; the message says why and what to change.

@@ -23,7 +23,7 @@ import torch
 
 from ...analysis import rank_of
 from ...configs import finetune_lr
-from ...errors import ConfigError, TrainingInterrupted
+from ...errors import ConfigError, RunFolderError, TrainingInterrupted
 from ...heads import HEADS
 from ...precision import precision_label, resolve_precision
 from ...provenance import device_name, git_state
@@ -31,7 +31,7 @@ from ...runtime import resolve_device
 from ...train.distributed import rank_and_world_size
 from ...train.loop import RunStatus, TrainingLoop
 from ...train.plateau import rule_of
-from ...train.runs import BEST, LOG, has_checkpoint, read_log
+from ...train.runs import BEST, LOG, has_checkpoint, in_use, read_log
 from ...train.tasks import Task, task_of
 from ...validation import SEED, as_list, check_choice, is_integer
 from ..bench.measure import free_memory, is_out_of_memory
@@ -213,6 +213,11 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
     task = task_of(config)
     data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
     started = time.monotonic()
+    holder = in_use(run_dir)
+    if holder is not None:  # the run folders follow runs (--runs), not out: say so
+        raise RunFolderError(f"{run_dir} is in use by another training process ({holder}); "
+                             f"wait for it to finish or stop it, or give this reproduce "
+                             f"another runs folder (--runs)")
     trainer = task.trainer(config, run_dir, device=device,
                            corpus=corpus if corpus is not None else loaded.get(data_key),
                            resume=has_checkpoint(run_dir), progress=progress)
