@@ -73,7 +73,9 @@ def is_number(value: object) -> bool:
 
 def is_boolean(value: object) -> bool:
     """``True`` or ``False``, Python's or NumPy's."""
-    return isinstance(value, bool) or type(value).__name__ == "bool_"
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy"
+                                       and kind.__name__ in ("bool", "bool_"))
 
 
 def _plain(value: Any) -> Any:
