@@ -130,6 +130,8 @@ def test_a_lone_string_is_never_read_as_a_list():
         apply_overrides(get_config("tutorial/ptb-tied"), "train.lr=5")
     with pytest.raises(ConfigError, match=r"rows must be a list, got the string 'tied'"):
         table_jobs("tutorial", rows="tied")
+    with pytest.raises(ConfigError, match=r"overrides must be a list, got the string"):
+        table_jobs("tutorial", overrides="train.lr=5")
     assert as_list(("a", "b"), "x") == ["a", "b"]
     assert list_of(BOOLEAN, "booleans").check((True, False), "x") == [True, False]
     assert not list_of(BOOLEAN, "booleans")("tf")
@@ -421,3 +423,17 @@ def test_every_named_config_is_shown():
     for name in list_configs():
         check_buildable(get_config(name))
 
+
+
+def test_the_vmf_losses_refuse_non_finite_weights():
+    from drillbook.losses import max_margin_loss, nll_vmf_reg1, nll_vmf_reg2
+
+    pred, target = torch.randn(3, 4), torch.nn.functional.normalize(torch.randn(3, 4), dim=-1)
+    assert torch.isfinite(nll_vmf_reg1(pred, target, 0.02)).all()
+    for call, name in [(lambda w: nll_vmf_reg1(pred, target, w), "lambda1"),
+                       (lambda w: nll_vmf_reg2(pred, target, w), "lambda2"),
+                       (lambda w: max_margin_loss(pred, torch.tensor([0, 1, 2]),
+                                                  torch.randn(5, 4), w), "margin")]:
+        for bad in (math.nan, math.inf, -0.5, "0.1"):
+            with pytest.raises(ConfigError, match=f"{name} must be a finite number >= 0"):
+                call(bad)

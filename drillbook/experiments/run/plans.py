@@ -409,7 +409,7 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     a, b = model.a, model.b
     parallel = parallel or plan.parallel
     deadline = 60 * (deadline_minutes or plan.deadline_minutes) - END_MARGIN_SECONDS
-    jobs = table_jobs(plan.table, seeds=plan.seeds or None, overrides=list(overrides))
+    jobs = table_jobs(plan.table, seeds=plan.seeds or None, overrides=overrides)
     measured = measured_plateaus(plan.table, results)
     rows = []
     for job in jobs:

@@ -88,6 +88,7 @@ def table_jobs(table: str, rows: Sequence[str] | None = None,
             :attr:`~drillbook.train.tasks.Task.streams`).
     """
     check_choice(table, sorted(TABLES), "table")
+    overrides = as_list(overrides, "overrides", " of key=value strings")
     spec = TABLES[table]
     chosen = list(spec)
     if rows is not None:
@@ -172,7 +173,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         execution: how the row was run, recorded in its result file (:func:`execution`;
             default: a process of its own, alone on its device).
     """
-    jobs = table_jobs(table, rows, seed, list(overrides or []))
+    jobs = table_jobs(table, rows, seed, overrides or [])
     source = git_state()  # the code this call runs, read before training starts
     rank_cap = table_rank_cap(table, max_eval_tokens)
     loaded: dict[str, Any] = {}  # each data section's corpus, loaded by the first row
