@@ -354,7 +354,11 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
 
 
 def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, Any]):
-    """Return a copy of ``config`` with ``key=value`` overrides applied.
+    """Return a copy of ``config`` with ``key=value`` overrides applied: ``train.lr=20``,
+    ``head.options.depth=2`` (one head option), ``head.options={}`` (all of them at once:
+    what a change of ``head.kind`` needs, as the old head's options do not fit the new
+    head). ``overrides`` is a list of such strings or a dict ``key -> value``; a lone
+    string is refused, never read letter by letter.
 
     Raises:
         ConfigError: malformed item, unknown key (with the valid ones), wrong type, or a
@@ -383,7 +387,7 @@ def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, An
                      for f in dataclasses.fields(getattr(config, name)) if f.name != "options"]
             raise ConfigError(f"unknown key {key!r}{suggest(key, every)}; keys look like "
                               f"section.field with section in {', '.join(sections)} (or "
-                              f"head.options.NAME)")
+                              f"head.options.NAME, or head.options={{...}} for all of them)")
         section = getattr(config, parts[0])
         fields = {f.name: f for f in dataclasses.fields(section)}
         if parts[1] not in fields or parts[1] == "options":

@@ -407,7 +407,9 @@ class MoSHead(MixtureHead):
 
     kind = "mos"
     options: ClassVar[dict] = {"n_experts": POSITIVE_INT, **_CHUNK_OPTIONS,
-                               "mix": one_of(*MIX_MODES)}
+                               "mix": one_of(*MIX_MODES).saying(
+                                   "'probs' (average the softmaxes) or 'logits' (average "
+                                   "the logits: a mixture of contexts)")}
     color = "#d55e00"  # vermilion
 
     tiny: ClassVar[dict] = {"n_experts": 2}
