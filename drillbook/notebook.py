@@ -17,6 +17,7 @@ import torch
 
 from . import __version__
 from .runtime import Profile, resolve_device, resolve_profile, seed_everything
+from .validation import BOOLEAN, SEED
 
 __all__ = ["Session", "in_colab", "setup", "show_source"]
 
@@ -95,8 +96,12 @@ def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool =
 
     Raises:
         DeviceError: see ``device``.
-        ConfigError: ``profile`` (or ``DRILLBOOK_PROFILE``) is not a profile.
+        ConfigError: ``profile`` (or ``DRILLBOOK_PROFILE``) is not a profile; ``seed`` is
+            not an integer in ``[-2**63, 2**63)`` (:data:`~drillbook.validation.SEED`), or
+            ``quiet`` not a boolean.
     """
+    seed = SEED.check(seed, "setup: seed")  # checked before anything is chosen or printed
+    quiet = BOOLEAN.check(quiet, "setup: quiet")
     dev = resolve_device(device)
     chosen = resolve_profile(dev, name=profile)
     seed_everything(seed)

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from .errors import ConfigError, DeviceError, ResourceError
+from .validation import SEED
 
 __all__ = [
     "BYTES_TO_TRAIN_A_PARAMETER",
@@ -182,7 +183,13 @@ def seed_everything(seed: int) -> torch.Generator:
     Notebooks call this once at the top; library code takes explicit generators
     instead. Returns a fresh ``torch.Generator`` seeded with ``seed`` for code that
     wants a private stream.
+
+    Raises:
+        ConfigError: ``seed`` is not an integer in ``[-2**63, 2**63)``
+            (:data:`~drillbook.validation.SEED`; ``"0"``, ``0.5``, ``None`` and ``True``
+            are refused, not hashed or truncated into some seed).
     """
+    seed = SEED.check(seed, "seed")
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - seeding the legacy global is the point
     torch.manual_seed(seed)  # also seeds every CUDA device

@@ -7,7 +7,11 @@ with the rules here, so a value is valid or invalid the same way wherever it is 
 * an **integer** is a Python or NumPy integer, never a ``bool`` (``True`` is not a size);
 * a **number** is an integer or a float (Python or NumPy), never a ``bool``, and always
   finite (``nan`` and ``inf`` are refused wherever a number is expected);
-* a **choice** is one of a fixed set of values.
+* a **choice** is one of a fixed set of values;
+* a **boolean** is ``True`` or ``False`` (Python or NumPy), never a word such as ``"no"``
+  or a number such as ``1``: nothing that could be read either way;
+* a **list** is a list or a tuple, never a string (a lone ``"tied"`` is not the list
+  ``["t", "i", "e", "d"]``): :func:`as_list`, :func:`list_of`.
 
 A :class:`Rule` pairs a test with the words that say what is valid; :meth:`Rule.check`
 raises a one-line :class:`~drillbook.errors.ConfigError` ``"<what> must be <valid>, got
@@ -28,13 +32,14 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
 
 __all__ = [
+    "BOOLEAN",
     "NON_NEGATIVE_INT",
     "POSITIVE_INT",
     "POSITIVE_NUMBER",
@@ -42,10 +47,13 @@ __all__ = [
     "SEED",
     "Rule",
     "argument_type",
+    "as_list",
     "check_choice",
     "integer",
+    "is_boolean",
     "is_integer",
     "is_number",
+    "list_of",
     "number",
     "one_of",
     "suggest",
@@ -63,9 +71,18 @@ def is_number(value: object) -> bool:
             and math.isfinite(value))
 
 
+def is_boolean(value: object) -> bool:
+    """``True`` or ``False``, Python's or NumPy's."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy"
+                                       and kind.__name__ in ("bool", "bool_"))
+
+
 def _plain(value: Any) -> Any:
     """A NumPy number as the Python ``int`` or ``float`` it stands for; anything else
     unchanged."""
+    if is_boolean(value):
+        return bool(value)
     if is_integer(value):
         return int(value)
     if is_number(value):
@@ -86,18 +103,24 @@ class Rule:
 
     test: Callable[[Any], bool]
     valid: str
+    #: the values allowed, for a rule made by :func:`one_of` (a refusal can then suggest
+    #: the closest, :func:`check_choice`); None otherwise
+    choices: tuple | None = None
 
     def __call__(self, value: object) -> bool:
         return bool(self.test(value))
 
     def check(self, value: object, what: str) -> Any:
-        """``value`` (a NumPy scalar as a plain Python number) if it is valid.
+        """``value`` (a NumPy scalar as a plain Python number, a list or tuple as a list of
+        them) if it is valid.
 
         Raises:
             ConfigError: ``"<what> must be <valid>, got <value!r>"``.
         """
         if not self(value):
             raise ConfigError(f"{what} must be {self.valid}, got {value!r}")
+        if isinstance(value, (list, tuple)):
+            return [_plain(item) for item in value]
         return _plain(value)
 
     def or_none(self, meaning: str) -> Rule:
@@ -133,7 +156,33 @@ def one_of(*choices: object) -> Rule:
     def test(v: object) -> bool:
         return any(v is c or (type(v) is type(c) and v == c) for c in choices)
 
-    return Rule(test, f"one of {', '.join(repr(c) for c in choices)}")
+    return Rule(test, f"one of {', '.join(repr(c) for c in choices)}", choices)
+
+
+def list_of(rule: Rule, items: str, *, non_empty: bool = False) -> Rule:
+    """A list or tuple (never a string) whose every item passes ``rule``; ``items`` names
+    them in the plural (``"integers >= 0"``). :meth:`Rule.check` returns it as a list of
+    plain Python values."""
+    def test(v: object) -> bool:
+        return (isinstance(v, (list, tuple)) and (len(v) > 0 or not non_empty)
+                and all(rule(x) for x in v))
+
+    return Rule(test, f"a {'non-empty ' if non_empty else ''}list of {items}")
+
+
+def as_list(value: Any, what: str, example: str = "") -> list:
+    """``value`` as a list when it is a list, tuple, set or other collection; a lone
+    string is refused rather than read letter by letter.
+
+    Raises:
+        ConfigError: ``"<what> must be a list, got the string 'tied'; wrap it: ['tied']"``.
+    """
+    if isinstance(value, (str, bytes)):
+        raise ConfigError(f"{what} must be a list, got the string {value!r}; wrap it in "
+                          f"a list: [{value!r}]{example}")
+    if isinstance(value, Iterable) and not isinstance(value, Mapping):
+        return list(value)
+    raise ConfigError(f"{what} must be a list, got {value!r}{example}")
 
 
 def suggest(value: Any, choices: Iterable[Any]) -> str:
@@ -170,6 +219,8 @@ def check_choice(value: Any, choices: Iterable[Any], what: str, *, where: str = 
     return value
 
 
+#: switches: ``True`` or ``False`` only
+BOOLEAN = Rule(is_boolean, "true or false")
 #: sizes, counts, beam widths: 1, 2, 3, ...
 POSITIVE_INT = integer(minimum=1).saying("a positive integer")
 #: depths and counts that may be zero: 0, 1, 2, ...

@@ -349,9 +349,9 @@ def test_mix_is_a_mos_option_and_is_checked():
     assert MoSHead(V, DH, embedding=emb).mix == "probs"
     with pytest.raises(ConfigError) as err:
         build_head("mos", vocab_size=V, d_hidden=DH, embedding=emb, mix="log")
-    assert str(err.value) == ("unknown mix 'log' for the mos head; choose 'probs' (average the "
+    assert str(err.value) == ("the 'mos' head's option mix must be 'probs' (average the "
                               "softmaxes) or 'logits' (average the logits: a mixture of "
-                              "contexts)")
+                              "contexts), got 'log'")
     with pytest.raises(ConfigError, match=r"unknown option\(s\) \['mix'\] for head 'doc'"):
         build_head("doc", vocab_size=V, d_hidden=DH, embedding=emb, vectors_per_layer=[0, 2],
                    mix="logits")
@@ -455,7 +455,8 @@ def test_a_memory_budget_chooses_the_chunk():
     assert doc.chunk_size == 3
     with pytest.raises(ConfigError, match="both chunk_size and chunk_mb"):
         build_head("mos", vocab_size=100, d_hidden=8, embedding=emb, chunk_size=4, chunk_mb=1)
-    with pytest.raises(ConfigError, match="chunk_mb must be a positive number"):
+    with pytest.raises(ConfigError, match=r"chunk_mb must be null \(no budget\) or a "
+                                          r"positive number of megabytes, got 0"):
         build_head("mos", vocab_size=100, d_hidden=8, embedding=emb, chunk_mb=0)
 
 

@@ -54,10 +54,14 @@ def test_samples_follow_the_distribution():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="logit_rank must lie in"):
+    with pytest.raises(ValueError, match=r"logit_rank must be an integer in \[1, vocab_size=5"):
         SyntheticLanguage(10, 5, 6)
-    with pytest.raises(ValueError, match="vocab_size >= 2"):
+    with pytest.raises(ValueError, match="vocab_size must be an integer >= 2"):
         SyntheticLanguage(10, 1, 1)
+    for bad in ({"n_contexts": 2.5}, {"logit_rank": 0}, {"sharpness": float("nan")},
+                {"zipf": -1.0}, {"seed": "0"}):  # each refused in one line naming it
+        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be"):
+            SyntheticLanguage(**{"n_contexts": 10, "vocab_size": 5, "logit_rank": 2, **bad})
     with pytest.raises(ValueError, match=r"shape \(10, 5\)"):
         SyntheticLanguage(10, 5, 2).kl(torch.zeros(5, 10))
     head = build_head("softmax", vocab_size=7, d_hidden=2)

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from ..heads.base import DistributionHead, Features, OutputHead
+from ..validation import POSITIVE_INT, SEED, Rule, integer, is_integer, number
 
 __all__ = ["FitResult", "SyntheticLanguage", "fit_head"]
 
@@ -62,12 +63,15 @@ class SyntheticLanguage:
         seed: int = 0,
         dtype: torch.dtype = torch.float64,
     ) -> None:
-        if n_contexts < 1 or vocab_size < 2:
-            raise ValueError(f"need n_contexts >= 1 and vocab_size >= 2, got "
-                             f"{n_contexts} and {vocab_size}")
-        if not 1 <= logit_rank <= vocab_size:
-            raise ValueError(f"logit_rank must lie in [1, vocab_size={vocab_size}], "
-                             f"got {logit_rank}")
+        n_contexts = POSITIVE_INT.check(n_contexts, "n_contexts")
+        vocab_size = integer(minimum=2).saying("an integer >= 2 (one word is no choice)"
+                                               ).check(vocab_size, "vocab_size")
+        logit_rank = Rule(lambda r: is_integer(r) and 1 <= r <= vocab_size,
+                          f"an integer in [1, vocab_size={vocab_size}]").check(
+                              logit_rank, "logit_rank")
+        sharpness = number(above=0).check(sharpness, "sharpness")
+        zipf = number(minimum=0).check(zipf, "zipf")
+        seed = SEED.check(seed, "seed")
         self.n_contexts, self.vocab_size, self.logit_rank = n_contexts, vocab_size, logit_rank
         self.sharpness, self.zipf, self.seed = sharpness, zipf, seed
         gen = torch.Generator().manual_seed(seed)

@@ -4,7 +4,6 @@ where it runs, without training anything."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ..configs import DUMP_FORMATS
@@ -37,7 +36,10 @@ def _cmd_configs(args: argparse.Namespace) -> int:
         for name, description in rows:
             print(f"{name:<{width}}  {description}")
         return 0
+    from ..models import check_buildable
+
     config = apply_overrides(get_config(args.show), args.set or [])
+    check_buildable(config)  # what train would refuse about the model, refused here too
     print(dump_config(config, args.format or "json"))
     return 0
 
@@ -64,12 +66,20 @@ def _cmd_params(args: argparse.Namespace) -> int:
     need = BYTES_TO_TRAIN_A_PARAMETER * report["total"]
     device = getattr(args, "device", None) or default_device()
     have = available_memory(device)
-    print(f"  to train, at least         {need / 2**30:>11,.1f} GiB  (weights, gradients, "
+    print(f"  to train, at least         {_memory(need):>15}  (weights, gradients, "
           f"optimiser state; activations apart)")
     if have is not None and need > have:
         print(f"  more than the {have / 2**30:,.1f} GiB free on "
               f"{device}: `drillbook train` will refuse it here")
     return 0
+
+
+def _memory(n: float) -> str:
+    """``n`` bytes in the largest unit that leaves at least 1 of it, never "0.0 GiB"."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} bytes"
 
 
 def _cmd_heads(args: argparse.Namespace) -> int:
@@ -90,7 +100,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     import torch
 
     from .. import __version__
-    from ..data import DATA_ENV, data_root
+    from ..data import data_root, data_root_source
     from ..runtime import default_device, resolve_profile
 
     dev = default_device()
@@ -102,7 +112,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         "device": str(dev),
         "profile": resolve_profile(dev).name,
         "data_root": str(data_root()),
-        "data_root_from": DATA_ENV if DATA_ENV in os.environ else "cache dir",
+        "data_root_from": data_root_source(),
     }
     if args.json:
         print_json(info)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..validation import argument_type, integer
 from .common import CommandError, positive_int, print_json, seed
 
 __all__ = ["add_commands"]
@@ -19,6 +20,10 @@ def _cmd_synthetic_rank(args: argparse.Namespace) -> int:
     if args.logit_rank > args.vocab:
         raise CommandError(f"--logit-rank ({args.logit_rank}) cannot exceed --vocab "
                            f"({args.vocab}): lower it or raise --vocab")
+    if args.logit_rank > args.contexts:  # U rows have rank at most U: the rank asked is lost
+        raise CommandError(f"--logit-rank ({args.logit_rank}) cannot exceed --contexts "
+                           f"({args.contexts}): {args.contexts} context(s) give a matrix of "
+                           f"rank at most {args.contexts}; lower it or raise --contexts")
     lang = SyntheticLanguage(args.contexts, args.vocab, args.logit_rank, seed=args.seed)
     true_rank = singular_values(lang.log_probs).rank()
     rows = []
@@ -49,7 +54,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     "log-probability matrix; print the KL gap and the rank of each fit.",
     )
     p.add_argument("--contexts", type=positive_int, default=256, help="U (default 256)")
-    p.add_argument("--vocab", type=positive_int, default=64, help="V (default 64)")
+    p.add_argument("--vocab", type=argument_type(integer(minimum=2), int), default=64,
+                   help="V, at least 2 (default 64)")
     p.add_argument("--logit-rank", type=positive_int, default=64,
                    help="rank r of the true logits, at most V (default 64)")
     p.add_argument("--dims", type=positive_int, nargs="+", default=[2, 8, 32],

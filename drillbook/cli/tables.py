@@ -42,13 +42,27 @@ def _check_reproduce(args: argparse.Namespace) -> None:
                    "--keep-going": args.keep_going, "--reserve-minutes": args.reserve_minutes,
                    "--pack": args.pack, "--launcher": args.launcher != "local",
                    "--cluster": args.cluster, "--executor": args.executor,
-                   "--seed": args.table in PLANS and args.seed}
+                   "--seed": args.table in PLANS and args.seed,
+                   "--together": args.together, "--continue-from": args.continue_from}
         given = [flag for flag, value in ignored.items() if value]
         if given:
             raise CommandError(f"--dry-run trains nothing and reads only --parallel, "
-                               f"--deadline-minutes and (for a table that is no plan) "
-                               f"--seed; drop {', '.join(given)}")
+                               f"--deadline-minutes, --sharing and (for a table that is no "
+                               f"plan) --seed; drop {', '.join(given)}")
         return
+    if args.sharing:
+        raise CommandError("--sharing says how --dry-run predicts the rows share the GPU; "
+                           "rows that train share it the way --together says: add --dry-run "
+                           "or drop --sharing")
+    if args.continue_from is not None:
+        if _continuing_plan(args.table) is None:
+            raise CommandError(f"--continue-from is for a plan trained to its plateau, which "
+                               f"continues from window to window; {args.table} is not one: "
+                               f"drop --continue-from")
+        if not Path(args.continue_from).is_dir():
+            raise CommandError(f"--continue-from {args.continue_from}: no such folder; give "
+                               f"the results folder that holds gpu/<window>-<precision>/ "
+                               f"(or drop it: the book's committed windows)")
     if args.reserve_minutes and not side_by_side:
         raise CommandError("--reserve-minutes applies to rows run side by side: add "
                            "--deadline-minutes or --parallel (or drop it)")
@@ -295,6 +309,7 @@ def _pyplot():
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from ..experiments import load_results, render_report
+    from ..experiments.results.seeds import SEED_FOLDER
 
     if args.out:
         check_output(args.out, "--out", folder=False)
@@ -304,7 +319,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         plt = _pyplot()
     with contextlib.ExitStack() as stack:
         folder = _results_folder(Path(args.results), stack)
-        if not load_results(folder):  # also checks every file, naming a bad one
+        if not load_results(folder) and not any(  # also checks every file, naming a bad one
+                folder.glob(f"*/{SEED_FOLDER}*/*.json")):
             raise ResultFileError(f"no result files under {folder} (expected "
                                   f"{folder}/<table>/<row>.json); run `drillbook reproduce "
                                   f"TABLE --out {folder}` first")

@@ -169,6 +169,9 @@ def _eval_dynamic(args: argparse.Namespace, config, task) -> int:
     state = check_output(
         args.dyn_state or args.run_dir / f"dynamic-eval-{args.which}-{args.split}.pt",
         "--dyn-state", folder=False)
+    d.check_request(do_search=args.dyn_search, lr=args.dyn_lr, lamb=args.dyn_lambda,
+                    old_hyper=args.dyn_old_hyper, search_tokens=args.dyn_search_tokens,
+                    state_path=state, resume=args.resume)  # before any loading or timing
     settings = {"bptt": given(args.dyn_bptt, d.DEFAULT_BPTT),
                 "eps": given(args.dyn_eps, d.DEFAULT_EPS)}
     corpus = task.load_data(config)  # read once: the estimate's probe and the evaluation

@@ -29,7 +29,17 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 from ..precision import AMP_CHOICES, OLD_SPELLINGS
 from ..validation import PROBABILITY as _PROBABILITY
-from ..validation import SEED, Rule, integer, is_integer, is_number, number, one_of, suggest
+from ..validation import (
+    SEED,
+    Rule,
+    as_list,
+    integer,
+    is_integer,
+    is_number,
+    number,
+    one_of,
+    suggest,
+)
 
 __all__ = [
     "LOOP_RULES",
@@ -260,10 +270,13 @@ def check_fields(config: SectionedConfig, rules: Mapping[str, Rule]) -> None:
             raise ConfigError(f"invalid {key}={value!r}: it must be {rule.valid}")
 
 
-def check_head_kind(kind: str, *, language_model: bool) -> None:
+def check_head_kind(kind: str, *, language_model: bool,
+                    options: Mapping[str, Any] | None = None) -> None:
     """``head.kind`` must name a head in :data:`drillbook.heads.HEADS`; a language model
     also needs one that declares a distribution over the words
-    (:func:`drillbook.heads.registry.language_model_refusal`)."""
+    (:func:`drillbook.heads.registry.language_model_refusal`); and ``head.options``, when
+    given, must be options that head takes, with values its declarations allow
+    (:meth:`drillbook.heads.OutputHead.check_options`)."""
     from ..heads.registry import HEADS, language_model_refusal  # torch: only to validate
 
     if kind not in HEADS:
@@ -272,6 +285,8 @@ def check_head_kind(kind: str, *, language_model: bool) -> None:
     refusal = language_model_refusal(HEADS[kind]) if language_model else None
     if refusal is not None:
         raise ConfigError(f"invalid head.kind={kind!r}: {refusal}")
+    if options is not None:
+        HEADS[kind].check_options(options, others=HEADS)
 
 
 def _check_keys(cls, d: dict, where: str) -> None:
@@ -339,7 +354,11 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
 
 
 def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, Any]):
-    """Return a copy of ``config`` with ``key=value`` overrides applied.
+    """Return a copy of ``config`` with ``key=value`` overrides applied: ``train.lr=20``,
+    ``head.options.depth=2`` (one head option), ``head.options={}`` (all of them at once:
+    what a change of ``head.kind`` needs, as the old head's options do not fit the new
+    head). ``overrides`` is a list of such strings or a dict ``key -> value``; a lone
+    string is refused, never read letter by letter.
 
     Raises:
         ConfigError: malformed item, unknown key (with the valid ones), wrong type, or a
@@ -347,12 +366,20 @@ def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, An
     """
     config = config.copy()
     items = overrides.items() if isinstance(overrides, dict) else [
-        _split(item) for item in overrides]
+        _split(item) for item in as_list(overrides, "overrides", " (or a dict: key -> value)")]
+    keys = [key for key, _ in items]
     for key, raw in items:
         value = _parse(raw) if isinstance(raw, str) else raw
         parts = key.split(".")
         if parts[:2] == ["head", "options"] and len(parts) == 3:
             config.head.options[parts[2]] = value
+            continue
+        if parts == ["head", "options"]:  # the head's options replaced at once
+            if not isinstance(value, dict):
+                raise ConfigError(f"head.options must be an object of the head's options, "
+                                  f"e.g. head.options={{}} (none: the head's defaults), got "
+                                  f"{value!r}")
+            config.head.options = dict(value)
             continue
         sections = list(type(config).sections())
         if len(parts) != 2 or parts[0] not in sections:
@@ -360,7 +387,7 @@ def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, An
                      for f in dataclasses.fields(getattr(config, name)) if f.name != "options"]
             raise ConfigError(f"unknown key {key!r}{suggest(key, every)}; keys look like "
                               f"section.field with section in {', '.join(sections)} (or "
-                              f"head.options.NAME)")
+                              f"head.options.NAME, or head.options={{...}} for all of them)")
         section = getattr(config, parts[0])
         fields = {f.name: f for f in dataclasses.fields(section)}
         if parts[1] not in fields or parts[1] == "options":
@@ -370,7 +397,15 @@ def apply_overrides(config: SectionedConfig, overrides: list[str] | dict[str, An
                               f"keys in {parts[0]}: {valid}")
         hints = typing.get_type_hints(type(section))
         setattr(section, parts[1], _coerce(_upgrade(key, value), hints[parts[1]], key))
-    return config.validate()
+    try:
+        return config.validate()
+    except ConfigError as err:
+        if "head.kind" in keys and "head.options" not in keys and "for head" in str(err):
+            # the config's head options do not fit the new head: say how to drop them
+            raise ConfigError(f"{err}; a new head.kind keeps the config's head.options: "
+                              f"drop them with the override head.options={{}} (then set the "
+                              f"new head's own)") from None
+        raise
 
 
 def _split(item: str) -> tuple[str, str]:

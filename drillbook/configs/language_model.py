@@ -109,7 +109,15 @@ class Config(SectionedConfig):
         """Types and ranges of every value (see ``LM_RULES``), and a head that gives
         word probabilities (perplexity needs them: no ``vmf``)."""
         super().validate()
-        check_head_kind(self.head.kind, language_model=True)
+        check_head_kind(self.head.kind, language_model=True, options=self.head.options)
+        from ..data.corpora import CORPORA
+
+        spec = CORPORA.get(self.data.corpus)
+        if spec is not None and spec.languages:
+            streams = sorted(k for k, s in CORPORA.items() if not s.languages)
+            raise ConfigError(f"invalid data.corpus={self.data.corpus!r}: a parallel corpus "
+                              f"of sentence pairs, which translation configs read; a "
+                              f"language model reads one of {', '.join(streams)}")
         t = self.train
         if self.model.encoder == "transformer" and self.model.max_len < t.bptt:
             raise ConfigError(f"invalid model.max_len={self.model.max_len}: a Transformer "

@@ -106,7 +106,7 @@ class NMTConfig(SectionedConfig):
             raise ConfigError(f"invalid train.accum_steps={self.train.accum_steps}: a batch "
                               f"of train.batch_size={self.train.batch_size} sentences cannot "
                               f"be cut into more pieces than it has sentences")
-        check_head_kind(self.head.kind, language_model=False)
+        check_head_kind(self.head.kind, language_model=False, options=self.head.options)
         from ..heads import HEADS, VectorHead  # torch: only to validate
 
         vectors = self.data.target_embeddings

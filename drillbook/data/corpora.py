@@ -33,6 +33,7 @@ __all__ = [
     "corpus_file",
     "corpus_spec",
     "data_root",
+    "data_root_source",
     "download",
     "sha256_file",
     "verify",
@@ -352,6 +353,13 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
     ``~/.cache/drillbook``. The folder need not exist; nothing is created here.
     """
     return _root_and_source(root)[0]
+
+
+def data_root_source(root: str | os.PathLike | None = None) -> str:
+    """Which rule of :func:`data_root` chose the folder, in words: ``"$DRILLBOOK_DATA"``,
+    ``"the default cache folder (~/.cache/drillbook)"``, ... (an empty ``$DRILLBOOK_DATA``
+    counts as unset, as it does for :func:`data_root`)."""
+    return _root_and_source(root)[1]
 
 
 def _how_to_get(spec: CorpusSpec, filename: str) -> str:

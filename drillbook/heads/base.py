@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from ..validation import POSITIVE_INT
+from ..validation import POSITIVE_INT, Rule, check_choice
 from .autocast import AUTOCAST_DTYPES, autocast_dtype
 from .flops import FlopSize, HeadFlops
 from .fused import ScoreFactors, Workspace, fusable, fused_cross_entropy
@@ -141,8 +141,12 @@ class OutputHead(nn.Module):
     kind: ClassVar[str] = "abstract"
 
     #: the keyword options of the constructor beyond ``vocab_size``, ``d_hidden`` and
-    #: ``embedding``; :func:`~drillbook.heads.build_head` refuses any other.
-    options: ClassVar[tuple[str, ...]] = ()
+    #: ``embedding``, each with the :class:`~drillbook.validation.Rule` its values must
+    #: pass (its type and range: ``{"depth": NON_NEGATIVE_INT, "bias": BOOLEAN}``);
+    #: :func:`~drillbook.heads.build_head`, the configs and the constructor refuse any
+    #: other option and any value the rule refuses, in one line naming both. A tuple of
+    #: names declares options whose values the head checks itself.
+    options: ClassVar[Mapping[str, Rule] | tuple[str, ...]] = {}
 
     #: True for a :class:`DistributionHead`, False for a :class:`VectorHead` (set by the
     #: type; :func:`~drillbook.heads.register_head` checks that it agrees): the head can
@@ -245,17 +249,39 @@ class OutputHead(nn.Module):
                 if name in params and params[name].default is not inspect.Parameter.empty}
 
     @classmethod
+    def check_option(cls, name: str, value: Any, default: Rule | None = None) -> Any:
+        """``value`` of the option ``name`` if the rule declared for it in :attr:`options`
+        passes it (a NumPy number as a Python one, a tuple as a list); the ``default`` rule
+        when the head declares none, and ``value`` unchanged when there is neither.
+
+        Raises:
+            ConfigError: ``the 'mos' head's option n_experts must be a positive integer,
+                got 1.5``; ``unknown activation 'gelu' for the 'dual' head; choose one of
+                [...]``.
+        """
+        rule = cls.options.get(name) if isinstance(cls.options, Mapping) else None
+        rule = rule or default
+        if rule is None:
+            return value
+        if rule.choices is not None and not rule(value):
+            check_choice(value, rule.choices, name, where=f" for the {cls.kind!r} head")
+        return rule.check(value, f"the {cls.kind!r} head's option {name}")
+
+    @classmethod
     def check_options(cls, options: Mapping[str, Any], *, noun: str = "option",
                       others: Mapping[str, type[OutputHead]] | None = None) -> None:
         """Refuse keys of ``options`` that are not among :attr:`options`, in one line that
         lists the valid ones and, given the other heads (``others``), which of them take
-        a refused option.
+        a refused option; then refuse any value its declared rule refuses
+        (:meth:`check_option`).
 
         Raises:
             ConfigError: ``unknown option(s) ['detph'] for head 'drill'; valid ...``.
         """
         unknown = sorted(set(options) - set(cls.options))
         if not unknown:
+            for name, value in options.items():
+                cls.check_option(name, value)
             return
         hints = []
         for key in unknown:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..validation import BOOLEAN
 from .base import Features, SoftmaxFamilyHead
 from .flops import FlopSize, HeadFlops
 from .fused import ScoreFactors
-from .label_encoder import check_dropout, label_dropout, variational_dropout
+from .label_encoder import (
+    DROPOUT,
+    DROPOUT_KIND,
+    check_dropout,
+    label_dropout,
+    variational_dropout,
+)
 from .softmax import EmbeddingHead
 
 __all__ = ["BilinearHead"]
@@ -71,7 +80,8 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
     """
 
     kind = "bilinear"
-    options = ("dropout", "dropout_kind", "residual", "bias")
+    options: ClassVar[dict] = {"dropout": DROPOUT, "dropout_kind": DROPOUT_KIND,
+                               "residual": BOOLEAN, "bias": BOOLEAN}
     color = "#2a9bb8"  # lighter blue: a tied head with one more matrix
 
     @classmethod
@@ -91,7 +101,7 @@ class BilinearHead(EmbeddingHead, SoftmaxFamilyHead):
     ) -> None:
         super().__init__(vocab_size, d_hidden, embedding, bias=bias)
         self.dropout, self.dropout_kind = check_dropout(dropout, dropout_kind, self.kind)
-        self.residual = bool(residual)
+        self.residual = self.check_option("residual", residual)
         if self.residual and d_hidden != self.d_embedding:
             raise ValueError(f"residual adds E to the label side E W: d_hidden must equal the "
                              f"embedding size {self.d_embedding}, got d_hidden={d_hidden}")

@@ -6,10 +6,12 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from ..validation import NON_NEGATIVE_INT
+from ..validation import BOOLEAN, NON_NEGATIVE_INT, one_of
 from .flops import FlopSize, HeadFlops
 from .label_encoder import (
     ACTIVATIONS,
+    DROPOUT,
+    DROPOUT_KIND,
     DROPOUT_KINDS,
     LabelEncoderHead,
     check_activation,
@@ -85,9 +87,11 @@ class DrillHead(LabelEncoderHead):
     """
 
     kind = "drill"
-    options = ("depth", "activation", "dropout", "dropout_kind", "residual",
-               "residual_previous", "bias")
     activations = ("sigmoid", "relu", "tanh", "identity")
+    options: ClassVar[dict] = {
+        "depth": NON_NEGATIVE_INT.saying("a non-negative integer (0 gives the tied head)"),
+        "activation": one_of(*activations), "dropout": DROPOUT, "dropout_kind": DROPOUT_KIND,
+        "residual": BOOLEAN, "residual_previous": BOOLEAN, "bias": BOOLEAN}
     dropout_kinds = DROPOUT_KINDS
     color = "#117733"  # green
 
@@ -123,13 +127,12 @@ class DrillHead(LabelEncoderHead):
                 "embedding space and d_hidden must equal the embedding dimension: size the "
                 "encoder's last layer to the embedding dimension, or use kind='bilinear' or "
                 "kind='dual'")
-        depth = NON_NEGATIVE_INT.saying("a non-negative integer (0 gives the tied head)").check(
-            depth, "depth")
+        depth = self.check_option("depth", depth)
         self.dropout, self.dropout_kind = check_dropout(dropout, dropout_kind, self.kind)
         self.activation = check_activation(activation, self.activations, self.kind)
         self.depth = depth
-        self.residual = bool(residual)
-        self.residual_previous = bool(residual_previous)
+        self.residual = self.check_option("residual", residual)
+        self.residual_previous = self.check_option("residual_previous", residual_previous)
         weight = self.embedding_weight
         factory = {"device": weight.device, "dtype": weight.dtype}
         self.layers = nn.ModuleList(nn.Linear(d_hidden, d_hidden, **factory)

@@ -6,11 +6,13 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from ..validation import POSITIVE_INT
+from ..validation import BOOLEAN, POSITIVE_INT, one_of
 from .base import Features
 from .flops import FlopSize, HeadFlops
 from .label_encoder import (
     ACTIVATIONS,
+    DROPOUT,
+    DROPOUT_KIND,
     LabelEncoderHead,
     check_activation,
     check_dropout,
@@ -88,9 +90,11 @@ class DualHead(LabelEncoderHead):
     """
 
     kind = "dual"
-    options = ("d_joint", "activation", "dropout", "dropout_kind", "residual_label",
-               "residual_context", "bias")
     activations = ("tanh", "sigmoid", "relu", "identity")
+    options: ClassVar[dict] = {
+        "d_joint": POSITIVE_INT.or_none("the embedding size"),
+        "activation": one_of(*activations), "dropout": DROPOUT, "dropout_kind": DROPOUT_KIND,
+        "residual_label": BOOLEAN, "residual_context": BOOLEAN, "bias": BOOLEAN}
     color = "#332288"  # indigo
 
     tiny: ClassVar[dict] = {"d_joint": 4}
@@ -125,8 +129,8 @@ class DualHead(LabelEncoderHead):
         self.d_joint = (self.d_embedding if d_joint is None
                         else POSITIVE_INT.check(d_joint, "d_joint"))
         self.dropout, self.dropout_kind = check_dropout(dropout, dropout_kind, self.kind)
-        self.residual_label = bool(residual_label)
-        self.residual_context = bool(residual_context)
+        self.residual_label = self.check_option("residual_label", residual_label)
+        self.residual_context = self.check_option("residual_context", residual_context)
         if self.residual_label and self.d_joint != self.d_embedding:
             raise ValueError(f"residual_label adds E to g_out(E): d_joint must equal the "
                              f"embedding size {self.d_embedding}, got d_joint={self.d_joint}")

@@ -12,14 +12,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..validation import PROBABILITY, check_choice
+from ..validation import PROBABILITY, check_choice, one_of
 from .base import Features, SoftmaxFamilyHead
 from .fused import ScoreFactors
 from .label_cache import LabelCache
 from .softmax import EmbeddingHead
 
-__all__ = ["ACTIVATIONS", "DROPOUT_KINDS", "LabelEncoderHead", "check_activation",
-           "check_dropout", "label_dropout", "variational_dropout"]
+__all__ = ["ACTIVATIONS", "DROPOUT", "DROPOUT_KIND", "DROPOUT_KINDS", "LabelEncoderHead",
+           "check_activation", "check_dropout", "label_dropout", "variational_dropout"]
 
 
 def _identity(x: Tensor) -> Tensor:
@@ -43,11 +43,15 @@ def check_activation(name: str, choices: tuple[str, ...], kind: str) -> str:
 #: the kinds of dropout on a label matrix (see :func:`label_dropout`)
 DROPOUT_KINDS = ("variational", "standard")
 
+#: the rules of the label-side dropout options, for the heads' :attr:`options`
+DROPOUT = PROBABILITY.saying("a probability in [0, 1) (0 disables it)")
+DROPOUT_KIND = one_of(*DROPOUT_KINDS)
+
 
 def check_dropout(p: object, kind: str, head: str) -> tuple[float, str]:
     """``(p, kind)`` if ``p`` is a probability in ``[0, 1)`` and ``kind`` one of
     :data:`DROPOUT_KINDS`, else a ConfigError naming the valid values."""
-    p = PROBABILITY.saying("a probability in [0, 1) (0 disables it)").check(p, "dropout")
+    p = DROPOUT.check(p, "dropout")
     check_choice(kind, DROPOUT_KINDS, "dropout_kind", where=f" for the {head!r} head")
     return float(p), kind
 

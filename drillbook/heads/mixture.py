@@ -15,7 +15,17 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..errors import ConfigError
-from ..validation import POSITIVE_INT, POSITIVE_NUMBER, check_choice
+from ..validation import (
+    BOOLEAN,
+    NON_NEGATIVE_INT,
+    POSITIVE_INT,
+    POSITIVE_NUMBER,
+    PROBABILITY,
+    check_choice,
+    list_of,
+    number,
+    one_of,
+)
 from .base import DistributionHead, Features
 from .flops import FlopSize, HeadFlops
 from .fused import ScoreFactors, fused_cross_entropy, fused_mixture_nll
@@ -122,6 +132,14 @@ def _context_mixture_nll(vectors: Tensor, log_prior: Tensor, weight: Tensor,
 #: mixture of softmaxes, Eq. 9 of the DOC paper), or ``"logits"``, the scores (a mixture of
 #: contexts: one softmax, low-rank)
 MIX_MODES = ("probs", "logits")
+
+#: the rules of the options both mixture heads take, for their :attr:`options`
+_CHUNK_OPTIONS = {
+    "chunk_size": POSITIVE_INT.saying("a positive number of positions").or_none(
+        "all at once"),
+    "chunk_mb": POSITIVE_NUMBER.saying("a positive number of megabytes").or_none(
+        "no budget"),
+    "latent_dropout": PROBABILITY, "bias": BOOLEAN}
 
 #: mode -> (log-probabilities of a chunk, per-position NLL of a chunk)
 _MIXERS = {"probs": (mixture_log_prob, _mixture_nll),
@@ -240,25 +258,22 @@ class MixtureHead(EmbeddingHead, DistributionHead):
             raise ConfigError(f"unknown mix {mix!r} for the {self.kind} head; choose 'probs' "
                               f"(average the softmaxes) or 'logits' (average the logits: a "
                               f"mixture of contexts)")
-        if n_vectors < 1:
-            raise ValueError(f"a mixture needs at least one component, got {n_vectors}")
-        if not 0.0 <= latent_dropout < 1.0:
-            raise ValueError(f"latent_dropout must lie in [0, 1), got {latent_dropout}")
-        chunk_size = POSITIVE_INT.saying("a positive number of positions").or_none(
-            "all at once").check(chunk_size, "chunk_size")
+        n_vectors = POSITIVE_INT.check(n_vectors, f"the {self.kind} head's components")
+        latent_dropout = self.check_option("latent_dropout", latent_dropout, PROBABILITY)
+        chunk_size = self.check_option("chunk_size", chunk_size,
+                                       _CHUNK_OPTIONS["chunk_size"])
         if chunk_mb is not None:
             if chunk_size is not None:
                 raise ConfigError(f"the {self.kind} head got both chunk_size and chunk_mb; "
                                   f"give one (chunk_mb chooses chunk_size from a budget)")
             chunk_size = chunk_for_budget(chunk_mb, n_vectors if mix == "probs" else 1,
                                           vocab_size)
-        if cv_weight < 0:
-            raise ValueError(f"cv_weight must be >= 0, got {cv_weight}")
+        cv_weight = self.check_option("cv_weight", cv_weight, number(minimum=0))
         check_choice(cv_form, CV_FORMS, "cv_form",
                      where=" (drillbook.heads.mixture.coefficient_of_variation lists them)")
         self.n_vectors = int(n_vectors)
         self.latent_dropout = float(latent_dropout)
-        self.shared_mask = bool(shared_mask)
+        self.shared_mask = BOOLEAN.check(shared_mask, "shared_mask")
         self.chunk_size = chunk_size
         self.cv_weight = float(cv_weight)
         self.cv_form = cv_form
@@ -403,7 +418,10 @@ class MoSHead(MixtureHead):
     """
 
     kind = "mos"
-    options = ("n_experts", "latent_dropout", "chunk_size", "chunk_mb", "bias", "mix")
+    options: ClassVar[dict] = {"n_experts": POSITIVE_INT, **_CHUNK_OPTIONS,
+                               "mix": one_of(*MIX_MODES).saying(
+                                   "'probs' (average the softmaxes) or 'logits' (average "
+                                   "the logits: a mixture of contexts)")}
     color = "#d55e00"  # vermilion
 
     tiny: ClassVar[dict] = {"n_experts": 2}
@@ -426,6 +444,7 @@ class MoSHead(MixtureHead):
                  latent_dropout: float = 0.0, chunk_size: int | None = None,
                  bias: bool = True, mix: str = "probs", chunk_mb: float | None = None
                  ) -> None:
+        n_experts = self.check_option("n_experts", n_experts)
         super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=n_experts,
                          latent_dropout=latent_dropout, shared_mask=False,
                          chunk_size=chunk_size, cv_weight=0.0, mix=mix, chunk_mb=chunk_mb)
@@ -490,8 +509,12 @@ class DOCHead(MixtureHead):
     """
 
     kind = "doc"
-    options = ("vectors_per_layer", "layer_sizes", "latent_dropout", "cv_weight", "cv_form",
-               "chunk_size", "chunk_mb", "bias")
+    options: ClassVar[dict] = {
+        "vectors_per_layer": list_of(NON_NEGATIVE_INT, "integers >= 0 (vectors per layer, "
+                                     "embedding first)", non_empty=True),
+        "layer_sizes": list_of(POSITIVE_INT, "positive integers").or_none(
+            "filled in from the encoder"),
+        "cv_weight": number(minimum=0), "cv_form": one_of(*CV_FORMS), **_CHUNK_OPTIONS}
     reads_layers = True
     color = "#882255"  # wine: MoS's sibling, far from its colour
 
@@ -525,19 +548,20 @@ class DOCHead(MixtureHead):
                  cv_weight: float = 0.001, cv_form: str = "authors",
                  chunk_size: int | None = None, bias: bool = True,
                  chunk_mb: float | None = None) -> None:
-        counts = [int(i) for i in vectors_per_layer]
-        if any(i < 0 for i in counts):
-            raise ValueError(f"vectors_per_layer must be counts >= 0, got {counts}")
+        counts = self.check_option("vectors_per_layer", vectors_per_layer)
+        if not any(counts):
+            raise ConfigError(f"the 'doc' head's option vectors_per_layer needs at least one "
+                              f"vector, got {counts}")
         super().__init__(vocab_size, d_hidden, embedding, bias=bias, n_vectors=sum(counts),
                          latent_dropout=latent_dropout, shared_mask=True,
                          chunk_size=chunk_size, cv_weight=cv_weight, cv_form=cv_form,
                          chunk_mb=chunk_mb)
-        if layer_sizes is None:
+        sizes = self.check_option("layer_sizes", layer_sizes)
+        if sizes is None:
             if any(counts[:-1]):
                 raise ValueError("the doc head reads several layers: pass layer_sizes=[d_0, "
                                  "..., d_N] (build_model fills it in from the encoder)")
-            layer_sizes = [0] * (len(counts) - 1) + [d_hidden]  # only the last is read
-        sizes = [int(s) for s in layer_sizes]
+            sizes = [0] * (len(counts) - 1) + [d_hidden]  # only the last is read
         if len(sizes) != len(counts):
             raise ValueError(f"vectors_per_layer has {len(counts)} entries but the encoder "
                              f"has {len(sizes)} layers (embedding included): {sizes}")

@@ -13,7 +13,7 @@ from typing import Any
 from torch import nn
 
 from ..errors import ConfigError
-from ..validation import POSITIVE_INT, check_choice
+from ..validation import POSITIVE_INT, Rule, check_choice
 from .base import DistributionHead, OutputHead, SoftmaxFamilyHead, VectorHead
 from .mixture import MixtureHead
 
@@ -61,6 +61,11 @@ def _declaration_problem(cls: type) -> str | None:
     if set(cls.options) != keywords or len(cls.options) != len(keywords):
         return (f"{name}.options {list(cls.options)} must list exactly the constructor's "
                 f"keyword-only parameters {sorted(keywords)}")
+    if isinstance(cls.options, Mapping):
+        loose = [k for k, rule in cls.options.items() if not isinstance(rule, Rule)]
+        if loose:
+            return (f"{name}.options gives {loose} no drillbook.validation.Rule: map each "
+                    f"option to the rule its values must pass (e.g. BOOLEAN, POSITIVE_INT)")
     for kind, flag, methods in _PROMISES:
         if flag is not None and getattr(cls, flag) != issubclass(cls, kind):
             return f"{name}.{flag} is {getattr(cls, flag)}: a flag of the type {kind.__name__}"

@@ -6,10 +6,13 @@ Both are a single linear map followed by a softmax; they differ only in where th
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..validation import BOOLEAN
 from .base import Features, OutputHead, SoftmaxFamilyHead
 from .flops import FlopSize, HeadFlops
 from .fused import ScoreFactors
@@ -36,7 +39,7 @@ class SoftmaxHead(SoftmaxFamilyHead):
     """
 
     kind = "softmax"
-    options = ("bias",)
+    options: ClassVar[dict] = {"bias": BOOLEAN}
     color = "#666666"  # grey: the untied baseline
 
     @classmethod
@@ -45,6 +48,7 @@ class SoftmaxHead(SoftmaxFamilyHead):
 
     def __init__(self, vocab_size: int, d_hidden: int, *, bias: bool = True) -> None:
         super().__init__(vocab_size, d_hidden)
+        bias = self.check_option("bias", bias)
         self.weight = nn.Parameter(torch.empty(vocab_size, d_hidden))
         self.bias = nn.Parameter(torch.empty(vocab_size)) if bias else None
         self.reset_parameters()
@@ -111,6 +115,7 @@ class EmbeddingHead(OutputHead):
                  embedding: nn.Embedding | nn.Parameter | None, *, bias: bool,
                  need: str | None = None, why: str = "") -> None:
         super().__init__(vocab_size, d_hidden)
+        bias = self.check_option("bias", bias, BOOLEAN)
         weight = embedding_weight(embedding, self.kind)
         why = why or "pass the encoder's input embedding over the same vocabulary"
         expected = (vocab_size, d_hidden if need == "d_hidden" else int(weight.shape[1]))
@@ -154,7 +159,7 @@ class TiedHead(EmbeddingHead, SoftmaxFamilyHead):
     """
 
     kind = "tied"
-    options = ("bias",)
+    options: ClassVar[dict] = {"bias": BOOLEAN}
     color = "#0072b2"  # blue
 
     @classmethod

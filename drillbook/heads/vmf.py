@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from ..errors import DataError
 from ..losses import DECODE_METRICS, LOSSES, log_cm, max_margin_loss, nearest_neighbour
-from ..validation import check_choice
+from ..validation import BOOLEAN, Rule, check_choice, integer, number, one_of
 from .base import Features, VectorHead
 from .flops import FlopSize, HeadFlops
 
@@ -87,7 +87,13 @@ class VMFHead(VectorHead):
     """
 
     kind = "vmf"
-    options = ("target_embeddings", "dim", "loss", "lambda1", "lambda2", "margin", "bias")
+    options: ClassVar[dict] = {
+        "target_embeddings": Rule(lambda v: v is None or isinstance(v, Tensor),
+                                  "null (a random table: tests only) or a (V, m) tensor of "
+                                  "word vectors"),
+        "dim": integer(minimum=2).or_none("the table's width"),
+        "loss": one_of(*LOSSES), "lambda1": number(minimum=0), "lambda2": number(minimum=0),
+        "margin": number(minimum=0), "bias": BOOLEAN}
     color = "#cc3399"  # magenta
 
     tiny: ClassVar[dict] = {"dim": 4}
@@ -127,8 +133,9 @@ class VMFHead(VectorHead):
     ) -> None:
         super().__init__(vocab_size, d_hidden)
         check_choice(loss, LOSSES, "vMF head loss")
-        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 2):
-            raise ValueError(f"dim (the embedding size m) must be an integer >= 2, got {dim!r}")
+        dim = self.check_option("dim", dim)
+        lambda1, lambda2, margin, bias = (self.check_option(name, value) for name, value in (
+            ("lambda1", lambda1), ("lambda2", lambda2), ("margin", margin), ("bias", bias)))
         if target_embeddings is None:  # (once per calling line: Python's default filter)
             warnings.warn("a vmf head built without target_embeddings scores against a "
                           "random table; pass the pretrained word vectors "

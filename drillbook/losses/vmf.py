@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..validation import POSITIVE_INT
+from ..validation import POSITIVE_INT, number
 from .bessel import log_cm
 
 __all__ = [
@@ -33,6 +33,10 @@ __all__ = [
     "nll_vmf_reg2",
     "vmf_pseudo_loss",
 ]
+
+#: the losses' weights and margin: finite and not negative (a NaN would make every loss NaN)
+_WEIGHT = number(minimum=0)
+
 
 # ----------------------------------------------------------------- losses
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -97,6 +101,7 @@ def nll_vmf_reg1(pred: Tensor, target: Tensor, lambda1: float = 0.02, *,
         pred, target, reduction: as for :func:`nll_vmf`.
         lambda1: ``λ1`` (the paper uses 0.02).
     """
+    lambda1 = _WEIGHT.check(lambda1, "nll_vmf_reg1: lambda1")
     neg_log_c, dot, _ = _nll_parts(pred, target, "nll_vmf_reg1")
     kappa = torch.linalg.vector_norm(pred, dim=-1)
     return _reduce(neg_log_c - dot + lambda1 * kappa, reduction)
@@ -111,6 +116,7 @@ def nll_vmf_reg2(pred: Tensor, target: Tensor, lambda2: float = 0.1, *,
         pred, target, reduction: as for :func:`nll_vmf`.
         lambda2: ``λ2`` (the paper uses 0.1).
     """
+    lambda2 = _WEIGHT.check(lambda2, "nll_vmf_reg2: lambda2")
     neg_log_c, dot, _ = _nll_parts(pred, target, "nll_vmf_reg2")
     return _reduce(neg_log_c - lambda2 * dot, reduction)
 
@@ -205,6 +211,7 @@ def max_margin_loss(pred: Tensor, target_ids: Tensor, table: Tensor, margin: flo
         chunk_size: positions per block in the negative search (``None``: all at once).
         reduction: ``"none"``, ``"mean"`` or ``"sum"``.
     """
+    margin = _WEIGHT.check(margin, "max_margin_loss: margin")
     if not isinstance(pred, Tensor) or pred.dim() == 0 or not pred.is_floating_point():
         raise TypeError("max_margin_loss expects a floating tensor pred of shape (..., m)")
     m = int(pred.shape[-1])

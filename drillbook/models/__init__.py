@@ -6,7 +6,13 @@ model that joins an encoder and a head, and the builders of both tasks' models
 
 from .awd_lstm import AWDLSTM
 from .base import Encoder, EncoderOutput, LanguageModel, eval_windows
-from .builders import ENCODERS, build_encoder, build_model, build_translation_model
+from .builders import (
+    ENCODERS,
+    build_encoder,
+    build_model,
+    build_translation_model,
+    check_buildable,
+)
 from .dropout import DropConnect, LockedDropout, embedding_dropout
 from .params import param_report
 from .transformer import TransformerLM
@@ -23,6 +29,7 @@ __all__ = [
     "build_encoder",
     "build_model",
     "build_translation_model",
+    "check_buildable",
     "embedding_dropout",
     "eval_windows",
     "param_report",

@@ -4,6 +4,7 @@ for translation)."""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from ..configs import Config, NMTConfig
@@ -15,7 +16,8 @@ from .awd_lstm import AWDLSTM
 from .base import Encoder, LanguageModel, lm_head_problem
 from .transformer import TransformerLM
 
-__all__ = ["ENCODERS", "build_encoder", "build_model", "build_translation_model"]
+__all__ = ["ENCODERS", "build_encoder", "build_model", "build_translation_model",
+           "check_buildable"]
 
 #: the encoders a language-model config may name (``model.encoder``)
 ENCODERS = ("awd-lstm", "transformer")
@@ -88,3 +90,43 @@ def build_translation_model(config: NMTConfig, src_vocab_size: int, tgt_vocab_si
                    dec_layers=m.dec_layers, dropout=m.dropout, head=config.head.kind,
                    head_options=options, input_from_targets=m.input_from_targets,
                    pad_id=pad_id)
+
+
+#: the vocabulary size a model is built at to check a config (:func:`check_buildable`)
+_STAND_IN_VOCAB = 16
+
+
+def check_buildable(config: Config | NMTConfig) -> None:
+    """Build ``config``'s model once, at its corpus's vocabulary size (a small stand-in
+    where that is not known before the data is read) and on the ``meta`` device (no
+    memory, no weights), so that whatever ``train`` would refuse about the model (a head
+    that does not fit the encoder, sizes that do not fit together) is refused before any
+    data is read: ``configs --show`` checks a config as ``train`` does.
+
+    Raises:
+        ConfigError: the model cannot be built; the message says why and what to change.
+    """
+    v = _STAND_IN_VOCAB
+    if isinstance(config, NMTConfig):
+        cls = HEADS.get(config.head.kind)
+        if cls is not None and not cls.is_distribution:  # a frozen table: built for real
+            build_translation_model(config, v, v, pad_id=0,
+                                    target_embeddings=torch.randn(v, _vector_size(config)))
+            return
+        with torch.device("meta"):
+            build_translation_model(config, v, v, pad_id=0)
+        return
+    from ..data.corpora import CORPORA
+
+    spec = CORPORA.get(config.data.corpus)  # its own vocabulary size where it is known
+    with torch.device("meta"):
+        build_model(config, spec.vocab_size if spec and spec.vocab_size else v)
+
+
+def _vector_size(config: NMTConfig) -> int:
+    """The width of the target vectors a vector head of ``config`` reads: its ``dim``
+    option, else GloVe's 50 or word2vec's 100 (as the trainer makes them)."""
+    dim = config.head.options.get("dim")
+    if dim is not None:
+        return int(dim)
+    return 100 if config.data.target_embeddings == "word2vec" else 50

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,8 +39,8 @@ from .lm import evaluate, load_lm_run
 
 __all__ = ["DEFAULT_BPTT", "DEFAULT_EPS", "DEFAULT_GRAD_BATCH_SIZE", "DEFAULT_LAMBDA",
            "DEFAULT_LR", "DynamicResult", "DynamicUpdate", "GradientStats", "SearchResult",
-           "dynamic_evaluate", "evaluate_run", "gradient_statistics", "old_hyperparameters",
-           "search", "search_grid"]
+           "check_request", "dynamic_evaluate", "evaluate_run", "gradient_statistics",
+           "old_hyperparameters", "search", "search_grid"]
 
 #: η of the authors' ``dynamiceval.py`` (tuned for AWD-LSTM on PTB)
 DEFAULT_LR = 5e-5
@@ -293,6 +294,18 @@ def _fingerprint(data: Tensor) -> str:
     return f"{tuple(data.shape)}:{hashlib.sha256(ids).hexdigest()[:16]}"
 
 
+def _weights_fingerprint(model: nn.Module) -> str:
+    """A checksum of a model's weights, so that a state file is never resumed on other
+    weights (those of a run trained further since, or of another run)."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(tensor.detach().to("cpu").contiguous().view(-1).view(torch.uint8)
+                      .numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | None = None,
                      *, lr: float = DEFAULT_LR, lamb: float = DEFAULT_LAMBDA,
                      eps: float = DEFAULT_EPS, bptt: int = DEFAULT_BPTT,
@@ -398,10 +411,16 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
     device = params[0][1].device
     settings = {"lr": float(lr), "lamb": float(lamb), "eps": float(eps), "bptt": int(bptt),
                 "max_tokens": max_tokens, "stream": _fingerprint(data)}
+    if path is not None:  # (computed only where a state file is written or read)
+        settings["weights"] = _weights_fingerprint(model)
     state = None
     if resume and path is not None and path.exists():
         state = load_checkpoint(path, device, formats=(LM_DYNAMIC_EVAL,),
                                 fix="delete it to start the evaluation again")
+        if state["settings"].get("weights") != settings["weights"]:
+            raise CheckpointError(f"{path} was made from other weights than these (the run "
+                                  f"trained further since, or it is another run's); delete "
+                                  f"it to evaluate these weights afresh")
         if state["settings"] != settings:
             was = state["settings"]
             changed = ", ".join(f"{k}={was.get(k)} (now {settings[k]})" for k in settings
@@ -530,6 +549,40 @@ def search(model: LanguageModel, data: Tensor, stats: GradientStats, *,
 
 
 # ------------------------------------------------------------------ a run folder
+def check_request(*, do_search: bool = False, lr: float | None = None,
+                  lamb: float | None = None, old_hyper: bool = False,
+                  search_tokens: int | None = None, searched: bool = False,
+                  state_path: str | Path | None = None, resume: bool = False) -> None:
+    """Refuse, before anything is loaded or measured, what :func:`evaluate_run` would not
+    do or would ignore: a search together with the values it picks, the first script's
+    hyperparameters without both values, search options without the search, or a state
+    file at ``state_path`` that is not resumed (or is no state file at all).
+
+    Raises:
+        ConfigError: the settings do not go together (the message says which to drop).
+        RunFolderError: the state file's path is taken.
+    """
+    if do_search and (lr is not None or lamb is not None):
+        raise ConfigError("the search picks the learning rate and lambda on the validation "
+                          "split: give either the search or the two values (--dyn-search, "
+                          "or --dyn-lr and --dyn-lambda)")
+    if old_hyper and (do_search or lr is None or lamb is None):
+        raise ConfigError("the first script's hyperparameters convert a given learning rate "
+                          "and lambda (and epsilon): give both, and no search")
+    if (search_tokens is not None or searched) and not do_search:
+        raise ConfigError("the search's tokens and grid are read only by the search: add "
+                          "--dyn-search (or drop --dyn-search-tokens)")
+    path = None if state_path is None else Path(state_path)
+    if path is None or not path.exists():
+        return
+    if path.is_dir() or not zipfile.is_zipfile(path):
+        raise RunFolderError(f"{path} exists and is not the state file of a dynamic "
+                             f"evaluation; give --dyn-state a path that is free")
+    if not resume:
+        raise RunFolderError(f"{path} holds a dynamic evaluation already; continue it with "
+                             f"--resume, or delete it to start again")
+
+
 def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best",
                  lr: float | None = None, lamb: float | None = None, eps: float = DEFAULT_EPS,
                  bptt: int = DEFAULT_BPTT, do_search: bool = False,
@@ -566,17 +619,10 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
             without ``lr`` and ``lamb``, or with ``do_search``.
         RunFolderError: a state file exists and ``resume`` is not set.
     """
-    if do_search and (lr is not None or lamb is not None):
-        raise ConfigError("the search picks the learning rate and lambda on the validation "
-                          "split: give either the search or the two values (--dyn-search, "
-                          "or --dyn-lr and --dyn-lambda)")
-    if old_hyper and (do_search or lr is None or lamb is None):
-        raise ConfigError("the first script's hyperparameters convert a given learning rate "
-                          "and lambda (and epsilon): give both, and no search")
+    check_request(do_search=do_search, lr=lr, lamb=lamb, old_hyper=old_hyper,
+                  search_tokens=search_tokens, searched=lrs is not None or lambdas is not None,
+                  state_path=state_path, resume=resume)
     path = None if state_path is None else Path(state_path)
-    if path is not None and path.exists() and not resume:
-        raise RunFolderError(f"{path} holds a dynamic evaluation already; continue it with "
-                             f"--resume, or delete it to start again")
     config, model, corpus = load_lm_run(run_dir, which=which, device=device, corpus=corpus)
     dev = next(model.parameters()).device
     data = batchify(corpus.split(split), 1).to(dev)

@@ -169,6 +169,7 @@ class Trainer(TrainingLoop):
     """
 
     checkpoint_format = LM_CHECKPOINT
+    config_type = Config
     max_loss = MAX_LOSS
     metric_line = "val ppl {val_ppl:.2f}"
     val_bound = "twice a uniform guess's"

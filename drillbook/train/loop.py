@@ -219,9 +219,39 @@ class TrainingLoop(TaskHooks):
     #: the epoch record's metric in the console line (a format string over the record)
     metric_line: str = ""
 
+    #: the config class this trainer trains (a subclass of
+    #: :class:`~drillbook.configs.SectionedConfig`); another is refused in one line
+    config_type: type = SectionedConfig
+
+    @classmethod
+    def check_config(cls, config: Any) -> None:
+        """Refuse, in one line naming the fix, what is not a config this trainer trains: a
+        config name, a dict, or the other task's config.
+
+        Raises:
+            ConfigError: ``Trainer trains language-model configs; 'multi30k/...' is a
+                translation config: ...``.
+        """
+        if isinstance(config, cls.config_type):
+            return
+        name = cls.__name__
+        if isinstance(config, str):
+            fix = f"pass drillbook.configs.get_config({config!r})"
+            raise ConfigError(f"{name} takes a config, not its name {config!r}: {fix}")
+        if isinstance(config, dict):
+            raise ConfigError(f"{name} takes a config, not a dict: pass "
+                              f"drillbook.configs.config_from_dict(...) of it")
+        if isinstance(config, SectionedConfig):
+            raise ConfigError(f"{name} trains {cls.config_type.task} configs; "
+                              f"{config.name!r} is a {config.task} config: train it with "
+                              f"its task's trainer, drillbook.train.task_of(config).trainer")
+        raise ConfigError(f"{name} takes a config (drillbook.configs.get_config(NAME)), got "
+                          f"{type(config).__name__}")
+
     def __init__(self, config: SectionedConfig, run_dir: str | Path, *,
                  device: str | torch.device | None = None, resume: bool = False,
                  progress: bool | None = None) -> None:
+        self.check_config(config)
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
         self.label = ""
         self.rank, self.world_size = rank_and_world_size()

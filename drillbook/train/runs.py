@@ -88,11 +88,33 @@ def read_run_config(run_dir: str | Path, cls: type[SectionedConfig] | None = Non
         raise RunFolderError(f"{run_dir} holds a {held} run, and a {cls.task} config cannot "
                              f"continue it; resume it with its own config (its config.json)"
                              f", or train the {cls.task} config into another --out folder")
+    _check_head_registered(run_dir, data)
     try:
         return config_from_dict(data) if cls is None else cls.from_dict(data)
     except ConfigError as err:
         raise RunFolderError(f"{Path(run_dir) / CONFIG} does not hold a valid config "
                              f"({err}); {_CONFIG_FIX}") from err
+
+
+def _check_head_registered(run_dir: str | Path, data: dict[str, Any]) -> None:
+    """Refuse a run whose head is not registered in this process (a head registered in
+    Python where it was trained) as such, not as a broken config file.
+
+    Raises:
+        RunFolderError: naming the head and how to register it.
+    """
+    from ..heads import HEADS  # torch is loaded here anyway
+
+    head = data.get("head")
+    kind = head.get("kind") if isinstance(head, dict) else None
+    if not isinstance(kind, str) or kind in HEADS:
+        return
+    raise RunFolderError(f"{run_dir} was trained with the head {kind!r}, which is not "
+                         f"registered in this process (the package's heads: "
+                         f"{', '.join(HEADS)}); register it before reading the run: import "
+                         f"the module that defines it and call "
+                         f"drillbook.heads.register_head on its class, then read the run "
+                         f"from that Python process (drillbook.train.load_run)")
 
 
 def _records(path: Path) -> list[tuple[int, str, Any]]:

@@ -8,6 +8,7 @@ both checkpoints carry the vocabularies, so a run can translate on its own.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,7 +25,7 @@ from ..nmt.bleu import corpus_bleu, multi30k_bleu
 from ..nmt.corpus import ParallelCorpus, load_parallel
 from ..nmt.decode import translate_pairs
 from ..nmt.model import Seq2Seq
-from ..nmt.vocab import NMTVocab
+from ..nmt.vocab import SPECIALS, NMTVocab
 from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
 from .loop import TrainingLoop
@@ -117,6 +118,26 @@ def translation_loss(model: Seq2Seq, batch: TranslationBatch, *,
     return loss
 
 
+def _check_words(pairs: list, vocabs: tuple[NMTVocab, NMTVocab], min_freq: int) -> None:
+    """Refuse vocabularies that hold no word (every word ``<unk>``: nothing to learn),
+    before anything is written, naming the ``data.min_freq`` that keeps some.
+
+    Raises:
+        ConfigError: ``data.min_freq=100 keeps no word of the target side ...``.
+    """
+    for side, vocab in enumerate(vocabs):
+        if len(vocab) > len(SPECIALS):
+            continue
+        counts = Counter(word for pair in pairs for word in pair[side])
+        most = max(counts.values(), default=0)
+        fix = (f"lower data.min_freq to at most {most} (its most frequent word's count)"
+               if most else "give training sentences that have words")
+        raise ConfigError(f"data.min_freq={min_freq} keeps no word of the "
+                          f"{('source', 'target')[side]} side's {len(pairs):,} training "
+                          f"sentences: every word would be <unk> and the model could learn "
+                          f"nothing; {fix}")
+
+
 class NMTTrainer(TrainingLoop):
     """Train a :class:`~drillbook.configs.translation.NMTConfig` into a run folder.
 
@@ -148,6 +169,7 @@ class NMTTrainer(TrainingLoop):
     """
 
     checkpoint_format = NMT_CHECKPOINT
+    config_type = NMTConfig
     token_weighted = True
     plateau_metric, higher_is_better = "val_bleu", True  # the stopping rule reads BLEU
     metric_line = "val BLEU {val_bleu:.2f}"
@@ -155,6 +177,7 @@ class NMTTrainer(TrainingLoop):
     def __init__(self, config: NMTConfig, run_dir: str | Path, *, device: str | None = None,
                  corpus=None, target_vectors: tuple[list[str], Any] | None = None,
                  resume: bool = False, progress: bool | None = None) -> None:
+        self.check_config(config)  # before its head is read
         head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
         if head_cls is not None and config.train.negative_sampling is not None:
             check_negative_sampling(head_cls)  # before anything is written or loaded
@@ -169,6 +192,7 @@ class NMTTrainer(TrainingLoop):
         self.train_pairs = self.corpus.train[: d.max_train_pairs]
         self.src_vocab = NMTVocab.build([s for s, _ in self.train_pairs], min_freq=d.min_freq)
         self.tgt_vocab = NMTVocab.build([g for _, g in self.train_pairs], min_freq=d.min_freq)
+        _check_words(self.train_pairs, (self.src_vocab, self.tgt_vocab), d.min_freq)
         continuous = not HEADS[config.head.kind].is_distribution  # vMF: a frozen table
         if not continuous:  # (a vMF model needs its table to be built)
             check_model_fits(lambda: build_translation_model(

@@ -91,7 +91,8 @@ def bench_config(encoder: str, overrides: Sequence[str] = ()) -> Config:
         raise ConfigError(f"{encoder} is a {config.task} config; the benchmark puts heads "
                           f"behind a language model's encoder: choose a language-model "
                           f"config (`drillbook configs`)")
-    return apply_overrides(config, list(overrides))
+    return apply_overrides(config, overrides if isinstance(overrides, dict | str)
+                           else list(overrides))  # (a lone string: refused there)
 
 
 def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",

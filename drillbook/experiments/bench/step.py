@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
@@ -27,11 +28,12 @@ from ...precision import autocast
 from ...provenance import environment
 from ...train.lm import Trainer
 from ...train.step import LocalReducer, OptimizerStep
+from ...validation import as_list
 from .heads import SIZES
 from .measure import BENCH_FORMAT, amp_of, check_clock, log, time_call
 from .model import bench_config
 
-__all__ = ["TrainStep", "compare_train_steps", "load_step", "make_train_step",
+__all__ = ["TrainStep", "check_step", "compare_train_steps", "load_step", "make_train_step",
            "run_step_bench", "time_train_step", "trainer_step"]
 
 #: ``step(model, optimizer, x, y, train, amp)``: one training step on word ids ``x`` and
@@ -205,7 +207,9 @@ def compare_train_steps(configs: Sequence[str | Config],
     """
     if rounds < 1:
         raise ConfigError(f"rounds must be >= 1, got {rounds}")
-    steps = dict(steps or {"trainer": trainer_step})
+    steps = {name: check_step(step, name)
+             for name, step in dict(steps or {"trainer": trainer_step}).items()}
+    configs = as_list(configs, "configs", " of config names")
     device = torch.device(device)
     check_clock(clock, device)
     contenders = []
@@ -231,6 +235,27 @@ def compare_train_steps(configs: Sequence[str | Config],
     return rows
 
 
+def check_step(fn: object, name: str) -> TrainStep:
+    """``fn`` if it can be called as a step, ``fn(model, optimizer, x, y, train, amp)``.
+
+    Raises:
+        ConfigError: not callable, or a signature that does not take those six arguments.
+    """
+    if not callable(fn):
+        raise ConfigError(f"step {name!r} is not callable; give a function "
+                          f"step(model, optimizer, x, y, train, amp)")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: taken on trust
+        return fn
+    try:
+        signature.bind(*range(6))
+    except TypeError:
+        raise ConfigError(f"step {name!r} takes {signature}; a step function takes the six "
+                          f"arguments (model, optimizer, x, y, train, amp)") from None
+    return fn
+
+
 def load_step(spec: str) -> TrainStep:
     """The step function named ``module:function`` (e.g.
     ``drillbook.experiments.bench.step:trainer_step``).
@@ -251,7 +276,7 @@ def load_step(spec: str) -> TrainStep:
     if not callable(fn):
         raise ConfigError(f"{module_name} has no function {attr!r}; name a callable "
                           f"step(model, optimizer, x, y, train, amp)")
-    return fn
+    return check_step(fn, spec)
 
 
 def run_step_bench(configs: Sequence[str], *, steps: Sequence[str] = (),
@@ -262,7 +287,9 @@ def run_step_bench(configs: Sequence[str], *, steps: Sequence[str] = (),
     """The ``step`` benchmark: :func:`compare_train_steps` of named configs and step
     functions (``module:function``; default the trainer's step), as a JSON-ready report
     (``format``, ``mode`` ``"step"``, ``environment``, ``settings``, ``rows``)."""
-    named = {spec: load_step(spec) for spec in steps} or {"trainer": trainer_step}
+    configs = as_list(configs, "configs", " of config names")
+    named = ({spec: load_step(spec) for spec in as_list(steps, "steps", " of module:function")}
+             or {"trainer": trainer_step})
     for name in configs:  # fail early on a bad name or override
         bench_config(name, overrides)
     rows = compare_train_steps(configs, named, rounds=rounds, repeats=repeats,

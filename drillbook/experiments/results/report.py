@@ -107,6 +107,15 @@ def _tables(folder: str | Path, heading: str, skip: list[str] = ()) -> list[str]
     for doc in docs:
         if doc["table"] not in skip:
             by_table.setdefault(doc["table"], []).append(doc)
+    # a row run only under other seeds (`reproduce --seed N` alone) is shown by its first
+    # seed's run, as a GPU plan's rows are
+    for table in sorted({p.parent.name for p in Path(folder).glob(f"*/{SEED_FOLDER}*")}
+                        - set(skip)):
+        shown = {d["row"] for d in by_table.get(table, [])}
+        for row, seeds in seed_runs(folder, table).items():
+            if row not in shown:
+                by_table.setdefault(table, []).append(seeds[0])
+                shown.add(row)
     lines: list[str] = []
     for name in sorted(by_table):
         lines += _table_lines(name, by_table[name], heading, folder=folder)

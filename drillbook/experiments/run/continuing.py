@@ -77,7 +77,7 @@ def run_plan(plan: Plan, *, out: str | Path, runs: str | Path, devices: Sequence
     minutes = deadline_minutes or plan.deadline_minutes
     parallel = parallel or plan.parallel
     seeds = list(seeds) if seeds else list(plan.seeds) or None
-    jobs = table_jobs(plan.table, seeds=seeds, overrides=list(overrides))
+    jobs = table_jobs(plan.table, seeds=seeds, overrides=overrides)
     device = resolve_device(devices[0]) if devices and devices[0] else resolve_device(None)
     first = jobs[0].config
     precision = precision_label(resolve_precision(first.train.amp, device))

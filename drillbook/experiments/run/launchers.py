@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -208,6 +209,17 @@ def executor_parameters(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (what making ``path``
+    would create first), or None when ``path`` exists."""
+    missing = None
+    for folder in [path, *path.parents]:
+        if folder.exists():
+            return missing
+        missing = folder
+    return missing
+
+
 class SubmititLauncher:
     """Each job submitted through submitit (see the module notes).
 
@@ -235,11 +247,15 @@ class SubmititLauncher:
                                       "installed: pip install 'drillbook[cluster]'") from None
         self.parameters = dict(parameters or {})
         self.needs_time_limit = "timeout_min" not in self.parameters
+        made = _first_missing(Path(folder))  # what the executor makes, and a refusal removes
         try:
             self.executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
             self.executor.update_parameters(**self.parameters)
         except (AssertionError, NameError, ValueError, TypeError, RuntimeError) as err:
-            raise ConfigError(f"submitit refuses --cluster {cluster} --executor "
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
+            raise ConfigError(f"submitit refuses {f'--cluster {cluster} ' if cluster else ''}"
+                              f"--executor "
                               f"{' '.join(f'{k}={v}' for k, v in self.parameters.items())}: "
                               f"{' '.join(str(err).split())}") from None
 

@@ -470,7 +470,7 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     parallel = parallel or plan.parallel
     deadline = 60 * (deadline_minutes or plan.deadline_minutes) - END_MARGIN_SECONDS
     jobs = [job for job in table_jobs(plan.table, seeds=plan.seeds or None,
-                                      overrides=list(overrides))
+                                      overrides=overrides)
             if (job.row.name, job.seed) not in skip]
     measured = measured_plateaus(plan.table, results)
     rows = []

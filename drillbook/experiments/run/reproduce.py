@@ -23,7 +23,7 @@ import torch
 
 from ...analysis import rank_of
 from ...configs import finetune_lr
-from ...errors import ConfigError, TrainingInterrupted
+from ...errors import ConfigError, RunFolderError, TrainingInterrupted
 from ...heads import HEADS
 from ...precision import precision_label, resolve_precision
 from ...provenance import device_name, git_state
@@ -31,9 +31,9 @@ from ...runtime import resolve_device
 from ...train.distributed import rank_and_world_size
 from ...train.loop import RunStatus, TrainingLoop
 from ...train.plateau import rule_of
-from ...train.runs import BEST, LOG, has_checkpoint, read_log
+from ...train.runs import BEST, LOG, has_checkpoint, in_use, read_log
 from ...train.tasks import Task, task_of
-from ...validation import check_choice
+from ...validation import SEED, as_list, check_choice, is_integer
 from ..bench.measure import free_memory, is_out_of_memory
 from ..results import RESULT_FORMAT, write_result
 from ..results.analyses import result_analyses
@@ -89,21 +89,26 @@ def table_jobs(table: str, rows: Sequence[str] | None = None,
             :attr:`~drillbook.train.tasks.Task.streams`).
     """
     check_choice(table, sorted(TABLES), "table")
+    overrides = as_list(overrides, "overrides", " of key=value strings")
     spec = TABLES[table]
     chosen = list(spec)
+    if rows is not None:
+        rows = as_list(rows, "rows", " of row names")
     if rows:
         names = {r.name for r in chosen}
         unknown = sorted(set(rows) - names)
         if unknown:
             raise ConfigError(f"unknown row(s) {unknown} in {table!r}; rows: {sorted(names)}")
         chosen = [r for r in chosen if r.name in rows]
-    wanted = [seeds] if isinstance(seeds, int) or seeds is None else list(seeds)
+    wanted = [seeds] if is_integer(seeds) or seeds is None else as_list(seeds, "seeds")
+    wanted = [seed if seed is None else SEED.check(seed, "seed") for seed in wanted]
     jobs = []
     for row in chosen:
         config = row.resolve(overrides)
         _check_stages(table, row, task_of(config), rank=spec.rank)
-        for seed in wanted:
-            if seed is None or seed == config.train.seed:
+        # each seed once: "--seed 7 7" (or the config's own seed named again) trains once
+        for seed in dict.fromkeys(config.train.seed if s is None else s for s in wanted):
+            if seed == config.train.seed:
                 jobs.append(Job(table, row, config.train.seed, table, config))
             else:
                 jobs.append(Job(table, row, seed, f"{table}/{SEED_FOLDER}{seed}",
@@ -169,7 +174,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         execution: how the row was run, recorded in its result file (:func:`execution`;
             default: a process of its own, alone on its device).
     """
-    jobs = table_jobs(table, rows, seed, list(overrides or []))
+    jobs = table_jobs(table, rows, seed, overrides or [])
     source = git_state()  # the code this call runs, read before training starts
     rank_cap = table_rank_cap(table, max_eval_tokens)
     loaded: dict[str, Any] = {}  # each data section's corpus, loaded by the first row
@@ -210,6 +215,11 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
     task = task_of(config)
     data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
     started = time.monotonic()
+    holder = in_use(run_dir)
+    if holder is not None:  # the run folders follow runs (--runs), not out: say so
+        raise RunFolderError(f"{run_dir} is in use by another training process ({holder}); "
+                             f"wait for it to finish or stop it, or give this reproduce "
+                             f"another runs folder (--runs)")
     trainer = task.trainer(config, run_dir, device=device,
                            corpus=corpus if corpus is not None else loaded.get(data_key),
                            resume=has_checkpoint(run_dir), progress=progress)

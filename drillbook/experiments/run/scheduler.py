@@ -153,7 +153,7 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
     start = time.monotonic()
     deadline = (math.inf if deadline_minutes is None else start + 60 * POSITIVE_NUMBER.check(
         deadline_minutes, "--deadline-minutes") - END_MARGIN_SECONDS)
-    jobs = table_jobs(table, rows, seeds, list(overrides))
+    jobs = table_jobs(table, rows, seeds, overrides)
     parallel = (max(len(jobs), 1) if parallel is None
                 else POSITIVE_INT.check(parallel, "--parallel"))
     threads = threads or max(1, (os.cpu_count() or 1) // parallel)

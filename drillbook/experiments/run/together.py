@@ -101,7 +101,7 @@ def run_in_process(table: str, *, rows: Sequence[str] | None = None,
     start = time.monotonic()
     deadline = (math.inf if deadline_minutes is None else start + 60 * POSITIVE_NUMBER.check(
         deadline_minutes, "--deadline-minutes") - END_MARGIN_SECONDS)
-    jobs = table_jobs(table, rows, seeds, list(overrides))
+    jobs = table_jobs(table, rows, seeds, overrides)
     parallel = (len(jobs) if parallel is None
                 else POSITIVE_INT.check(parallel, "--parallel")) or 1
     device = str(resolve_device(devices[0] if devices else None))
