@@ -143,3 +143,25 @@ def test_the_guard_finds_a_process_the_tests_started():
         child.kill()
         child.wait()
     assert child.pid not in started_here()
+
+
+@pytest.mark.slow
+def test_a_window_part_past_its_time_box_is_asked_to_stop_before_it_is_killed(tmp_path):
+    """``tools/evidence.py`` stops a part at its time box with a stop request first, so
+    that the part's own clean-up (a measurement's workers, an MPS daemon) runs."""
+    import evidence
+
+    window = evidence.Window(minutes=5, out=tmp_path, shares={"part": 1.0})
+    flag = tmp_path / "cleaned-up"
+    part = ("import signal, sys, time\n"
+            "def stop(*_):\n"
+            f"    open({str(flag)!r}, 'w').close()\n"
+            "    sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, stop)\n"
+            "time.sleep(120)\n")
+    try:
+        status = window.run("part", [sys.executable, "-c", part], limit=6)
+    finally:
+        window.console.close()
+    assert status is None and "time box" in window.steps[-1]["note"]
+    assert flag.exists()
