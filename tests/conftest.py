@@ -21,7 +21,9 @@ OUTLIVE_GRACE = 15.0
 
 def started_here() -> list[int]:
     """The live processes (not zombies) carrying this process's mark, but this one and
-    its Jupyter kernels (the notebook tests' plugin shuts those down itself)."""
+    two kinds of its own children that end with it: its Jupyter kernels (the notebook
+    tests' plugin shuts those down) and multiprocessing's helpers (the resource tracker,
+    the forkserver: they read from a pipe this process holds)."""
     mark = f"{SESSION_MARK}={os.getpid()}".encode()
     found = []
     for entry in Path("/proc").iterdir():
@@ -34,8 +36,9 @@ def started_here() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        kernel = b"ipykernel_launcher" in cmdline and int(state[1]) == os.getpid()
-        if state[0] != "Z" and not kernel:
+        helper = int(state[1]) == os.getpid() and (
+            b"ipykernel_launcher" in cmdline or b"from multiprocessing." in cmdline)
+        if state[0] != "Z" and not helper:
             found.append(int(entry.name))
     return found
 
