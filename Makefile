@@ -39,11 +39,13 @@ help:
 	@echo "             MINUTES; needs only a python with torch (PYTHON=...)"
 	@echo "make rehearse-evidence   the same on this CPU at tiny sizes (about 2 min)"
 
+# --no-compile: no bytecode for the whole of torch and the book's tools up front (three
+# quarters of torch's install); Python compiles what is imported, once, when it is.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-compile "$(TORCH_PIN)"
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (drillbook)" > /dev/null
 	touch $@
 
@@ -101,7 +103,7 @@ package: $(STAMP)
 	$(BIN)/python -m twine check --strict $(DIST)/*
 	$(PYTHON) -m venv $(WHEEL_VENV)
 	$(BIN)/python tools/venv_torch.py $(WHEEL_VENV) $(WHEEL_TORCH)
-	$(WHEEL_VENV)/bin/python -m pip install --quiet $(DIST)/*.whl
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-compile $(DIST)/*.whl
 	cd $(WHEEL_VENV) && bin/python $(abspath tools/smoke_test.py)
 
 test: $(STAMP)
