@@ -70,13 +70,13 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/notebooks.py check
 
-# The tests run in TEST_JOBS processes (pytest-xdist; auto: one per CPU), a file (a
+# The tests run in TEST_JOBS processes (pytest-xdist; logical: one per CPU), a file (a
 # notebook) to one process, each process with CHECK_THREADS of torch's CPU threads. The
 # notebooks' outputs are recorded (make sync) with tools/notebooks.py's RECORD_THREADS
 # threads, and checked here with CHECK_THREADS, another count: every test run executes
 # the checked cells under a second summation order (tests/test_notebook_pairs.py keeps
 # the two apart).
-TEST_JOBS     ?= auto
+TEST_JOBS     ?= logical
 CHECK_THREADS := 1
 PYTEST := OMP_NUM_THREADS=$(CHECK_THREADS) MKL_NUM_THREADS=$(CHECK_THREADS) \
           $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
