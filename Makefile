@@ -22,7 +22,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # experiment size: small (CPU), t4 (a GPU under 20 GiB or without bfloat16), full, auto
 export DRILLBOOK_PROFILE ?= auto
 
-.PHONY: help venv book book-check test lint unit notebooks package sync clean evidence \
+.PHONY: help venv book book-check test lint unit notebooks package sync lock clean evidence \
         rehearse-evidence
 
 help:
@@ -39,11 +39,13 @@ help:
 	@echo "             MINUTES; needs only a python with torch (PYTHON=...)"
 	@echo "make rehearse-evidence   the same on this CPU at tiny sizes (about 2 min)"
 
+# --no-compile: no bytecode for the whole of torch and the book's tools up front (three
+# quarters of torch's install); Python compiles what is imported, once, when it is.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --no-compile "$(TORCH_PIN)"
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (drillbook)" > /dev/null
 	touch $@
 
@@ -68,33 +70,53 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python tools/notebooks.py check
 
+# The tests run in TEST_JOBS processes (pytest-xdist; logical: one per CPU), a file (a
+# notebook) to one process, each process with CHECK_THREADS of torch's CPU threads. The
+# notebooks' outputs are recorded (make sync) with tools/notebooks.py's RECORD_THREADS
+# threads, and checked here with CHECK_THREADS, another count: every test run executes
+# the checked cells under a second summation order (tests/test_notebook_pairs.py keeps
+# the two apart).
+TEST_JOBS     ?= logical
+CHECK_THREADS := 1
+PYTEST := OMP_NUM_THREADS=$(CHECK_THREADS) MKL_NUM_THREADS=$(CHECK_THREADS) \
+          $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
+NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(PYTEST) tests
 
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(PYTEST) notebooks $(NBVAL)
 
 # What a user installs: the sdist and wheel built from a clean tree, checked by twine, the
 # wheel installed into a fresh venv holding only torch, and a smoke test run against it.
-DIST       := _build/dist
-WHEEL_VENV := _build/wheel-venv
+# That venv's torch (and what torch requires) is the dev venv's, linked from outside it
+# (tools/venv_torch.py), not unpacked a second time: pip installs the wheel's own
+# requirements there and leaves the linked ones as they are.
+DIST        := _build/dist
+WHEEL_VENV  := _build/wheel-venv
+WHEEL_TORCH := _build/wheel-venv-torch
 package: $(STAMP)
-	rm -rf $(DIST) $(WHEEL_VENV)
+	rm -rf $(DIST) $(WHEEL_VENV) $(WHEEL_TORCH)
 	mkdir -p _build
 	$(BIN)/python -m build --sdist --wheel --outdir $(DIST) . > _build/package-build.log
 	$(BIN)/python -m twine check --strict $(DIST)/*
 	$(PYTHON) -m venv $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
-	$(WHEEL_VENV)/bin/python -m pip install --quiet $(DIST)/*.whl
+	$(BIN)/python tools/venv_torch.py $(WHEEL_VENV) $(WHEEL_TORCH)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-compile $(DIST)/*.whl
 	cd $(WHEEL_VENV) && bin/python $(abspath tools/smoke_test.py)
 
 test: $(STAMP)
 	$(MAKE) lint
 	$(MAKE) package
 	$(MAKE) book-check
-	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(PYTEST) tests notebooks $(NBVAL)
+
+# constraints.txt's pins, from this venv: after changing the extras (its comments kept)
+lock: $(STAMP)
+	{ grep '^#' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable \
+	    | grep -iv '^torch=='; } > constraints.new
+	mv constraints.new constraints.txt
 
 sync: $(STAMP)
 	$(BIN)/python tools/notebooks.py sync $(NB)

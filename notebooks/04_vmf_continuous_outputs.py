@@ -508,9 +508,9 @@ paper_ratios = [paper_value(f"vmf:table4:{row}", "ms_per_batch") / paper_ms["sof
                 for row in ("emb-cosine", "emb-nllvmf", "emb-maxmargin")]
 print(f"the paper's continuous rows: {min(paper_ratios):.2f} to {max(paper_ratios):.3f} "
       f"times the softmax's time per batch")
-ratio = step_s["vMF reg2"] / step_s["softmax"]
-print(f"our training step: vMF reg2 {1e3 * step_s['vMF reg2']:.1f} ms, the softmax "
-      f"{1e3 * step_s['softmax']:.1f} ms")
+ratio = step_s["vMF reg2"] / step_s["softmax"]  # timed just now (the table above)
+print(f"our training step, vMF reg2 against the softmax, between 0.5 and 1.1 times: "
+      f"{0.5 <= ratio <= 1.1}")
 assert 0.5 <= ratio <= 1.1  # between half and about the whole of the softmax's step
 print(f"one float32 score matrix at V = 800,000: {800_000 * 1_024 * 4 / 1e9:.1f} GB at "
       f"1,024 positions, {800_000 * 4_096 * 4 / 1e9:.1f} GB at 4,096")
@@ -559,15 +559,17 @@ speed_table = done.pivot(index="vocab_size", columns="name",
 speed_table.round(2)
 
 # %% tags=["nbval-check-output"]
-train_gain = speed_table["train_speedup"]["vmf-300"]
-at_50k = done.set_index(["name", "vocab_size"])
-for name in ("softmax", "vmf-300"):
-    row = at_50k.loc[(name, 50_000)]
-    print(f"{name} at V = 50,000: {1e3 * row['train_step_s']:.1f} ms a training step, "
-          f"{1e3 * row['decode_token_s']:.3f} ms to decode a position")
+train_gain = speed_table["train_speedup"]["vmf-300"]  # timed just now (the table above)
+# decoding 64 positions over 1,000 words takes microseconds, which the machine's load
+# outweighs: the decoding claim is checked where the search over V is the work
+decode_gain = speed_table["decode_speedup"]["vmf-300"].loc[10_000:]
+print("vMF's training speed-up grows with V:", train_gain.is_monotonic_increasing,
+      "| at least 10 at V = 50,000:", bool(train_gain.loc[50_000] >= 10),
+      "| decoding at most 1.25 times faster from V = 10,000 on:",
+      bool((decode_gain <= 1.25).all()))
 assert train_gain.is_monotonic_increasing  # the training ratio grows with V
 assert train_gain.loc[50_000] >= 10  # vMF trains the layer 10 times faster at 50,000
-assert (speed_table["decode_speedup"]["vmf-300"] <= 1.25).all()  # and decodes no faster
+assert (decode_gain <= 1.25).all()  # and decodes no faster
 
 # %% [markdown]
 # Where the speed claim holds, and where it does not:

@@ -2,8 +2,71 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+from pathlib import Path
+
 import pytest
 import torch
+
+#: every process this test process starts inherits this mark in its environment, so that a
+#: process it left behind is found even once orphaned (its parent then is not us): the
+#: value is this process's id, each xdist worker setting its own
+SESSION_MARK = "DRILLBOOK_TEST_SESSION"
+os.environ[SESSION_MARK] = str(os.getpid())
+#: seconds a process started by the tests has, after the last test, to end by itself
+OUTLIVE_GRACE = 15.0
+
+
+def started_here() -> list[int]:
+    """The live processes (not zombies) carrying this process's mark, but this one and
+    two kinds of its own children that end with it: its Jupyter kernels (the notebook
+    tests' plugin shuts those down) and multiprocessing's helpers (the resource tracker,
+    the forkserver: they read from a pipe this process holds)."""
+    mark = f"{SESSION_MARK}={os.getpid()}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        helper = int(state[1]) == os.getpid() and (
+            b"ipykernel_launcher" in cmdline or b"from multiprocessing." in cmdline)
+        if state[0] != "Z" and not helper:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_outlives_the_tests():
+    """Fails the run when a process a test started (a worker, a server, a training row)
+    is still running once every test is done: each gets :data:`OUTLIVE_GRACE` seconds to
+    end, and whatever is left is named and killed."""
+    yield
+    if not Path("/proc/self/environ").exists():  # no /proc: nothing to look at
+        return
+    end = time.monotonic() + OUTLIVE_GRACE
+    while (left := started_here()) and time.monotonic() < end:
+        time.sleep(0.5)
+    if not left:
+        return
+    names = []
+    for pid in left:
+        try:
+            names.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes()
+                         .replace(b"\0", b" ").decode(errors="replace").strip()[:200])
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    if names:
+        pytest.fail(f"{len(names)} process(es) started by the tests outlived them (killed "
+                    "now): " + "; ".join(names), pytrace=False)
 
 
 def pytest_collection_modifyitems(items):

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,73 @@ def test_where_the_mps_daemon_cannot_start_the_measurement_goes_on(tmp_path, mon
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     with concurrency.mps_daemon(tmp_path / "work2") as (env, why):
         assert env is None and "not on PATH" in why
+
+
+def test_a_worker_is_abandoned_once_its_measurement_is_gone_or_stopped_waiting(tmp_path):
+    go, me = tmp_path / "go", os.getppid()  # a worker's parent: here, this test's
+    later, earlier = time.time() + 60, time.time() - 1
+    assert not concurrency.abandoned(me, later, go)
+    assert concurrency.abandoned(me + 1_000_000, later, go)  # another parent: it died
+    assert concurrency.abandoned(me, earlier, go)  # the start's deadline passed, no "go"
+    go.touch()
+    assert not concurrency.abandoned(me, earlier, go)  # started: it trains to the end
+
+
+ORPHAN = """
+import json, os, subprocess, sys, time
+spec = {{"parent": os.getpid(), "deadline": time.time() + 600, "go": {go!r}}}
+with open({spec!r}, "w") as f:
+    json.dump(spec, f)
+worker = subprocess.Popen([sys.executable, {tool!r}, "--worker", {spec!r}])
+print(worker.pid, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_whose_measurement_was_killed_ends_by_itself(tmp_path):
+    """The measurement killed outright (no clean-up of its own runs): its worker, waiting
+    for a "go" that will never come, sees its parent gone and exits."""
+    spec, go = tmp_path / "spec.json", tmp_path / "go"
+    parent = subprocess.run([sys.executable, "-c", ORPHAN.format(
+        go=str(go), spec=str(spec), tool=str(ROOT / "tools" / "concurrency.py"))],
+        capture_output=True, text=True, timeout=60, check=True)
+    pid = int(parent.stdout.split()[0])  # its parent has exited: the worker is an orphan
+    stat = Path(f"/proc/{pid}/stat")
+    end = time.monotonic() + 60
+    while stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < end, "the orphaned worker is still running"
+        time.sleep(0.2)
+
+
+def test_the_guard_finds_a_process_the_tests_started():
+    from conftest import started_here
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert child.pid in started_here()
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid not in started_here()
+
+
+@pytest.mark.slow
+def test_a_window_part_past_its_time_box_is_asked_to_stop_before_it_is_killed(tmp_path):
+    """``tools/evidence.py`` stops a part at its time box with a stop request first, so
+    that the part's own clean-up (a measurement's workers, an MPS daemon) runs."""
+    import evidence
+
+    window = evidence.Window(minutes=5, out=tmp_path, shares={"part": 1.0})
+    flag = tmp_path / "cleaned-up"
+    part = ("import signal, sys, time\n"
+            "def stop(*_):\n"
+            f"    open({str(flag)!r}, 'w').close()\n"
+            "    sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, stop)\n"
+            "time.sleep(120)\n")
+    try:
+        status = window.run("part", [sys.executable, "-c", part], limit=6)
+    finally:
+        window.console.close()
+    assert status is None and "time box" in window.steps[-1]["note"]
+    assert flag.exists()

@@ -81,3 +81,21 @@ def test_repository_url_comes_from_config(copy):
                                            "github.com/someone/else"))
     result = run_check(copy)
     assert result.returncode == 1 and "github.com/someone/else" in result.stderr
+
+
+def test_make_test_checks_the_outputs_under_another_thread_count_than_sync_records():
+    """``make test`` runs nbval with ``CHECK_THREADS`` of torch's threads, sync records the
+    outputs with ``RECORD_THREADS``: two counts, so that a checked output depending on the
+    summation order fails every test run, not only on another machine."""
+    import re
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import notebooks as tool
+
+    make = (ROOT / "Makefile").read_text()
+    check = int(re.search(r"^CHECK_THREADS\s*:?=\s*(\d+)\s*$", make, re.M).group(1))
+    assert check != tool.RECORD_THREADS
+    pytest_line = re.search(r"^PYTEST\s*:=(.*(?:\\\n.*)*)", make, re.M).group(1)
+    assert "OMP_NUM_THREADS=$(CHECK_THREADS)" in pytest_line
+    recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"^\t\$\(PYTEST\) .*\bnotebooks\b.*\$\(NBVAL\)", recipe, re.M)

@@ -140,6 +140,7 @@ def test_sync_records_exactly_the_modules_the_kernel_imported(repo, monkeypatch)
     nb = nbformat.read(py.with_suffix(".ipynb"), as_version=4)
     record = nb.metadata["drillbook"]
     assert record.pop("seconds") > 0 and record.pop("cpus") == os.cpu_count()
+    assert record.pop("threads") == tool.RECORD_THREADS
     assert record.pop("profile") == os.environ.get("DRILLBOOK_PROFILE", "auto")
     assert record == {
         "sources": {"drillbook/__init__.py": digest(package / "__init__.py"),

@@ -47,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,10 +123,38 @@ def in_process(name: str, n: int, args, work: Path, corpus, graphs: bool) -> dic
 
 
 # ------------------------------------------------------------------ N processes
+#: a worker's exit status when it ends itself: its measurement is gone, or never said "go"
+ABANDONED = 3
+
+
+def abandoned(parent: int, deadline: float, go: Path) -> bool:
+    """Whether a worker's measurement is gone (its parent is no longer ``parent``: killed,
+    even by a signal no handler sees) or has stopped waiting for it (``deadline``, a
+    ``time.time()``, passed without its "go")."""
+    return os.getppid() != parent or (time.time() > deadline and not go.exists())
+
+
+def watch_parent(parent: int, deadline: float, go: Path) -> None:
+    """End this worker (status :data:`ABANDONED`) once it is :func:`abandoned`: checked
+    now, then in a thread of its own, so that it ends whether it waits, warms up or
+    trains."""
+    def watch() -> None:
+        while True:
+            if abandoned(parent, deadline, go):
+                os._exit(ABANDONED)
+            time.sleep(0.2)
+
+    if abandoned(parent, deadline, go):
+        sys.exit(ABANDONED)
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
 def worker(spec_path: str) -> int:
     """One row in a process of its own (what ``--worker`` runs): warm up, say so, wait for
-    the start, train the timed steps, write when they began and ended."""
+    the start, train the timed steps, write when they began and ended. It ends itself when
+    its measurement is gone or has stopped waiting for it (:func:`watch_parent`)."""
     spec = json.loads(Path(spec_path).read_text())
+    watch_parent(spec["parent"], spec["deadline"], Path(spec["go"]))
     device = torch.device(spec["device"])
     config = config_of(spec["config"], spec["tiny"], spec["seed"],
                        spec["warmup"] + spec["steps"])
@@ -149,25 +178,27 @@ def processes(name: str, n: int, args, work: Path, env: dict | None = None) -> d
     """``n`` rows, one process each, started together once all have warmed up."""
     go = work / "go"
     specs, procs = [], []
-    for i in range(n):
-        spec = {"config": name, "tiny": args.tiny, "seed": 1000 + i, "device": args.device,
-                "run": str(work / f"proc-{i}"), "warmup": args.warmup, "steps": args.steps,
-                "ready": str(work / f"ready-{i}"), "go": str(go),
-                "out": str(work / f"out-{i}.json")}
-        path = work / f"spec-{i}.json"
-        path.write_text(json.dumps(spec))
-        specs.append(spec)
-        threads = [] if args.threads is None else ["--threads", str(args.threads)]
-        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path),
-                                       *threads],
-                                      env={**os.environ, **(env or {})},
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      text=True))
-    try:
-        deadline = time.monotonic() + args.start_timeout
+    # past this moment this process stops waiting for the workers to warm up, and so do they
+    deadline = time.time() + args.start_timeout
+    try:  # started inside: a worker that did start is ended whatever fails next
+        for i in range(n):
+            spec = {"config": name, "tiny": args.tiny, "seed": 1000 + i, "device": args.device,
+                    "run": str(work / f"proc-{i}"), "warmup": args.warmup, "steps": args.steps,
+                    "ready": str(work / f"ready-{i}"), "go": str(go),
+                    "out": str(work / f"out-{i}.json"), "parent": os.getpid(),
+                    "deadline": deadline}
+            path = work / f"spec-{i}.json"
+            path.write_text(json.dumps(spec))
+            specs.append(spec)
+            threads = [] if args.threads is None else ["--threads", str(args.threads)]
+            procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path),
+                                           *threads],
+                                          env={**os.environ, **(env or {})},
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          text=True))
         while not all(Path(s["ready"]).exists() for s in specs):
             dead = [p for p in procs if p.poll() not in (None, 0)]
-            if dead or time.monotonic() > deadline:
+            if dead or time.time() > deadline:
                 why = (dead[0].stderr.read().strip().splitlines() or ["?"])[-1] if dead \
                     else f"not ready within {args.start_timeout:g} s"
                 return {"rows": n, "error": why[:300]}
@@ -329,8 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: this machine has no CUDA device (rehearse with "
                      "--device cpu --tiny)")
-    # a stop request ends the measurement through its finally clauses (workers, MPS)
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    # a stop request ends the measurement through its finally clauses (workers, MPS); a
+    # kill that no handler sees ends the workers through their own watch (watch_parent)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, lambda signum, frame: sys.exit(128 + signum))
     began = time.time()
     report = measure(args)
     write_json(args.out, {"format": "drillbook-concurrency/1",

@@ -61,6 +61,8 @@ from drillbook.experiments.run.together import measured_way  # noqa: E402
 END_SECONDS = 15.0
 #: seconds between a part's own deadline and its time box (its last words)
 MARGIN = 10.0
+#: seconds a part past its time box has, once asked to stop, before it is killed
+STOP_GRACE = 10.0
 
 #: the parts, in order, and their shares of the window (of what is left when each starts)
 PARTS = (("concurrency", 0.15), ("steps", 0.10), ("gpu-small", 0.25),
@@ -129,16 +131,23 @@ class Window:
         self.console.flush()
         env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=ROOT, env=env)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=seconds,
-                                  cwd=ROOT, env=env)
-            status, text = done.returncode, done.stdout + done.stderr
-            note = f"exit {status}"
-        except subprocess.TimeoutExpired as err:
+            out, err = proc.communicate(timeout=seconds)
+            status, note = proc.returncode, f"exit {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            # asked to stop first, so that its own clean-up ends what it started (a
+            # measurement's worker processes, an MPS daemon); killed if it does not
+            proc.terminate()
+            try:
+                out, err = proc.communicate(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
             status = None
-            text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-                           for x in (err.stdout, err.stderr))
             note = f"stopped after {seconds:.0f} s (its time box)"
+        text = (out or "") + (err or "")
         self.console.write(text)
         self.console.flush()
         if output is not None:
