@@ -71,8 +71,10 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests
 
+# DRILLBOOK_CHECK_FIGURES=1: every figure a chapter draws is checked for a reader
+# (drillbook.plotting.figure_problems); a problem fails the cell that drew it
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env \
+	DRILLBOOK_CHECK_FIGURES=1 $(BIN)/python -m pytest notebooks --nbval-lax --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # What a user installs: the sdist and wheel built from a clean tree, checked by twine, the
@@ -93,7 +95,7 @@ test: $(STAMP)
 	$(MAKE) lint
 	$(MAKE) package
 	$(MAKE) book-check
-	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
+	DRILLBOOK_CHECK_FIGURES=1 $(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env \
 	    --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 sync: $(STAMP)

@@ -103,9 +103,22 @@ def check_open_figures() -> None:
 
 
 def _check_figures_after_each_cell() -> None:
-    """In IPython, check every figure a cell drew before the inline backend shows and
-    closes it: the check runs first among the ``post_execute`` callbacks, and a problem
-    becomes the cell's error output (so that nbval fails the cell)."""
+    """Check every figure before it is shown: ``pyplot.show`` checks the open figures
+    first (a problem raises in the cell that drew it), and in IPython a ``post_execute``
+    callback, run before the inline backend shows and closes what a cell left open, does
+    the same for figures shown without ``show`` (a problem becomes the cell's error
+    output, which nbval fails)."""
+    import matplotlib.pyplot as plt
+
+    if not getattr(plt.show, "checks_figures", False):
+        shown = plt.show
+
+        def show(*args, **kwargs):
+            check_open_figures()
+            return shown(*args, **kwargs)
+
+        show.checks_figures = True
+        plt.show = show
     try:
         from IPython import get_ipython
     except ImportError:

@@ -103,7 +103,7 @@ def head_colors(names: Sequence[str]) -> list[str]:
 
 #: how far each further row of one head moves from the head's colour: towards black
 #: (a negative fraction) or white (positive), in turn
-_SHADES = (0.0, -0.4, 0.3, -0.65, 0.5)
+_SHADES = (0.0, -0.5, 0.5, -0.8, 0.8)
 
 
 def family_colors(names: Sequence[str]) -> dict[str, str]:
@@ -129,12 +129,13 @@ def family_colors(names: Sequence[str]) -> dict[str, str]:
     return colors
 
 
-def log_tick_label(value: float) -> str:
-    """A log axis's tick label: a plain number from 0.001 to 99,999 (``0.01``, ``300``,
-    ``20,000``), a power of ten outside that range (``$10^{-6}$``)."""
+def log_tick_label(value: float, powers: bool = False) -> str:
+    """A log axis's tick label: a plain number from 0.001 to 999,999 (``0.01``, ``300``,
+    ``200,000``), a power of ten outside that range or when ``powers`` (``$10^{-6}$``,
+    ``$2\\times 10^{6}$``)."""
     if value <= 0 or not math.isfinite(value):
         return ""
-    if 1e-3 <= value < 1e5:
+    if not powers and 1e-3 <= value < 1e6:
         return f"{value:,.0f}" if value >= 1 and value == round(value) else f"{value:g}"
     exponent = math.log10(value)
     if abs(exponent - round(exponent)) < 1e-9:
@@ -145,22 +146,29 @@ def log_tick_label(value: float) -> str:
 
 def tidy_log_axis(ax, axis: str = "y") -> None:
     """Drop the minor tick labels matplotlib puts on a short log axis (they crowd the
-    major ones) and label the major ticks with :func:`log_tick_label`: plain numbers
-    where they are short, powers of ten where they are not."""
+    major ones) and label the major ticks with :func:`log_tick_label`, in one form per
+    axis: plain numbers where every label in view is short, powers of ten for all of them
+    where one is not (never ``10,000`` beside ``$10^{6}$``)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    def formatter(target):
+        def label(value: float, _pos) -> str:
+            low, high = sorted(target.get_view_interval())
+            return log_tick_label(value, powers=high >= 1e6 or 0 < low < 1e-3)
+        return FuncFormatter(label)
 
     for which in (("x", "y") if axis == "both" else (axis,)):
         target = ax.xaxis if which == "x" else ax.yaxis
         target.set_minor_formatter(NullFormatter())
-        target.set_major_formatter(FuncFormatter(lambda v, _: log_tick_label(v)))
+        target.set_major_formatter(formatter(target))
 
 
 def label_log_range(ax, values: Sequence[float], axis: str = "y") -> None:
     """Major ticks on a log ``axis`` (``"x"`` or ``"y"``) that leave labels in view when the
     data span less than a decade or two (perplexities from 260 to 860 hold no power of
     ten): halves as well under a factor of four (120 to 310: 150, 200, 250, 300), every
-    integer multiple of a power of ten under a decade, 1-2-5 under three, powers of ten
-    beyond. Label them with :func:`tidy_log_axis`."""
+    integer multiple of a power of ten under a decade, 1-2-5 under two decades, powers of
+    ten beyond. Label them with :func:`tidy_log_axis`."""
     from matplotlib.ticker import LogLocator
 
     positive = [v for v in values if v > 0]
@@ -168,7 +176,7 @@ def label_log_range(ax, values: Sequence[float], axis: str = "y") -> None:
         return
     span = max(positive) / min(positive)
     subs = ((1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9) if span < 4 else tuple(range(1, 10))
-            if span < 10 else (1, 2, 5) if span < 1000 else (1,))
+            if span < 10 else (1, 2, 5) if span < 100 else (1,))
     (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(LogLocator(base=10, subs=subs))
 
 
@@ -178,9 +186,10 @@ def label_log_range(ax, values: Sequence[float], axis: str = "y") -> None:
 #: a date (2026-11-26), a window's number (window2), a path
 _FOLDER_WORDS = re.compile(r"\d{4}-\d{2}-\d{2}|window\d|[\w-]+/[\w-]+/")
 
-#: the smallest CIE76 distance in L*a*b* between two series of one axes (the book's own
-#: palette keeps 25 between heads; shades of one head keep at least this)
-MIN_SERIES_DELTA_E = 15.0
+#: the smallest CIE76 distance in L*a*b* between two series of one axes: the distance the
+#: book's palette keeps between heads, and :func:`family_colors` between up to five rows of
+#: the vMF head (near-identical pinks, 21 apart, were what a reader could not tell apart)
+MIN_SERIES_DELTA_E = 25.0
 
 #: the smallest legend text, in points
 MIN_LEGEND_POINTS = 8.0

@@ -594,15 +594,15 @@ print("single softmaxes at d + 2 = 402 on both texts:",
 
 # %% [markdown]
 # Their two single-softmax models sit exactly on the ceiling $d + 2 = 402$, and MoS is 19
-# short of the 10,000 words. The `gpu-ptb` plan trains the AWD-LSTM, DRILL, MoS and DOC at
-# the papers' size and takes the same rank on the first 4,000 test positions, rounded up
-# to whole windows of 70: 4,060 positions. The plan's first GPU window (an H200, nine
-# minutes for everything) took that rank for the two mixtures only: its deadline stopped
-# the AWD-LSTM and DRILL before their test evaluation ({doc}`06_reproductions` says what
-# the window taught). The cell below says what each row reached. Its `d` column is the
-# size of the vectors each head scores the words with: a mixture's components are
-# 280-dimensional on Penn Treebank (its last LSTM layer, 620 wide, is projected down to
-# them), so each component alone is capped at $280 + 2 = 282$.
+# short of the 10,000 words. The `gpu-ptb` {ref}`plan <glossary-runs>` trains the AWD-LSTM,
+# DRILL, MoS and DOC at the papers' size and takes the same rank on the first 4,000 test
+# positions, rounded up to whole windows of 70: 4,060 positions. The plan's first {ref}`GPU
+# window <glossary-runs>` (an H200, nine minutes for everything) took that rank for the two
+# mixtures only: its deadline stopped the AWD-LSTM and DRILL before their test evaluation
+# ({doc}`06_reproductions` reads its result files). The cell below says what each row
+# reached. Its `d` column is the size of the vectors each head scores the words with: a
+# mixture's components are 280-dimensional on Penn Treebank (its last LSTM layer, 620 wide,
+# is projected down to them), so each component alone is capped at $280 + 2 = 282$.
 
 # %% tags=["nbval-check-output"]
 # from a GPU window's result files, when one is committed

@@ -301,15 +301,15 @@ print("C_drill(k) = k (d^2 + d) + V:",
 # `$DRILLBOOK_DATA` or its cache folder, and downloads it (checking sha256 sums) the first
 # time.
 #
-# The budget depends on the profile. On a CPU (this website) each head trains for 25
-# updates, about 3% of an epoch: a small demonstration of the machinery (train, save,
-# reload, score), **not** enough to rank the heads. On a GPU the full profile trains 6
-# whole epochs each. Runs that have learned more are committed with the package and read
-# further down: the same configs trained for 900 updates on a CPU (the `cpu-scale` table
-# of {doc}`06_reproductions`, three seeds for most rows), and the paper-sized tied model
-# and DRILL-4 (`ptb/awd-lstm`, `ptb/awd-lstm-drill`, configs of 500 and 1,000 epochs)
-# trained for their first five epochs on a GPU, drawn on the authors' own 600-epoch
-# curves. No paper-sized run has gone further.
+# The {ref}`budget <glossary-runs>` depends on the profile. On a CPU (this website) each
+# head trains for 25 updates, about 3% of an epoch: a small demonstration of the machinery
+# (train, save, reload, score), **not** enough to rank the heads. On a GPU the full profile
+# trains 6 whole epochs each. Runs that have learned more are committed with the package
+# and read further down: the same configs trained for 900 updates on a CPU (the `cpu-scale`
+# table of {doc}`06_reproductions`, three seeds for most rows), and the paper-sized tied
+# model and DRILL-4 (`ptb/awd-lstm`, `ptb/awd-lstm-drill`, configs of 500 and 1,000 epochs)
+# trained for their first five epochs on a GPU, drawn on the authors' own 600-epoch curves.
+# No paper-sized run has gone further.
 
 # %%
 corpus = load_corpus("ptb", download=True)
@@ -727,9 +727,11 @@ for a, b in [("tied", "softmax"), ("tied", "bilinear"), ("dual-lr5", "tied"),
 # One run per row cannot say which of these gaps a change of seed alone would produce.
 # Several rows were run again with seeds 142 and 143 (the seed fixes the initial weights,
 # every dropout mask and the windows; what a spread over {ref}`seeds <glossary-seeds>`
-# does and does not resolve is on the definitions page). `drillbook.experiments.results.seeds`
-# reads every seed's file and calls two rows resolved when their ranges of test
-# perplexity do not overlap:
+# does and does not resolve is on the definitions page), by a later version of the
+# training code than seed 141 ({doc}`06_reproductions` lists the commits): a spread here is
+# that of the seed and the code together. `drillbook.experiments.results.seeds` reads every
+# seed's file and calls two rows resolved when their ranges of test perplexity do not
+# overlap:
 
 # %% tags=["nbval-check-output"]
 spreads = {sp.row: sp for sp in book.seed_spread(book.book_results(), "cpu-scale")}

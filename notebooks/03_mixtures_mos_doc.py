@@ -388,14 +388,15 @@ print("sqrt(beta) falls as lambda_beta grows:", balance["sqrt(beta)"].is_monoton
 # %% [markdown]
 # ## On Penn Treebank
 #
-# Now the same heads on real text, Penn Treebank {cite:p}`marcus1993ptb`, with the `tutorial/ptb-*`
-# configs (a 2-layer {ref}`AWD-LSTM <glossary-awd-lstm>` {cite:p}`merity2018awdlstm` with
-# 128-dimensional embeddings): tied, DRILL, sigsoftmax, MoS with 5 experts and DOC with 3 vectors
-# from the last layer and 2 from the first. The budget is tiny in the small profile (10 batches of
-# 16 sequences each), which is enough for ranks and mixture statistics, and not for perplexity
-# rankings; the full profile trains 6 epochs each on a GPU. The paper-sized MoS and DOC runs
-# (`ptb/awd-lstm-mos`, `ptb/awd-lstm-doc`, 22M and 23M parameters as in the papers) have had their
-# first two epochs on a GPU, read further down; the tables they belong to are in
+# Now the same heads on real text, Penn Treebank {cite:p}`marcus1993ptb`, with the
+# `tutorial/ptb-*` configs (a 2-layer {ref}`AWD-LSTM <glossary-awd-lstm>`
+# {cite:p}`merity2018awdlstm` with 128-dimensional embeddings): tied, DRILL, sigsoftmax,
+# MoS with 5 experts and DOC with 3 vectors from the last layer and 2 from the first. The
+# {ref}`budget <glossary-runs>` is tiny in the small profile (10 batches of 16 sequences
+# each), which is enough for ranks and mixture statistics, and not for perplexity rankings;
+# the full profile trains 6 epochs each on a GPU. The paper-sized MoS and DOC runs
+# (`ptb/awd-lstm-mos`, `ptb/awd-lstm-doc`, 22M and 23M parameters as in the papers) have
+# had their first two epochs on a GPU, read further down; the tables they belong to are in
 # {doc}`06_reproductions`.
 
 # %% tags=["nbval-check-output"]
@@ -629,7 +630,9 @@ for a, b in [("doc", "tied"), ("tied", "mos")]:
 # it, at 312.8: the opposite of every paper's table. Here every row has the same batch
 # and the same 900 updates, so the comparison is at equal updates as well as equal epochs,
 # and {ref}`three seeds <glossary-seeds>` say how much of it a change of seed could
-# produce: over seeds 141 to 143 both orderings are resolved on test perplexity (DOC's
+# produce (seeds 142 and 143 trained by a later version of the code than seed 141,
+# {doc}`06_reproductions` lists the commits, so each range holds both changes): over
+# seeds 141 to 143 both orderings are resolved on test perplexity (DOC's
 # range 227.0 to 236.4 lies below the tied model's 254.7 to 270.0, which lies below
 # MoS's 279.1 to 294.8). So after 900 updates at this size MoS is worse than the tied
 # model, not merely unlucky; whether it is only slower to start, as the authors' logs

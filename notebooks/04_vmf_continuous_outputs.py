@@ -328,13 +328,13 @@ print(f"the paper's m: {m_paper} (its 1,024 x m projection has 307.2K weights, T
 # first validation sentences: the sizes are printed above. The full profile uses all
 # 29,000 pairs, 10 epochs and a 256-unit model.
 #
-# Read these runs as a demonstration of the machinery, said as such: the training loop,
-# the vMF loss, nearest-neighbour decoding, BLEU and the analyses, end to end in about a
-# minute. After about a hundred updates no model here has learned to translate, and none
-# of the result files committed with the package holds a translation model that has
-# (the next cell lists what they hold); the full profile, or the `gpu-multi30k` plan of a
-# GPU window, trains them. What these runs can show is which models learn at all, what
-# each costs, and one failure that needs no long training to see.
+# Read these runs as a demonstration of the machinery, said as such: the training loop, the
+# vMF loss, nearest-neighbour decoding, BLEU and the analyses, end to end in about a
+# minute. After about a hundred updates no model here has learned to translate, and none of
+# the result files committed with the package holds a translation model that has (the next
+# cell lists what they hold); the full profile, or the `gpu-multi30k` {ref}`plan
+# <glossary-runs>` of a GPU window, trains them. What these runs can show is which models
+# learn at all, what each costs, and one failure that needs no long training to see.
 
 # %% tags=["nbval-check-output"]
 # every result file that ships with the package: tables, seed folders, GPU windows

@@ -124,12 +124,12 @@ show_source(DualHead._context)
 # uses all 29,000 pairs, 10 epochs and 256 units. The parameter counts are exact.
 #
 # Read the runs of this page as a demonstration of the machinery, not as a comparison:
-# training, decoding, BLEU, parameter counts and the analyses below, end to end in a
-# minute or two. At this budget each model has had about a hundred updates and has barely
-# begun to translate. A model that has learned to translate would be the better teacher,
-# but none of the result files committed with the package holds one yet (the cell after
-# the training lists what they hold); the full profile, or the `gpu-multi30k` plan of a
-# GPU window, trains them.
+# training, decoding, BLEU, parameter counts and the analyses below, end to end in a minute
+# or two. At this {ref}`budget <glossary-runs>` each model has had about a hundred updates
+# and has barely begun to translate. A model that has learned to translate would be the
+# better teacher, but none of the result files committed with the package holds one yet
+# (the cell after the training lists what they hold); the full profile, or the
+# `gpu-multi30k` plan of a GPU window, trains them.
 
 # %%
 corpus = load_parallel("de", "en", download=True)

@@ -26,21 +26,21 @@
 # size a laptop can afford. This chapter asks the harder question: do the papers' tables
 # come out of this code? **No paper-scale row has been run to its end yet.** The
 # paper-scale tables (DRILL's Tables 1 to 4, the MoS and DOC rows, the speeds and the
-# ranks) are complete configs that await GPU time: a full
-# {ref}`AWD-LSTM <glossary-awd-lstm>` run {cite:p}`merity2018awdlstm` is 500 to 2,000
-# epochs, hours to days of GPU time per row, and every one of their rows below shows a
-# dash. So do the two translation tables on the full Multi30k
-# {cite:p}`elliott2016multi30k`, analogues of the vMF and joint-embedding papers'
-# experiments, also sized for a GPU. What has run: two CPU-scale tables, `cpu-scale`
-# (every head on Penn Treebank with a small AWD-LSTM and one budget for all, most rows
-# with three seeds) and `tutorial` (two rows that the tests and a first look use); and
-# three short windows on an H200 GPU. The first trained one epoch of each row of DRILL's
-# speed table at the paper's size, which chapter 7 reads for its timing and this chapter
-# for what one epoch says; the second trained the `gpu-ptb` plan's four paper-sized
-# models side by side for their first epochs, five for the tied model and DRILL-4, two
-# for MoS-15 and DOC; the third measured speeds only. Those first epochs are drawn here
-# on the DRILL authors' own training logs, 600 epochs of each model, which the package
-# carries as data. The chapter keeps two things strictly apart:
+# ranks) are complete configs that await GPU time: a full {ref}`AWD-LSTM
+# <glossary-awd-lstm>` run {cite:p}`merity2018awdlstm` is 500 to 2,000 epochs, hours to
+# days of GPU time per row, and every one of their rows below shows a dash. So do the two
+# translation tables on the full Multi30k {cite:p}`elliott2016multi30k`, analogues of the
+# vMF and joint-embedding papers' experiments, also sized for a GPU. What has run: two
+# CPU-scale tables, `cpu-scale` (every head on Penn Treebank with a small AWD-LSTM and one
+# {ref}`budget <glossary-runs>` for all, most rows with three seeds) and `tutorial` (two
+# rows that the tests and a first look use); and three short windows on an H200 GPU. The
+# first trained one epoch of each row of DRILL's speed table at the paper's size, which
+# chapter 7 reads for its timing and this chapter for what one epoch says; the second
+# trained the `gpu-ptb` plan's four paper-sized models side by side for their first epochs,
+# five for the tied model and DRILL-4, two for MoS-15 and DOC; the third measured speeds
+# only. Those first epochs are drawn here on the DRILL authors' own training logs, 600
+# epochs of each model, which the package carries as data. The chapter keeps two things
+# strictly apart:
 #
 # 1. **Complete configs** that run a table to the end on one GPU. Each row resumes from its
 #    last checkpoint, so a Colab session that disconnects loses minutes, not the run.
@@ -661,9 +661,30 @@ print("commit of the doc row:", commits.pop("doc"), "| of the others:",
 # `drillbook reproduce cpu-scale --rows ROW --seed N` writes
 # `results/cpu-scale/seed-<N>/<row>.json` beside the row's own file (seed 141; the book's
 # are in `drillbook/results/`), and `drillbook.experiments.results.seeds` gathers a row's runs
-# (refusing two runs that differ in anything but the seed) and summarises them: the mean,
-# the sample standard deviation and the range. A row with one seed has no measured spread;
-# its table line shows a dash.
+# (refusing two runs whose configs differ in anything but the seed) and summarises them:
+# the mean, the sample standard deviation and the range. A row with one seed has no
+# measured spread; its table line shows a dash.
+#
+# A config is not all that decides a number: the code that trained it does too. The
+# committed seed runs were not all trained by one version of the code, as the next cell
+# shows from each file's commit:
+
+# %% tags=["nbval-check-output"]
+by_commit = {}
+for d in book.table_results("cpu-scale", RESULTS, seeds=True):
+    by_commit.setdefault((d["seed"], (d["git_commit"] or "")[:7]), []).append(d["row"])
+for (seed, commit), rows in sorted(by_commit.items()):
+    print(f"seed {seed}, commit {commit}: {', '.join(sorted(rows))}")
+assert {seed for seed, _ in by_commit} == {141, 142, 143}
+assert len({commit for seed, commit in by_commit if seed > 141}) == 1
+
+# %% [markdown]
+# Seed 141 of every row was trained at one commit (DOC's and `dual-lr5`'s at two later
+# ones), seeds 142 and 143 all at another, later commit, with the training code changed
+# in between. So a spread below is the spread of a change of seed *and* of the code
+# together, not of chance alone, and a row's seed 141 may sit apart from its two other
+# seeds for either reason. Read the spreads as what these committed runs show; runs of
+# every seed by one version of the code would measure chance alone.
 
 # %% tags=["nbval-check-output"]
 spreads = book.seed_spread(RESULTS, "cpu-scale")

@@ -13,6 +13,7 @@ from drillbook.experiments import TABLES
 from drillbook.heads import HEADS
 from drillbook.plotting import (
     HEAD_COLORS,
+    MIN_SERIES_DELTA_E,
     VARIANT_COLORS,
     _number,
     cielab,
@@ -68,9 +69,19 @@ def test_variants_have_their_own_colour():
 
 @pytest.mark.parametrize(("value", "label"), [
     (1e-6, "$10^{-6}$"), (0.001, "0.001"), (0.5, "0.5"), (300, "300"), (20_000, "20,000"),
-    (1e5, "$10^{5}$"), (2e6, "$2\\times 10^{6}$")])
+    (1e5, "100,000"), (2e6, "$2\\times 10^{6}$")])
 def test_log_ticks_read_as_plain_numbers_or_powers_of_ten(value, label):
     assert log_tick_label(value) == label
+
+
+def test_one_log_axis_labels_its_ticks_in_one_form():
+    fig, ax = _figure()
+    ax.loglog([1, 2], [500, 2e6])
+    tidy_log_axis(ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.yaxis.get_majorticklabels() if t.get_text()]
+    assert "$10^{3}$" in labels and not any("," in t for t in labels)  # no 1,000 beside 10^6
+    plt.close(fig)
 
 
 @pytest.mark.parametrize(("name", "kind"), [
@@ -109,7 +120,7 @@ def test_rows_of_one_head_get_shades_of_its_colour():
     base, darker, lighter = (to_rgb(colors[n]) for n in names[1:4])
     assert sum(darker) < sum(base) < sum(lighter)
     for a, b in zip(base, darker, strict=True):  # a shade of the same hue: each channel
-        assert b == pytest.approx(0.6 * a, abs=0.003)  # moves 40% of the way to black
+        assert b == pytest.approx(0.5 * a, abs=0.003)  # moves 50% of the way to black
     assert _luminance(colors["vMF reg2 tied"]) <= _luminance("#ffffff") / 2
     with pytest.raises(ValueError, match="row 6 of its head"):
         family_colors([f"drill-{k}" for k in range(6)])
@@ -135,7 +146,9 @@ def test_log_range_ticks_leave_labels_in_view():
         return [round(t, 6) for t in located if lo <= t <= hi]
 
     assert ticks([120.0, 310.0]) == [150.0, 200.0, 250.0, 300.0]
-    assert ticks([1.0, 683.0], "x") == [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0]
+    assert ticks([3.0, 90.0], "x") == [5.0, 10.0, 20.0, 50.0]
+    # beyond two decades, powers of ten: 1-2-5 labels would print over each other
+    assert ticks([1.0, 683.0], "x") == [1.0, 10.0, 100.0]
     assert ticks([686.0, 1.4e6], "x") == [1000.0, 10000.0, 100000.0, 1000000.0]
 
 
@@ -200,3 +213,44 @@ def test_one_model_drawn_as_line_and_markers_may_share_its_colour():
     ("\u22120.5", -0.5), ("$2\\times 10^{6}$", 2e6), ("tied", None), ("50%", 50.0)])
 def test_tick_labels_read_as_numbers(text, value):
     assert _number(text) == value
+
+
+def test_open_figures_are_checked_after_a_cell_and_a_problem_names_its_figure():
+    from drillbook.notebook import FigureError, check_open_figures
+
+    plt.close("all")
+    fig, ax = _figure()
+    ax.plot([1, 2], [1, 2], label="2026-11-26-h200-window2-fp32")
+    ax.legend()
+    fig.set_label("fig-example")
+    with pytest.raises(FigureError, match=r"figure fig-example: .*names a run folder"):
+        check_open_figures()
+    plt.close("all")
+    check_open_figures()  # nothing open: nothing to say
+
+
+def test_the_chapters_read_evidence_through_one_module():
+    """A chapter imports the papers' record, the authors' runs, the result files and the
+    plotting helpers as ``drillbook.book``, not from the modules behind it."""
+    import ast
+    from pathlib import Path
+
+    import drillbook.book
+
+    internal = ("drillbook.experiments", "drillbook.authors", "drillbook.papers",
+                "drillbook.plotting")
+    for path in sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9]*.py")):
+        tree = ast.parse(path.read_text())
+        modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not {m for m in modules if m and m.startswith(internal)}, path.name
+        used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name) and n.value.id == "book"}
+        assert used <= set(drillbook.book.__all__), (path.name, used)
+
+
+def test_rows_of_the_vmf_head_stay_apart_for_the_figure_check():
+    names = ["vMF NLLvMF", "vMF reg2", "vMF reg2 tied", "vMF cosine", "vMF l2"]
+    colors = family_colors(names)
+    for a, b in itertools.combinations(names, 2):
+        assert math.dist(cielab(colors[a]), cielab(colors[b])) >= MIN_SERIES_DELTA_E, (a, b)
+
