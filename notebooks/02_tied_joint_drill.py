@@ -380,7 +380,7 @@ print(f"tokens scored: {target.numel():,} (max_tokens {max_tokens}, windows of 7
 print("every head above the unigram perplexity:", bool((ppl > unigram_ppl).all()))
 print("learning rates:", {kind: config.train.lr for kind, config in configs.items()})
 
-# %% mystnb={"figure": {"name": "fig-heads-ppl-params", "caption": "Left: validation perplexity of each head after the profile's training budget, on the tokens scored above, with the unigram model's perplexity as a dashed line. Right: each head's number of dedicated parameters. Both axes are logarithmic; one bar per head, in the book's colour for that head."}, "image": {"alt": "Two bar charts with logarithmic axes, one bar per head (tied, softmax, bilinear, dual, DRILL). Left: validation perplexities between about 1,000 and 7,000, every bar above the dashed unigram line near 640. Right: dedicated parameters from 10,000 for tied to 1.29 million for the untied softmax."}}
+# %% mystnb={"figure": {"name": "fig-heads-ppl-params", "caption": "Left: validation perplexity of each head after the profile's training budget, on the tokens scored above, with the unigram model's perplexity as a dashed line. Right: each head's number of dedicated parameters. Both axes are logarithmic; one bar per head, in the book's colour for that head."}, "image": {"alt": "Two bar charts with logarithmic axes, one bar per head (tied, softmax, bilinear, dual, DRILL). Left: validation perplexities between about 1,000 and 2,000, every bar above the dashed unigram line near 640. Right: dedicated parameters from 10,000 for tied to 1.29 million for the untied softmax."}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
 colors = book.head_colors(results.index)
 for ax, column in zip(axes, results.columns, strict=True):
@@ -505,13 +505,13 @@ largest = band_table.abs().stack().idxmax()
 print(f"largest difference: {band_table.loc[largest]:+.1f}% ({largest[1]}, band "
       f"{largest[0].split(' ')[0]}), in a shaded band: {largest[0].split(' ')[0] in noisy}")
 
-# %% mystnb={"figure": {"name": "fig-bands", "caption": "DRILL's Fig. 3 on the small profile's runs: for each band of training frequency (the number of word types in the band in brackets), the mean relative difference of each baseline's cross-entropy to DRILL's, in percent, on the validation tokens scored above; bars above zero mean DRILL does better on that band's words. Bands with fewer than 100 word types are shaded: their per-word means are too noisy to read."}, "image": {"alt": "Grouped bars for eight frequency bands from 1-49 to 5000+, one bar each for tied, softmax, bilinear and dual against DRILL. In the four rarest bands every bar lies within 6 percent of zero, below it: DRILL's loss is slightly higher there. The four most frequent bands, shaded, hold the largest bars, rising to about 100 percent for the dual head in the 5000+ band."}}
+# %% mystnb={"figure": {"name": "fig-bands", "caption": "DRILL's Fig. 3 on the small profile's runs: for each band of training frequency (the number of word types in the band in brackets), the mean relative difference of each baseline's cross-entropy to DRILL's, in percent, on the validation tokens scored above; bars above zero mean DRILL does better on that band's words. Bands with fewer than 100 word types are shaded: their per-word means are too noisy to read."}, "image": {"alt": "Grouped bars for eight frequency bands from 1-49 to 5000+, one bar each for tied, softmax, bilinear and dual against DRILL. In the four rarest bands the tied, softmax and bilinear bars lie within 5 percent of zero, below it, and the dual head's about 15 percent above it. The four most frequent bands, shaded, hold the largest bar, about 50 percent for the bilinear head in the 5000+ band."}}
 # grouped bars across heads: seaborn reads the table in long form, one row per bar
 long = (band_table.rename(index=lambda label: label.replace(" (", "\n("))
         .reset_index(names="band")
         .melt(id_vars="band", var_name="head", value_name="reduction"))
 fig, ax = plt.subplots(figsize=(9, 4.2))
-sns.barplot(data=long, x="band", y="reduction", hue="head", ax=ax,
+sns.barplot(data=long, x="band", y="reduction", hue="head", ax=ax, saturation=1,
             palette=dict(zip(band_table.columns, book.head_colors(band_table.columns),
                              strict=True)))
 ax.axhline(0, color="black", lw=0.8)
