@@ -654,7 +654,7 @@ if usage:
         ax.set(title=f"{row}: sqrt(beta) = {mix['cv']:.2f}, entropy "
                      f"{mix['entropy']:.2f} / {mix['max_entropy']:.2f} nats",
                xlabel="component", ylabel="mean weight on test text",
-               xticks=range(len(mix["usage"])))
+               xticks=range(0, len(mix["usage"]), 1 if len(mix["usage"]) <= 10 else 5))
         ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     plt.show()
