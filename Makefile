@@ -85,8 +85,10 @@ NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sani
 unit: $(STAMP)
 	$(PYTEST) tests
 
+# DRILLBOOK_CHECK_FIGURES=1: every figure a chapter draws is checked for a reader
+# (drillbook.plotting.figure_problems); a problem fails the cell that drew it
 notebooks: $(STAMP)
-	$(PYTEST) notebooks $(NBVAL)
+	DRILLBOOK_CHECK_FIGURES=1 $(PYTEST) notebooks $(NBVAL)
 
 # What a user installs: the sdist and wheel built from a clean tree, checked by twine, the
 # wheel installed into a fresh venv holding only torch, and a smoke test run against it.
@@ -110,7 +112,7 @@ test: $(STAMP)
 	$(MAKE) lint
 	$(MAKE) package
 	$(MAKE) book-check
-	$(PYTEST) tests notebooks $(NBVAL)
+	DRILLBOOK_CHECK_FIGURES=1 $(PYTEST) tests notebooks $(NBVAL)
 
 # constraints.txt's pins, from this venv: after changing the extras (its comments kept)
 lock: $(STAMP)
@@ -119,7 +121,7 @@ lock: $(STAMP)
 	mv constraints.new constraints.txt
 
 sync: $(STAMP)
-	$(BIN)/python tools/notebooks.py sync $(NB)
+	DRILLBOOK_CHECK_FIGURES=1 $(BIN)/python tools/notebooks.py sync $(NB)
 
 clean:
 	rm -rf _build $(NOEXEC_CONFIG)

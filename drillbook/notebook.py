@@ -8,6 +8,7 @@ drillbook 0.1.0 | torch 2.x | device cpu | profile small (auto (cpu)) | seed 0
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from . import __version__
 from .runtime import Profile, resolve_device, resolve_profile, seed_everything
 from .validation import BOOLEAN, SEED
 
-__all__ = ["Session", "in_colab", "setup", "show_source"]
+__all__ = ["FigureError", "Session", "check_open_figures", "in_colab", "setup", "show_source"]
 
 
 def in_colab() -> bool:
@@ -75,7 +76,60 @@ def _figure_style() -> None:
         return
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
     mpl.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "figure.figsize": (6.4, 4.0),
-                         "axes.titleweight": "bold"})
+                         "axes.titleweight": "bold", "legend.fontsize": 9})
+    if os.environ.get("DRILLBOOK_CHECK_FIGURES") == "1":
+        _check_figures_after_each_cell()
+
+
+class FigureError(Exception):
+    """A figure a reader could not read (:func:`drillbook.plotting.figure_problems`)."""
+
+
+def check_open_figures() -> None:
+    """Run :func:`~drillbook.plotting.figure_problems` on every open figure.
+
+    Raises:
+        FigureError: one line per problem, naming the figure (its number, or the label a
+            chapter gave it).
+    """
+    from matplotlib._pylab_helpers import Gcf
+
+    from .plotting import figure_problems
+
+    problems = [f"figure {manager.canvas.figure.get_label() or manager.num}: {problem}"
+                for manager in Gcf.get_all_fig_managers()
+                for problem in figure_problems(manager.canvas.figure)]
+    if problems:
+        raise FigureError("\n".join(problems))
+
+
+def _check_figures_after_each_cell() -> None:
+    """Check every figure before it is shown: ``pyplot.show`` checks the open figures
+    first (a problem raises in the cell that drew it), and in IPython a ``post_execute``
+    callback, run before the inline backend shows and closes what a cell left open, does
+    the same for figures shown without ``show`` (a problem becomes the cell's error
+    output, which nbval fails)."""
+    import matplotlib.pyplot as plt
+
+    if not getattr(plt.show, "checks_figures", False):
+        shown = plt.show
+
+        def show(*args, **kwargs):
+            check_open_figures()
+            return shown(*args, **kwargs)
+
+        show.checks_figures = True
+        plt.show = show
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    callbacks = shell.events.callbacks["post_execute"]
+    if check_open_figures not in callbacks:
+        callbacks.insert(0, check_open_figures)
 
 
 def setup(seed: int = 0, device: str | torch.device | None = None, quiet: bool = False,

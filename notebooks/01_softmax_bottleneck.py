@@ -69,6 +69,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
+from drillbook import book
 from drillbook.analysis import (
     DRILL_TOL,
     SyntheticLanguage,
@@ -76,17 +77,8 @@ from drillbook.analysis import (
     fit_head,
     singular_values,
 )
-from drillbook.authors import authors_ranks
-from drillbook.experiments.results.evidence import (
-    missing_evidence,
-    plan_results,
-    rank_rows,
-    table_results,
-    window_rows,
-)
 from drillbook.heads import build_head
 from drillbook.notebook import setup
-from drillbook.plotting import head_color, tidy_log_axis
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README).
@@ -139,23 +131,21 @@ nb = setup(seed=0, profile=PROFILE)
 # the **softmax bottleneck**.
 
 # %% tags=["nbval-check-output"]
-from drillbook.papers import assert_quoted
-
 # the ranks quoted above, checked against the package's record of the papers' numbers
-print(assert_quoted({"drill:sec4.1.1:rank-awd-lstm": {"rank": 400},
-                     "drill:sec4.1.1:rank-drill": {"rank": 400},
-                     "drill-repo:rank:softmax": {"rank_tol_1": 402},
-                     "drill-repo:rank:drill": {"rank_tol_1": 402},
-                     "doc:table5:awd-lstm": {"rank_test": 401}}))
+print(book.assert_quoted({"drill:sec4.1.1:rank-awd-lstm": {"rank": 400},
+                          "drill:sec4.1.1:rank-drill": {"rank": 400},
+                          "drill-repo:rank:softmax": {"rank_tol_1": 402},
+                          "drill-repo:rank:drill": {"rank_tol_1": 402},
+                          "doc:table5:awd-lstm": {"rank_test": 401}}))
 
 # %% [markdown]
 # ## A language whose answer we know
 #
 # Real corpora never show us $A$. So we build a language that does:
 # `drillbook.analysis.SyntheticLanguage` draws logits
-# $Z = \tfrac{s}{\sqrt r} F G^\top + \mathbf 1 \log u^\top$ from random factors
+# $Y = \tfrac{s}{\sqrt r} F G^\top + \mathbf 1 \log u^\top$ from random factors
 # $F \in \R^{N\times r}$, $G \in \R^{V \times r}$, adds a Zipfian unigram $u$, and
-# normalises each row: $A = \operatorname{log\_softmax}(Z)$. The **logit rank** $r$ is
+# normalises each row: $A = \operatorname{log\_softmax}(Y)$. The **logit rank** $r$ is
 # our dial. With $r = V$ the language is as high-rank as a $V$-word language can be.
 
 # %%
@@ -265,7 +255,7 @@ print(table.round({"KL (nats)": 3}).to_string(index=False))
 # $d \ge 16$: dimension is not the point, **rank** is.
 
 # %% mystnb={"figure": {"name": "fig-kl-rank-vs-d", "caption": "Left: the KL divergence left after fitting a softmax head of dimension $d$ (log-log axes) to the full-rank language (grey line, filled circles) and to the rank-16 language (grey dashed line, open squares). Right: the rank of each fit's log-probability matrix (numpy's tolerance), where the two languages' fits coincide (each circle sits inside its square), the ceiling $d + 2$ (dotted black) and the true rank of each language's matrix $A$ (thin horizontal lines, labelled): 128 for the full-rank language, 18 for the rank-16 one."}, "image": {"alt": "Two log-log panels against d from 2 to 128. Left: the full-rank language's KL falls from about 1.8 at d = 2 through 0.34 at d = 16 to about 0.0004 at d = 128; the rank-16 language's KL falls to about 0.0001 at d = 16 and stays there. Right: both languages' ranks lie on the line d + 2, from 4 to 128, the rank-16 fits crossing above their language's rank of 18 from d = 32 on."}}
-softmax = head_color("softmax")
+softmax = book.head_color("softmax")
 style = {full_name: {"ls": "-", "marker": "o", "ms": 5},  # filled circles inside ...
          low_name: {"ls": "--", "marker": "s", "ms": 10, "mfc": "none"}}  # open squares
 fig, (ax_kl, ax_rank) = plt.subplots(1, 2, figsize=(11, 4.4))
@@ -285,9 +275,9 @@ ax_kl.set(xscale="log", yscale="log", xlabel="head dimension d",
 ax_rank.set(xscale="log", yscale="log", xlabel="head dimension d",
             ylabel="rank of log-probability matrix",
             title="Rank is capped at d + 2")
-tidy_log_axis(ax_rank, "y")
+book.tidy_log_axis(ax_rank, "y")
 for ax in (ax_kl, ax_rank):
-    tidy_log_axis(ax, "x")
+    book.tidy_log_axis(ax, "x")
     ax.set_xticks(dims, [str(d) for d in dims])
 handles = [*ax_kl.get_lines(), ceiling]
 fig.legend(handles, [h.get_label() for h in handles], loc="lower center", ncol=3,
@@ -541,10 +531,10 @@ plt.show()
 
 # %% tags=["nbval-check-output"]
 # the papers' numbers quoted above, checked against the record
-print(assert_quoted({"drill:sec4.1.1:rank-mos": {"rank": 9981},
-                     "drill-repo:rank:mos": {"rank_tol_1": 9981},
-                     "drill:table1:awd-lstm-drill": {"test_ppl": 55.7},
-                     "drill:table1:awd-lstm-mos": {"test_ppl": 54.44}}))
+print(book.assert_quoted({"drill:sec4.1.1:rank-mos": {"rank": 9981},
+                          "drill-repo:rank:mos": {"rank_tol_1": 9981},
+                          "drill:table1:awd-lstm-drill": {"test_ppl": 55.7},
+                          "drill:table1:awd-lstm-mos": {"test_ppl": 54.44}}))
 
 # %% [markdown]
 # ## A preview: mixing breaks the bound
@@ -595,12 +585,12 @@ print(f"mixture rank with DRILL's tol = 1.0: {spectrum_mix.rank(DRILL_TOL)}")
 # the papers' text.
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({
+print(book.assert_quoted({
     "drill:sec4.1.1:rank-awd-lstm": {"rank": 400}, "drill:sec4.1.1:rank-drill": {"rank": 400},
     "drill:sec4.1.1:rank-mos": {"rank": 9981}, "doc:table5:awd-lstm": {"rank_test": 401},
     "doc:table5:awd-lstm-mos": {"rank_test": 10000},
     "doc:table5:awd-lstm-doc": {"rank_test": 10000}}))
-theirs = pd.DataFrame(authors_ranks()).T
+theirs = pd.DataFrame(book.authors_ranks()).T
 print("the DRILL authors' results file (tol = 1):")
 print(theirs.to_string())
 print("single softmaxes at d + 2 = 402 on both texts:",
@@ -608,22 +598,22 @@ print("single softmaxes at d + 2 = 402 on both texts:",
 
 # %% [markdown]
 # Their two single-softmax models sit exactly on the ceiling $d + 2 = 402$, and MoS is 19
-# short of the 10,000 words. The `gpu-ptb` plan trains the AWD-LSTM, DRILL, MoS and DOC at
-# the papers' size and takes the same rank on the first 4,000 test positions, rounded up
-# to whole windows of 70: 4,060 positions. The plan's first GPU window (an H200, nine
-# minutes for everything) took that rank for the two mixtures only: its deadline stopped
-# the AWD-LSTM and DRILL before their test evaluation ({doc}`06_reproductions` says what
-# the window taught). The cell below says what each row reached. Its `d` column is the
-# size of the vectors each head scores the words with: a mixture's components are
-# 280-dimensional on Penn Treebank (its last LSTM layer, 620 wide, is projected down to
-# them), so each component alone is capped at $280 + 2 = 282$.
+# short of the 10,000 words. The `gpu-ptb` {ref}`plan <glossary-runs>` trains the AWD-LSTM,
+# DRILL, MoS and DOC at the papers' size and takes the same rank on the first 4,000 test
+# positions, rounded up to whole windows of 70: 4,060 positions. The plan's first {ref}`GPU
+# window <glossary-runs>` (an H200, nine minutes for everything) took that rank for the two
+# mixtures only: its deadline stopped the AWD-LSTM and DRILL before their test evaluation
+# ({doc}`06_reproductions` reads its result files). The cell below says what each row
+# reached. Its `d` column is the size of the vectors each head scores the words with: a
+# mixture's components are 280-dimensional on Penn Treebank (its last LSTM layer, 620 wide,
+# is projected down to them), so each component alone is capped at $280 + 2 = 282$.
 
 # %% tags=["nbval-check-output"]
 # from a GPU window's result files, when one is committed
-trained_gpu = plan_results("gpu-ptb")
+trained_gpu = book.plan_results("gpu-ptb")
 if trained_gpu:  # the papers' size, from a GPU window
-    print(pd.DataFrame(window_rows(trained_gpu)).round(1).to_string(index=False))
-    gpu_ranks = pd.DataFrame(rank_rows(trained_gpu)).set_index("row")
+    print(pd.DataFrame(book.window_rows(trained_gpu)).round(1).to_string(index=False))
+    gpu_ranks = pd.DataFrame(book.rank_rows(trained_gpu)).set_index("row")
     print(gpu_ranks.round(1).to_string())
     print("test positions of each matrix:", sorted(set(gpu_ranks["positions"])))
     print("one component alone at most d + 2 =", sorted(set(gpu_ranks["d"] + 2)),
@@ -633,7 +623,7 @@ if trained_gpu:  # the papers' size, from a GPU window
     print("full rank under numpy's tolerance:",
           bool((gpu_ranks["rank_numpy_tol"] == gpu_ranks["positions"]).all()))
 else:
-    print(missing_evidence("gpu-ptb"))
+    print(book.missing_evidence("gpu-ptb"))
 
 # %% [markdown]
 # Two epochs into training at the papers' size, MoS-15 and DOC already have full rank
@@ -648,7 +638,7 @@ else:
 # updates on Penn Treebank), the rank taken on 2,240 test positions with both tolerances.
 
 # %% tags=["nbval-check-output"]
-small = pd.DataFrame(rank_rows(table_results("cpu-scale"))).set_index("row")
+small = pd.DataFrame(book.rank_rows(book.table_results("cpu-scale"))).set_index("row")
 print(small[["d", "rank_tol_1", "rank_numpy_tol", "positions", "val_ppl"]].round(1)
       .to_string())
 single = ["softmax", "tied", "bilinear", "dual", "dual-lr5", "drill-1", "drill-2",
@@ -719,7 +709,7 @@ print("MoS, DOC, sigsoftmax (tol = 1):", small.loc[mixtures, "rank_tol_1"].tolis
 #
 # **2. A language without a unigram.** `SyntheticLanguage(..., zipf=0.0)` makes the
 # unigram prior $u$ uniform. What is the rank of $A$ for $r = 16$ now? Derive it from the
-# definition of $Z$, then check.
+# definition of $Y$, then check.
 #
 # ````{admonition} Solution
 # :class: dropdown

@@ -59,34 +59,14 @@ import pandas as pd
 import seaborn as sns
 import torch
 
+from drillbook import book
 from drillbook.analysis import compare_by_frequency, head_flops, token_nll, unigram_nll
-from drillbook.authors import authors_bands, authors_curve, authors_data
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, load_corpus
-from drillbook.experiments import TABLES, book_results, plot_curves
-from drillbook.experiments.results.curves import (
-    agreement_rows,
-    authors_band_rows,
-    band_rows,
-    figure_against_authors,
-    runs_like_authors,
-)
-from drillbook.experiments.results.evidence import (
-    band_differences,
-    missing_evidence,
-    plan_results,
-    plot_band_differences,
-    table_results,
-    val_at_epoch,
-    window_rows,
-)
-from drillbook.experiments.results.seeds import resolved, seed_spread
 from drillbook.heads import BilinearHead, DrillHead, DualHead, build_head
 from drillbook.heads.label_encoder import variational_dropout
 from drillbook.models import param_report
 from drillbook.notebook import setup, show_source
-from drillbook.papers import assert_quoted, paper_value
-from drillbook.plotting import head_colors, tidy_log_axis
 from drillbook.train import Trainer, has_checkpoint, load_run
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
@@ -226,9 +206,9 @@ for name in ["ptb/awd-lstm-drill", "tutorial/ptb-drill"]:
 
 # %% [markdown]
 # With depth 0 there is no label encoder left and DRILL *is* the tied head. The test suite
-# checks this and the other equivalences (bilinear with $W = I$ is tied; the dual head with
-# identity activations and zero biases is bilinear with $W = U Q$); here is the first,
-# with random weights:
+# checks this and the other equivalences (bilinear with $W = \mathbf{I}$, the identity, is
+# tied; the dual head with identity activations and zero biases is bilinear with $W = U
+# Q$); here is the first, with random weights:
 
 # %% tags=["nbval-check-output"]
 torch.manual_seed(0)
@@ -279,7 +259,7 @@ for k in range(5):
 
 # %% tags=["nbval-check-output"]
 rows = []
-for row in TABLES["drill-table4"][:8]:  # the output layers (the last two vary DRILL-4)
+for row in book.TABLES["drill-table4"][:8]:  # the output layers (the last two vary DRILL-4)
     config = row.resolve()
     report = param_report(config)
     label = config.head.kind + (f" k={config.head.options['depth']}"
@@ -288,7 +268,7 @@ for row in TABLES["drill-table4"][:8]:  # the output layers (the last two vary D
                  "dedicated": report["output_layer_dedicated"],
                  "total": report["total"],
                  "total (M, as printed)": report["total_m_as_printed_in_drill"],
-                 "paper (M)": paper_value(row.paper_finetuned, "params_m")})
+                 "paper (M)": book.paper_value(row.paper_finetuned, "params_m")})
 capacity = pd.DataFrame(rows)
 print(capacity.to_string(index=False))
 assert (capacity["total (M, as printed)"] == capacity["paper (M)"]).all()
@@ -321,15 +301,15 @@ print("C_drill(k) = k (d^2 + d) + V:",
 # `$DRILLBOOK_DATA` or its cache folder, and downloads it (checking sha256 sums) the first
 # time.
 #
-# The budget depends on the profile. On a CPU (this website) each head trains for 25
-# updates, about 3% of an epoch: a small demonstration of the machinery (train, save,
-# reload, score), **not** enough to rank the heads. On a GPU the full profile trains 6
-# whole epochs each. Runs that have learned more are committed with the package and read
-# further down: the same configs trained for 900 updates on a CPU (the `cpu-scale` table
-# of {doc}`06_reproductions`, three seeds for most rows), and the paper-sized tied model
-# and DRILL-4 (`ptb/awd-lstm`, `ptb/awd-lstm-drill`, configs of 500 and 1,000 epochs)
-# trained for their first five epochs on a GPU, drawn on the authors' own 600-epoch
-# curves. No paper-sized run has gone further.
+# The {ref}`budget <glossary-runs>` depends on the profile. On a CPU (this website) each
+# head trains for 25 updates, about 3% of an epoch: a small demonstration of the machinery
+# (train, save, reload, score), **not** enough to rank the heads. On a GPU the full profile
+# trains 6 whole epochs each. Runs that have learned more are committed with the package
+# and read further down: the same configs trained for 900 updates on a CPU (the `cpu-scale`
+# table of {doc}`06_reproductions`, three seeds for most rows), and the paper-sized tied
+# model and DRILL-4 (`ptb/awd-lstm`, `ptb/awd-lstm-drill`, configs of 500 and 1,000 epochs)
+# trained for their first five epochs on a GPU, drawn on the authors' own 600-epoch curves.
+# No paper-sized run has gone further.
 
 # %%
 corpus = load_corpus("ptb", download=True)
@@ -347,7 +327,11 @@ def budget(small_updates: int) -> list[str]:
 
 
 kinds = ["tied", "softmax", "bilinear", "dual", "drill"]
-configs = {kind: apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget(25))
+# the dual head at the rate it trains at (the cpu-scale row dual-lr5): the tutorial
+# config's learning rate of 20 does not train it stably at this size
+RATE = {"dual": list(DualHead.cpu_scale["-lr5"])}
+configs = {kind: apply_overrides(get_config(f"tutorial/ptb-{kind}"),
+                                 budget(25) + RATE.get(kind, []))
            for kind in kinds}
 run_root = nb.run_dir("ch02")
 runs = {}
@@ -394,20 +378,21 @@ if train.max_batches_per_epoch is not None:  # the small profile's budget
 print(f"tokens scored: {target.numel():,} (max_tokens {max_tokens}, windows of 70 x 10); "
       f"unigram perplexity on them: {round(unigram_ppl)}")
 print("every head above the unigram perplexity:", bool((ppl > unigram_ppl).all()))
-print("the dual head furthest behind, over twice every other head's perplexity:",
-      bool((ppl["dual"] > 2 * ppl.drop("dual")).all()))
+print("learning rates:", {kind: config.train.lr for kind, config in configs.items()})
 
-# %% mystnb={"figure": {"name": "fig-heads-ppl-params", "caption": "Left: validation perplexity of each head after the profile's training budget, on the tokens scored above, with the unigram model's perplexity as a dashed line. Right: each head's number of dedicated parameters. Both axes are logarithmic; one bar per head, in the book's colour for that head."}, "image": {"alt": "Two bar charts with logarithmic axes, one bar per head (tied, softmax, bilinear, dual, DRILL). Left: validation perplexities between about 1,000 and 7,000, every bar above the dashed unigram line near 640, the dual head's the tallest. Right: dedicated parameters from 10,000 for tied to 1.29 million for the untied softmax."}}
+# %% mystnb={"figure": {"name": "fig-heads-ppl-params", "caption": "Left: validation perplexity of each head after the profile's training budget, on the tokens scored above, with the unigram model's perplexity as a dashed line. Right: each head's number of dedicated parameters. Both axes are logarithmic; one bar per head, in the book's colour for that head."}, "image": {"alt": "Two bar charts with logarithmic axes, one bar per head (tied, softmax, bilinear, dual, DRILL). Left: validation perplexities between about 1,000 and 2,000, every bar above the dashed unigram line near 640. Right: dedicated parameters from 10,000 for tied to 1.29 million for the untied softmax."}}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-colors = head_colors(results.index)
+colors = book.head_colors(results.index)
 for ax, column in zip(axes, results.columns, strict=True):
     ax.bar(results.index, results[column], color=colors)
     ax.set(title=column, xlabel="")
 axes[0].axhline(unigram_ppl, color="black", ls="--", lw=1, label="unigram model")
 axes[0].legend(fontsize=8, loc="upper left")
-for ax in axes:
+for ax, column in zip(axes, results.columns, strict=True):
     ax.set_yscale("log")
-    tidy_log_axis(ax)
+    values = [*results[column], *([unigram_ppl] if ax is axes[0] else [])]
+    book.label_log_range(ax, values)  # labelled ticks in view however short the range
+    book.tidy_log_axis(ax)
 fig.suptitle(f"Five output heads, same encoder, {nb.profile.name} profile")
 fig.tight_layout()
 plt.show()
@@ -415,10 +400,12 @@ plt.show()
 # %% [markdown]
 # The parameter column is exact at any budget. The perplexity column says, in the small
 # profile, that no head has yet reached even the unigram model: after 25 updates the
-# models are still learning how often each word occurs, and the ordering only tells how
-# fast each head starts. The dual head starts slowest, at more than twice the perplexity
-# of any other head. None of this ranks the heads, and none of these models has learned
-# much yet: the live run is there to show the machinery. The next section reads the same
+# models are still learning how often each word occurs. Their order after 25 updates is
+# not a property of the heads: it depends on the learning rate each head is given (the
+# dual head here trains at 5, the rate at which it trains at all at this size; at the
+# tutorial config's 20 it is unstable), on the seed and on the first few batches. None of
+# this ranks the heads, and none of these models has learned much yet: the live run is
+# there to show the machinery. The next section reads the same
 # configs after 900 updates, models that have learned something.
 #
 # The table has no column of training time, on purpose: these runs follow one another on
@@ -455,7 +442,7 @@ for kind in kinds:
 
 # %% tags=["nbval-check-output"]
 LEARNT = ["tied", "softmax", "bilinear", "dual-lr5", "drill-2"]  # this page's five configs
-learnt = {d["row"]: d for d in table_results("cpu-scale") if d["row"] in LEARNT}
+learnt = {d["row"]: d for d in book.table_results("cpu-scale") if d["row"] in LEARNT}
 whole_valid = math.exp(float(unigram_nll(corpus.vocab.counts, corpus.valid).mean()))
 print(f"unigram model on the whole validation text: {whole_valid:.0f}")
 for row in LEARNT:
@@ -466,8 +453,8 @@ assert all(d["curve"][-1]["val_ppl"] < 0.7 * whole_valid for d in learnt.values(
 
 # %% mystnb={"figure": {"name": "fig-heads-900-updates", "caption": "The five heads of this chapter after each of six epochs of 150 updates (the committed `cpu-scale` runs, seed 141): validation perplexity on a log axis, one line per head in its colour, with the unigram model of the training text as a dashed line. The dual head is the `dual-lr5` row, trained at learning rate 5."}, "image": {"alt": "Five falling lines of validation perplexity over six epochs, from between 620 and 860 after the first epoch to between 280 and 460 after the sixth; the dual head's line is the highest at the end. A dashed line marks the unigram model near 690."}}
 fig, ax = plt.subplots(figsize=(7.5, 3.8))
-plot_curves([learnt[row] for row in LEARNT], ax=ax,
-            title="The five heads after 150 to 900 updates (cpu-scale, seed 141)")
+book.plot_curves([learnt[row] for row in LEARNT], ax=ax,
+                 title="The five heads after 150 to 900 updates (cpu-scale, seed 141)")
 ax.axhline(whole_valid, color="black", ls="--", lw=1, label="unigram model")
 ax.set(xlabel="epoch (150 updates each)", ylabel="validation perplexity")
 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -477,7 +464,7 @@ plt.show()
 # %% [markdown]
 # After 900 updates every head is far below the unigram model's 687: the tied head ends
 # at 290 and DRILL-2 at 283, the untied softmax at 321, the bilinear head at 342 and the
-# dual head, the slowest starter of the live run, at 457. These models use their context,
+# dual head, at learning rate 5, at 457. These models use their context,
 # and every curve is still falling. Whether their order is the paper's, and how much of
 # it a change of seed moves, is the subject of the section on Table 4 below.
 
@@ -508,7 +495,7 @@ band_table.index.name = "training count of the target"
 band_table.round(1)
 
 # %% tags=["nbval-check-output"]
-MIN_TYPES = 100  # a per-word mean over fewer word types is too noisy to read here
+MIN_TYPES = book.MIN_BAND_TYPES  # 100: a per-word mean over fewer word types is too noisy
 types = [b.n_types for b in bands["tied"]]
 print(f"{len(types)} bands holding {sum(types):,} word types of the scored tokens;",
       f"the most frequent band {types[-1]} of them, the rarest {types[0]}")
@@ -520,14 +507,14 @@ largest = band_table.abs().stack().idxmax()
 print(f"largest difference: about {round(band_table.loc[largest], -1):+.0f}% ({largest[1]}, "
       f"band {largest[0].split(' ')[0]}), in a shaded band: {largest[0].split(' ')[0] in noisy}")
 
-# %% mystnb={"figure": {"name": "fig-bands", "caption": "DRILL's Fig. 3 on the small profile's runs: for each band of training frequency (the number of word types in the band in brackets), the mean relative difference of each baseline's cross-entropy to DRILL's, in percent, on the validation tokens scored above; bars above zero mean DRILL does better on that band's words. Bands with fewer than 100 word types are shaded: their per-word means are too noisy to read."}, "image": {"alt": "Grouped bars for eight frequency bands from 1-49 to 5000+, one bar each for tied, softmax, bilinear and dual against DRILL. In the four rarest bands every bar lies within 6 percent of zero, below it: DRILL's loss is slightly higher there. The four most frequent bands, shaded, hold the largest bars, rising to about 100 percent for the dual head in the 5000+ band."}}
+# %% mystnb={"figure": {"name": "fig-bands", "caption": "DRILL's Fig. 3 on the small profile's runs: for each band of training frequency (the number of word types in the band in brackets), the mean relative difference of each baseline's cross-entropy to DRILL's, in percent, on the validation tokens scored above; bars above zero mean DRILL does better on that band's words. Bands with fewer than 100 word types are shaded: their per-word means are too noisy to read."}, "image": {"alt": "Grouped bars for eight frequency bands from 1-49 to 5000+, one bar each for tied, softmax, bilinear and dual against DRILL. In the four rarest bands the tied, softmax and bilinear bars lie within 5 percent of zero, below it, and the dual head's about 15 percent above it. The four most frequent bands, shaded, hold the largest bar, about 50 percent for the bilinear head in the 5000+ band."}}
 # grouped bars across heads: seaborn reads the table in long form, one row per bar
 long = (band_table.rename(index=lambda label: label.replace(" (", "\n("))
         .reset_index(names="band")
         .melt(id_vars="band", var_name="head", value_name="reduction"))
 fig, ax = plt.subplots(figsize=(9, 4.2))
-sns.barplot(data=long, x="band", y="reduction", hue="head", ax=ax,
-            palette=dict(zip(band_table.columns, head_colors(band_table.columns),
+sns.barplot(data=long, x="band", y="reduction", hue="head", ax=ax, saturation=1,
+            palette=dict(zip(band_table.columns, book.head_colors(band_table.columns),
                              strict=True)))
 ax.axhline(0, color="black", lw=0.8)
 for j, band in enumerate(bands["tied"]):
@@ -565,17 +552,17 @@ plt.show()
 # text beside it.
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({"drill:sec4.1.2:fig3-gain-range": {"low_percent": 5,
-                                                        "high_percent": 17.5},
-                     "drill:sec4.1.2:fig3-highest-band-bilinear": {"percent": 2.5},
-                     "drill:sec4.1.2:fig3-band-types": {"highest_band_types": 16,
-                                                        "lowest_band_types": 4116}}))
-print("test perplexity from the authors' losses:", authors_data()["bands"]["test_ppl"])
-theirs = {average: pd.DataFrame(authors_band_rows(average)).pivot(
-    index="band", columns="row", values="relative").loc[[b.band for b in authors_bands()]]
+print(book.assert_quoted({"drill:sec4.1.2:fig3-gain-range": {"low_percent": 5,
+                                                             "high_percent": 17.5},
+                          "drill:sec4.1.2:fig3-highest-band-bilinear": {"percent": 2.5},
+                          "drill:sec4.1.2:fig3-band-types": {"highest_band_types": 16,
+                                                             "lowest_band_types": 4116}}))
+print("test perplexity from the authors' losses:", book.authors_data()["bands"]["test_ppl"])
+theirs = {average: pd.DataFrame(book.authors_band_rows(average)).pivot(
+    index="band", columns="row", values="relative").loc[[b.band for b in book.authors_bands()]]
     for average in ("word", "token")}
 print((100 * pd.concat(theirs, axis=1, names=["average"])).round(1).to_string())
-rarest, frequent = authors_bands()[0], authors_bands()[-1]
+rarest, frequent = book.authors_bands()[0], book.authors_bands()[-1]
 print(f"rarest band ({rarest.types} words, {rarest.tokens:,} tokens): tied "
       f"{rarest.relative_word['tied']:+.1f}% per word, {rarest.relative_token['tied']:+.1f}% "
       f"per token; dual {rarest.relative_word['dual']:+.1f}% and "
@@ -583,17 +570,13 @@ print(f"rarest band ({rarest.types} words, {rarest.tokens:,} tokens): tied "
 print(f"most frequent band ({frequent.types} words): DRILL against bilinear "
       f"{-frequent.relative_word['bilinear']:+.2f}% per word")
 
-# %% mystnb={"figure": {"name": "fig-bands-authors", "caption": "DRILL Fig. 3's quantity, each baseline's cross-entropy relative to DRILL's per band of training counts (word types in brackets), averaged per word as the paper does: above, from the authors' published test losses of their four fine-tuned models; below, from this page's live runs of 25 updates on the first 5,600 validation tokens. Above zero, DRILL does better on that band's words. Bands of fewer than 100 tokens are greyed out."}, "image": {"alt": "Two grouped bar charts over eight frequency bands, one above the other. Above, the authors' models: in the rarest band the tied head is about 17.5 percent above DRILL, the bilinear head about 9.6 and the dual head about 4.8; the bars shrink towards zero in the frequent bands. Below, the live runs: bars of a few percent either side of zero in the rare bands and larger bars in the sparsely populated frequent bands."}}
-fig, (ax_theirs, ax_ours) = plt.subplots(2, 1, figsize=(10, 7.5))
-plot_band_differences(authors_band_rows("word"), reference="DRILL", ax=ax_theirs)
+# %% mystnb={"figure": {"name": "fig-bands-authors", "caption": "DRILL Fig. 3 recomputed from the authors' published test losses of their four fine-tuned models: each baseline's cross-entropy relative to DRILL's per band of training counts (word types in brackets), averaged per word as the paper does. Above zero, DRILL does better on that band's words. Bands are greyed out by the rule of the figure above."}, "image": {"alt": "A grouped bar chart over eight frequency bands. In the rarest band the tied head is about 17.5 percent above DRILL, the bilinear head about 9.6 and the dual head about 4.8; the bars shrink towards zero in the frequent bands, the four most frequent of which are greyed out."}}
+fig, ax_theirs = plt.subplots(figsize=(10, 4))
+book.plot_band_differences(book.authors_band_rows("word"), reference="DRILL", ax=ax_theirs)
 ax_theirs.set(title="The authors' fine-tuned models (PTB test text)",
               xlabel="training count of the target (word types in the test text)")
 ax_theirs.legend(title="baseline", fontsize=8, loc="upper right", frameon=False)
-plot_band_differences(band_rows(bands), reference="DRILL", ax=ax_ours)
-ax_ours.set(title="This page's live runs, 25 updates (validation tokens)",
-            xlabel="training count of the target (word types among the scored tokens)")
-for ax in (ax_theirs, ax_ours):
-    ax.tick_params(axis="x", labelsize=8)
+ax_theirs.tick_params(axis="x", labelsize=8)
 fig.tight_layout()
 plt.show()
 
@@ -610,9 +593,10 @@ plt.show()
 # (a small denominator) can weigh a lot. Per token, the same band's 10,063 test tokens
 # give DRILL a 2.3% advantage over the tied model, not 17.5%, and the dual map *beats*
 # DRILL there by 0.4%. Both are honest summaries of the same losses; the figure's
-# per-word mean is the one that makes the rare-word effect large. The lower panel applies
-# the same measure to models that have barely started: what it shows belongs to the seed
-# and the first updates, as the previous section said, not to the heads.
+# per-word mean is the one that makes the rare-word effect large. The same measure on this
+# page's live runs is the figure of the previous section: after 25 updates what it shows
+# belongs to the seed and the first updates, not to the heads, and it is not drawn again
+# here.
 #
 # ### The paper-sized runs on the authors' curves
 #
@@ -626,22 +610,22 @@ plt.show()
 
 # %% tags=["nbval-check-output"]
 # from a GPU window's result files, when one is committed
-trained = plan_results("gpu-ptb")
+trained = book.plan_results("gpu-ptb")
 with_bands = {d["row"] for d in trained if "frequency_bands" in d.get("analyses", {})}
 if "drill-4" in with_bands and len(with_bands) > 1:
-    rows = band_differences(trained, reference="drill-4")
-    ax = plot_band_differences(rows, reference="drill-4")
+    rows = book.band_differences(trained, reference="drill-4")
+    ax = book.plot_band_differences(rows, reference="drill-4")
     ax.set_title("DRILL Fig. 3 at the papers' size (test set)")
     plt.show()
 elif trained:
-    print(pd.DataFrame(window_rows(trained)).round(1).to_string(index=False))
+    print(pd.DataFrame(book.window_rows(trained)).round(1).to_string(index=False))
     for epoch in (2, 5):
         print(f"validation ppl after {epoch} epochs:",
-              {row: round(v, 1) for row, v in val_at_epoch(trained, epoch).items()})
-    at5 = val_at_epoch(trained, 5)
+              {row: round(v, 1) for row, v in book.val_at_epoch(trained, epoch).items()})
+    at5 = book.val_at_epoch(trained, 5)
     print("after 5 epochs DRILL-4 below tied:", at5["drill-4"] < at5["tied"])
 else:
-    print(missing_evidence("gpu-ptb"))
+    print(book.missing_evidence("gpu-ptb"))
 
 # %% [markdown]
 # The authors published the curves these runs should follow: their own training logs of
@@ -654,22 +638,26 @@ else:
 # against updates (at batch 20 the two models take the same 686 updates an epoch).
 
 # %% mystnb={"figure": {"name": "fig-drill-authors-curves", "caption": "Validation perplexity of the tied AWD-LSTM (blue) and DRILL-4 (green) on Penn Treebank: the authors' logs, 600 epochs each on a GTX 1080 Ti (lines), and every run of the same models drillbook has committed (markers edged in black, one shape per GPU window: the first epoch of the speed table's rows, in float32 and in bfloat16, and the plan's five epochs). Left against epochs, right against updates; both axes logarithmic."}, "image": {"alt": "Two log-log panels. Two falling lines, the authors' tied model and DRILL, from about 340 and 310 after the first epoch to about 61 and 60 after 600. Markers for drillbook's runs cover the first five epochs: the DRILL markers sit on the DRILL line, the tied markers a little below the tied line at first and on it by the fifth epoch."}}
-like = runs_like_authors()
+like = book.runs_like_authors()
 pair = ["ptb-awd-lstm", "ptb-drill"]
-fig = figure_against_authors([pair], like)
+fig = book.figure_against_authors([pair], like)
 axes = fig.axes
 axes[1].set_title("Against updates (batch 20 for both)")
 plt.show()
 
 # %% tags=["nbval-check-output"]
-agree = pd.DataFrame(agreement_rows([r for r in like if r["table"] == "gpu-ptb"
-                                     and r["authors"] in pair]))
+agree = pd.DataFrame(book.agreement_rows([r for r in like if r["table"] == "gpu-ptb"
+                                          and r["authors"] in pair]))
 print(agree[["row", "epoch", "updates", "ours", "authors_epoch", "ratio"]].round(3)
       .to_string(index=False))
 for name in pair:
-    curve = authors_curve(name)
-    print(f"authors' {name}: {len(curve.epochs)} epochs, last validation perplexity "
-          f"{curve.final_val_ppl}")
+    curve = book.authors_curve(name)
+    print(f"authors' {name}: {len(curve.epochs)} epochs, validation perplexity after the "
+          f"first {curve.val_ppl[0]}, after the last {curve.final_val_ppl}")
+logged = {name: book.authors_curve(name).val_ppl[:5] for name in pair}
+assert all(d < t for d, t in zip(logged["ptb-drill"], logged["ptb-awd-lstm"], strict=True))
+tied_gap = agree.loc[agree["row"] == "tied", "ratio"].to_numpy()
+assert (tied_gap[:3] < 0.92).all() and (tied_gap[:3] > 0.89).all()
 drill_gap = (agree.loc[agree["row"] == "drill-4", "ratio"] - 1).abs().max()
 print(f"DRILL-4: largest gap to the authors' log over five epochs {100 * drill_gap:.1f}%")
 first = {(r["window"], r["row"]): r["points"][0]["val_ppl"] for r in like
@@ -678,10 +666,21 @@ print("first epoch in the two float32 windows:", {k: round(v, 1) for k, v in fir
 
 # %% [markdown]
 # After two epochs our tied model and DRILL-4 were level (202.1 and 203.6 validation
-# perplexity); after five, DRILL-4 is ahead, 123.7 against 128.7, the order of DRILL
-# Table 1. The authors' logs put the same two models at 224.3 and 200.0 after two
-# epochs and at 131.2 and 124.0 after five: our DRILL-4 stays within 2.8% of their log at
-# every epoch, and our tied model starts 9% below theirs and closes to 2% by the fifth.
+# perplexity); after five, DRILL-4 is ahead, 123.7 against 128.7. That is the order of
+# DRILL's Table 1, but it says nothing about Table 1: the authors' own logs have DRILL
+# ahead from the first epoch on (312.24 against 338.5), at 200.0 against 224.3 after two
+# and at 124.0 against 131.2 after five, and their runs still had 595 epochs to go. An
+# order over the first epochs is an order of how fast two models start, which may or may
+# not last. Our DRILL-4 stays within 2.8% of the authors' log at every epoch.
+#
+# Our tied model does not: it sits 9 to 10% below the authors' log for its first three
+# epochs (307.4 against 338.5 after the first), and closes to 2% by the fifth. Its config
+# is the authors' README command, as DRILL-4's is, and the gap is unexplained here.
+# Candidates are what two runs of one recipe do not share: the draws of the
+# variable-length windows, the order of the data, the initial weights (a seed of
+# another random number generator) and the evaluation's batch size. The runs committed so
+# far do not tell them apart; runs of the tied model with other seeds would measure how
+# far chance alone moves its first epochs.
 #
 # What this agreement shows is that the package trains the authors' models at their
 # settings as their code did at the start: the same data, batches per epoch, learning
@@ -693,8 +692,7 @@ print("first epoch in the two float32 windows:", {k: round(v, 1) for k, v in fir
 # last two numbers, is smaller than the 9% between our tied run and theirs after the
 # first epoch. Nor are the markers independent samples: the two float32 windows ran the
 # same seed with the same code, and their first epochs agree to the printed digit. One
-# seed per model, five epochs: a direction worth the next window's Fig. 3, not yet a
-# result.
+# seed per model, five epochs: not a result about the end of training.
 
 # %% [markdown]
 # ### DRILL's Table 4 at CPU scale, over three seeds
@@ -708,9 +706,9 @@ print("first epoch in the two float32 windows:", {k: round(v, 1) for k, v in fir
 TABLE4 = {"softmax": "full-softmax", "tied": "weight-tying", "bilinear": "bilinear",
           "dual-lr5": "dual", "drill-1": "drill-1-layer", "drill-2": "drill-2-layers",
           "drill-4": "drill-4-layers"}  # dual-lr5: the dual head at a rate it trains at
-small_runs = {d["row"]: d for d in table_results("cpu-scale")}
+small_runs = {d["row"]: d for d in book.table_results("cpu-scale")}
 table4 = pd.DataFrame({
-    "paper test ppl": {row: paper_value(f"drill:table4:{key}", "test_ppl")
+    "paper test ppl": {row: book.paper_value(f"drill:table4:{key}", "test_ppl")
                        for row, key in TABLE4.items()},
     "cpu-scale test ppl": {row: round(small_runs[row]["metrics"]["test_ppl"], 1)
                            for row in TABLE4}})
@@ -731,17 +729,19 @@ for a, b in [("tied", "softmax"), ("tied", "bilinear"), ("dual-lr5", "tied"),
 # One run per row cannot say which of these gaps a change of seed alone would produce.
 # Several rows were run again with seeds 142 and 143 (the seed fixes the initial weights,
 # every dropout mask and the windows; what a spread over {ref}`seeds <glossary-seeds>`
-# does and does not resolve is on the definitions page). `drillbook.experiments.results.seeds`
-# reads every seed's file and calls two rows resolved when their ranges of test
-# perplexity do not overlap:
+# does and does not resolve is on the definitions page), by a later version of the
+# training code than seed 141 ({doc}`06_reproductions` lists the commits): a spread here is
+# that of the seed and the code together. `drillbook.experiments.results.seeds` reads every
+# seed's file and calls two rows resolved when their ranges of test perplexity do not
+# overlap:
 
 # %% tags=["nbval-check-output"]
-spreads = {sp.row: sp for sp in seed_spread(book_results(), "cpu-scale")}
+spreads = {sp.row: sp for sp in book.seed_spread(book.book_results(), "cpu-scale")}
 print("seeds per row:", {row: sp.n for row, sp in spreads.items() if row in TABLE4})
 for a, b in [("drill-1", "tied"), ("drill-4", "tied"), ("drill-1", "drill-4")]:
     sa, sb = spreads[a], spreads[b]
     print(f"{a} [{sa.low:.1f}, {sa.high:.1f}] below {b} [{sb.low:.1f}, {sb.high:.1f}] "
-          f"(means {sa.mean:.1f} and {sb.mean:.1f}): resolved {resolved(sa, sb)}")
+          f"(means {sa.mean:.1f} and {sb.mean:.1f}): resolved {book.resolved(sa, sb)}")
 
 # %% [markdown]
 # Over seeds 141 to 143, DRILL-1's lead over the tied head is resolved: its three test
@@ -764,10 +764,10 @@ for a, b in [("drill-1", "tied"), ("drill-4", "tied"), ("drill-1", "drill-4")]:
 # on (DRILL's label dropout, 0.6), not run yet:
 
 # %% tags=["nbval-check-output"]
-for row in TABLES["drill-table4"]:
+for row in book.TABLES["drill-table4"]:
     if row.name.endswith("dropout-residual"):
         print(f"{row.name}: {row.config} with {', '.join(row.overrides)}; compared with "
-              f"{row.paper_finetuned} ({paper_value(row.paper_finetuned, 'test_ppl')})")
+              f"{row.paper_finetuned} ({book.paper_value(row.paper_finetuned, 'test_ppl')})")
 
 # %% [markdown]
 # The joint-embedding paper also compares a word's nearest neighbours under the input
@@ -792,7 +792,7 @@ for row in TABLES["drill-table4"]:
 # $d = 512$:
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({
+print(book.assert_quoted({
     "drill:sec4.2:transformer-drill-depth": {"depth": 2},
     "drill:sec4.2:transformer-drill-dropout": {"dropout": 0.6},
     "drill:sec4.3:transformer-params": {"params_m": 79.4},
@@ -806,8 +806,8 @@ with torch.device("meta"):  # count without allocating: 32,000 x 512 is 64 MB
                               **options).param_counts().dedicated
              for kind, options in [("tied", {}), ("drill", {"depth": 2})]}
 extra = extra["drill"] - extra["tied"]
-paper_extra = (paper_value("drill:sec4.3:transformer-drill-params", "params_m")
-               - paper_value("drill:sec4.3:transformer-params", "params_m"))
+paper_extra = (book.paper_value("drill:sec4.3:transformer-drill-params", "params_m")
+               - book.paper_value("drill:sec4.3:transformer-params", "params_m"))
 print(f"DRILL-2 at d = 512 adds {extra:,} parameters = {extra / 1e6:.1f}M;",
       f"the paper's two counts differ by {paper_extra:.1f}M")
 assert round(extra / 1e6, 1) == round(paper_extra, 1)
@@ -879,8 +879,10 @@ print("DRILL's extra dedicated parameters = 2 (d^2 + d) at d = 128:",
 #   tenths of a point, which is why {doc}`06_reproductions` keeps full-length runs and
 #   budgeted ones strictly apart.
 # * drillbook's paper-sized DRILL-4 follows the authors' logged curve within 3% over its
-#   first five epochs: the same recipe gives the same start. Where it would end, no run
-#   here has gone far enough to say.
+#   first five epochs; the tied model starts 9 to 10% below its log, a gap not yet
+#   explained. Where either would end, no run here has gone far enough to say, and an
+#   order over the first epochs (which the authors' logs have from epoch 1) says nothing
+#   about Table 1.
 
 # %% [markdown]
 # ## Exercises

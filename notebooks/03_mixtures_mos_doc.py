@@ -45,43 +45,19 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
                            f"drillbook[notebooks] @ {REPO}"])
 
 # %%
-
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
+from drillbook import book
 from drillbook.analysis import (
     DRILL_TOL,
     SyntheticLanguage,
     fit_head,
-    mixture_diagnostics,
     singular_values,
 )
-from drillbook.authors import authors_curve, authors_ranks
 from drillbook.configs import apply_overrides, get_config
 from drillbook.data import batchify, get_batch, load_corpus
-from drillbook.experiments import (
-    book_results,
-    compare_heads,
-    gpu_results,
-    plot_curves,
-    speed_rows,
-)
-from drillbook.experiments.results.curves import (
-    agreement_rows,
-    figure_against_authors,
-    runs_like_authors,
-)
-from drillbook.experiments.results.evidence import (
-    missing_evidence,
-    mixture_usage,
-    plan_results,
-    rank_rows,
-    table_results,
-    val_at_epoch,
-    val_at_updates,
-)
-from drillbook.experiments.results.seeds import resolved, seed_spread
 from drillbook.heads import DOCHead, MoSHead, build_head
 from drillbook.heads.mixture import (
     coefficient_of_variation,
@@ -90,8 +66,6 @@ from drillbook.heads.mixture import (
     mixture_log_prob_reference,
 )
 from drillbook.notebook import setup, show_source
-from drillbook.papers import assert_quoted
-from drillbook.plotting import head_color
 from drillbook.train import Trainer, has_checkpoint, load_run, read_log
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
@@ -318,7 +292,7 @@ shift = {"tied": 0.92, "sigsoftmax": 0.92, "DOC": 1.08, "DOC, 2d free": 1.16}
 for name, group in synthetic.groupby("head", sort=False):
     for ax, column in ((ax_kl, "KL (nats)"), (ax_rank, "rank")):
         k = group["K"] * (shift.get(name, 1.0) if ax is ax_rank else 1.0)
-        ax.plot(k, group[column], styles[name], color=head_color(name), label=name,
+        ax.plot(k, group[column], styles[name], color=book.head_color(name), label=name,
                 markersize=8 if name in ("MoS", MOC) else 7,
                 markerfacecolor="none" if name == "DOC, 2d free" else None)
 ax_rank.axhline(ceiling, color="grey", ls="--", lw=1, label="softmax ceiling d + 2")
@@ -386,8 +360,8 @@ show_source(coefficient_of_variation)
 # ($\lambda_\beta = 0.01$).
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({"doc:table4:lambda-0": {"sqrt_beta_valid": 0.276},
-                     "doc:table4:lambda-0.01": {"sqrt_beta_valid": 0.092}}))
+print(book.assert_quoted({"doc:table4:lambda-0": {"sqrt_beta_valid": 0.276},
+                          "doc:table4:lambda-0.01": {"sqrt_beta_valid": 0.092}}))
 
 # %% [markdown]
 # The same happens on the synthetic language, with the equal-freedom DOC of the previous
@@ -414,19 +388,20 @@ print("sqrt(beta) falls as lambda_beta grows:", balance["sqrt(beta)"].is_monoton
 # %% [markdown]
 # ## On Penn Treebank
 #
-# Now the same heads on real text, Penn Treebank {cite:p}`marcus1993ptb`, with the `tutorial/ptb-*`
-# configs (a 2-layer {ref}`AWD-LSTM <glossary-awd-lstm>` {cite:p}`merity2018awdlstm` with
-# 128-dimensional embeddings): tied, DRILL, sigsoftmax, MoS with 5 experts and DOC with 3 vectors
-# from the last layer and 2 from the first. The budget is tiny in the small profile (10 batches of
-# 16 sequences each), which is enough for ranks and mixture statistics, and not for perplexity
-# rankings; the full profile trains 6 epochs each on a GPU. The paper-sized MoS and DOC runs
-# (`ptb/awd-lstm-mos`, `ptb/awd-lstm-doc`, 22M and 23M parameters as in the papers) have had their
-# first two epochs on a GPU, read further down; the tables they belong to are in
+# Now the same heads on real text, Penn Treebank {cite:p}`marcus1993ptb`, with the
+# `tutorial/ptb-*` configs (a 2-layer {ref}`AWD-LSTM <glossary-awd-lstm>`
+# {cite:p}`merity2018awdlstm` with 128-dimensional embeddings): tied, DRILL, sigsoftmax,
+# MoS with 5 experts and DOC with 3 vectors from the last layer and 2 from the first. The
+# {ref}`budget <glossary-runs>` is tiny in the small profile (10 batches of 16 sequences
+# each), which is enough for ranks and mixture statistics, and not for perplexity rankings;
+# the full profile trains 6 epochs each on a GPU. The paper-sized MoS and DOC runs
+# (`ptb/awd-lstm-mos`, `ptb/awd-lstm-doc`, 22M and 23M parameters as in the papers) have
+# had their first two epochs on a GPU, read further down; the tables they belong to are in
 # {doc}`06_reproductions`.
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({"doc:table7:awd-lstm-mos": {"params_m": 22},
-                     "doc:table7:awd-lstm-doc": {"params_m": 23}}))
+print(book.assert_quoted({"doc:table7:awd-lstm-mos": {"params_m": 22},
+                          "doc:table7:awd-lstm-doc": {"params_m": 23}}))
 
 # %%
 corpus = load_corpus("ptb", download=True)
@@ -518,40 +493,17 @@ print("at DRILL's tolerance every head is below the ceiling:",
 # tolerance come from models trained for hundreds of epochs.
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({"doc:table5:awd-lstm-mos": {"rank_valid": 10000},
-                     "doc:table5:awd-lstm-doc": {"rank_valid": 10000},
-                     "doc:table5:awd-lstm": {"rank_valid": 401}}))
+print(book.assert_quoted({"doc:table5:awd-lstm-mos": {"rank_valid": 10000},
+                          "doc:table5:awd-lstm-doc": {"rank_valid": 10000},
+                          "doc:table5:awd-lstm": {"rank_valid": 401}}))
 
 # %% [markdown]
 # What do the mixtures do with their components? `mixture_diagnostics` summarises the
 # weights $\pi$ over the validation text: the mean weight per component, $\sqrt\beta$ over
 # the whole stream, and the mean entropy of $\pi$ (at most the logarithm of the number
-# of components, $\log K$ for MoS and $\log J$ for DOC).
-
-# %% mystnb={"figure": {"name": "fig-mixture-usage", "caption": "Mean mixture weight of each component over validation text, for the barely trained MoS (5 components) and DOC (3 vectors from the last layer, listed first, and 2 from the first LSTM layer) heads; the dashed line is the uniform weight ($1/K$ for MoS, $1/J$ for DOC). The titles give $\\sqrt\\beta$ (the paper's form) and the mean entropy of $\\pi$ against its maximum ($\\log K$, $\\log J$)."}, "image": {"alt": "Two bar charts of mean weight per component, MoS with five bars and DOC with five bars, each beside a dashed horizontal line at the uniform weight."}}
-diagnostics = {}
-for kind in ["mos", "doc"]:
-    _, model, _ = load_run(runs[kind], corpus=corpus, device=nb.device)
-    diagnostics[kind] = mixture_diagnostics(model, valid, bptt=35,
-                                            max_tokens=nb.pick(small=1000, full=None))
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-for ax, (kind, diag) in zip(axes, diagnostics.items(), strict=True):
-    ax.bar(range(len(diag.usage)), diag.usage.numpy(), color=head_color(kind))
-    ax.axhline(1 / len(diag.usage), color="grey", ls="--", lw=1, label="uniform")
-    ax.set(title=f"{kind.upper()}: sqrt(beta) = {diag.cv:.2f}, "
-                 f"entropy {diag.entropy:.2f} / {diag.max_entropy:.2f} nats",
-           xlabel="component", ylabel="mean weight", xticks=range(len(diag.usage)))
-    ax.set_ylim(0, 1.3 * max(float(diag.usage.max()), 1 / len(diag.usage)))
-    ax.legend(fontsize=8, loc="upper right")
-fig.tight_layout()
-plt.show()
-print("DOC usage by source layer:",
-      {layer: round(u, 2) for layer, u in diagnostics["doc"].usage_by_layer.items()})
-
-# %% [markdown]
-# After 10 updates these weights are still close to where the initialisation put them,
-# near the uniform weight: the figure shows the machinery, not what a trained mixture does
-# with its components. The next section reads that from trained models.
+# of components, $\log K$ for MoS and $\log J$ for DOC). This page's mixtures have had 10
+# updates, too few for their weights to say what a trained mixture does with its
+# components, so the next section reads the measure from trained models.
 #
 # ## Trained mixtures: curves and component usage
 #
@@ -570,11 +522,11 @@ print("DOC usage by source layer:",
 
 # %% mystnb={"figure": {"name": "fig-gpu-curves", "caption": "DOC Fig. 2's kind of figure from the plan's first GPU window (an H200, the papers' model size, one seed per row): validation perplexity (log scale) of the tied AWD-LSTM and DRILL-4 (five epochs, batches of 20) and of MoS-15 and DOC (two epochs, batches of 12), trained side by side until the window's deadline. Left against epochs, right against updates (training steps)."}, "image": {"alt": "Two panels of four falling lines of validation perplexity. Left, against epochs: the tied and DRILL-4 lines fall from about 310 to about 125 over five epochs; the MoS and DOC lines fall from about 270 to about 187 over two epochs, below the other two at epoch two. Right, against updates: the MoS and DOC lines now lie above the other two, which pass 187 after fewer than 2,000 updates."}}
 # from a GPU window's result files, when one is committed
-trained = plan_results("gpu-ptb")
+trained = book.plan_results("gpu-ptb")
 if trained:  # the papers' size, from a GPU window
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
-    plot_curves(trained, ax=axes[0], title="Against epochs")
-    plot_curves(trained, ax=axes[1], x="step", title="Against updates")
+    book.plot_curves(trained, ax=axes[0], title="Against epochs")
+    book.plot_curves(trained, ax=axes[1], x="step", title="Against updates")
     axes[0].get_legend().remove()
     axes[1].set_xlabel("updates (training steps)")
     for ax in axes:
@@ -582,7 +534,7 @@ if trained:  # the papers' size, from a GPU window
     fig.tight_layout()
     plt.show()
 else:
-    print(missing_evidence("gpu-ptb"))
+    print(book.missing_evidence("gpu-ptb"))
 
 # %% tags=["nbval-check-output"]
 if trained:
@@ -590,9 +542,9 @@ if trained:
                          "epochs": d["epochs_done"], "updates": d["steps_done"],
                          "wall seconds": d["wall_seconds"]} for d in trained])
           .to_string(index=False))
-    second = val_at_epoch(trained, 2)
+    second = book.val_at_epoch(trained, 2)
     updates = next(d for d in trained if d["row"] == "mos-15")["curve"][1]["step"]
-    equal = val_at_updates(trained, updates)
+    equal = book.val_at_updates(trained, updates)
     print("validation ppl after 2 epochs:", {row: round(v, 1) for row, v in second.items()})
     print(f"validation ppl after {updates:,} updates:",
           {row: round(v, 1) for row, v in equal.items()})
@@ -617,14 +569,14 @@ if trained:
 # window, in float32 and bfloat16); DOC's authors published no such log.
 
 # %% mystnb={"figure": {"name": "fig-mos-authors-curves", "caption": "The DRILL authors' logs of the tied AWD-LSTM (blue), DRILL (green) and MoS (vermilion) on Penn Treebank, 600 epochs each on a GTX 1080 Ti (lines), with drillbook's runs of the same models on an H200 (markers edged in black, one shape per window). Left against epochs, right against updates: MoS's epoch holds 1,143 updates, the others' 686. Both axes logarithmic."}, "image": {"alt": "Two log-log panels of three falling curves from about 340 to about 60. Against epochs the MoS curve lies below the other two for the first fifty epochs; against updates it lies above them until about sixty thousand updates, then crosses below. drillbook's markers sit on or near the curves over the first five epochs."}}
-like = runs_like_authors()
+like = book.runs_like_authors()
 three = ["ptb-awd-lstm", "ptb-drill", "ptb-mos"]
-fig = figure_against_authors([three], like)
+fig = book.figure_against_authors([three], like)
 axes = fig.axes
 plt.show()
 
 # %% tags=["nbval-check-output"]
-logs = {name: authors_curve(name) for name in three}
+logs = {name: book.authors_curve(name) for name in three}
 mos = logs["ptb-mos"]
 print(f"updates per epoch: MoS {mos.updates_per_epoch:.0f} (batch {mos.batch_size}), "
       f"AWD-LSTM {logs['ptb-awd-lstm'].updates_per_epoch:.0f} (batch "
@@ -641,7 +593,7 @@ for name in ("ptb-awd-lstm", "ptb-drill"):
                  and mos.val_ppl_at(e) < o)
     print(f"MoS first below {name} at equal updates after {first} of its epochs "
           f"({first * mos.updates_per_epoch / other.updates_per_epoch:.0f} of {name}'s)")
-ours = [r for r in agreement_rows(like) if r["row"] == "mos-15"]
+ours = [r for r in book.agreement_rows(like) if r["row"] == "mos-15"]
 print("drillbook's MoS-15 against the log:",
       [(r["epoch"], round(r["ours"], 1), r["authors_epoch"]) for r in ours])
 
@@ -657,8 +609,8 @@ print("drillbook's MoS-15 against the log:",
 # (272.3 against 280.33, 186.7 against 190.46), one seed, the same model and recipe.
 
 # %% mystnb={"figure": {"name": "fig-trained-curves", "caption": "DOC Fig. 2's kind of figure from the committed `cpu-scale` runs: validation perplexity (log scale) after each of six short epochs (150 updates each) of the tied AWD-LSTM, MoS (5 components) and DOC (3 vectors from the last layer, 2 from the first), all on the same small encoder ($d = 128$) and seed."}, "image": {"alt": "Three falling lines of validation perplexity over six epochs. DOC ends lowest, near 270, the tied model near 290, and MoS highest, near 313."}}
-small_runs = {d["row"]: d for d in table_results("cpu-scale")}
-ax = plot_curves([small_runs[row] for row in ("tied", "mos", "doc")])
+small_runs = {d["row"]: d for d in book.table_results("cpu-scale")}
+ax = book.plot_curves([small_runs[row] for row in ("tied", "mos", "doc")])
 ax.set(xlabel="epoch (150 updates each)", ylabel="validation perplexity",
        title="Tied, MoS and DOC on the small encoder (cpu-scale)")
 plt.show()
@@ -666,11 +618,11 @@ plt.show()
 # %% tags=["nbval-check-output"]
 final = {row: round(small_runs[row]["metrics"]["val_ppl"], 1) for row in ("tied", "mos", "doc")}
 print("validation perplexity after six epochs (seed 141):", final)
-spreads = {sp.row: sp for sp in seed_spread(book_results(), "cpu-scale")}
+spreads = {sp.row: sp for sp in book.seed_spread(book.book_results(), "cpu-scale")}
 for a, b in [("doc", "tied"), ("tied", "mos")]:
     sa, sb = spreads[a], spreads[b]
     print(f"test ppl over seeds {sa.seeds}: {a} [{sa.low:.1f}, {sa.high:.1f}] below {b} "
-          f"[{sb.low:.1f}, {sb.high:.1f}]: resolved {resolved(sa, sb)}")
+          f"[{sb.low:.1f}, {sb.high:.1f}]: resolved {book.resolved(sa, sb)}")
 
 # %% [markdown]
 # At this size the papers' order holds only in part. DOC ends below the tied model
@@ -678,7 +630,9 @@ for a, b in [("doc", "tied"), ("tied", "mos")]:
 # it, at 312.8: the opposite of every paper's table. Here every row has the same batch
 # and the same 900 updates, so the comparison is at equal updates as well as equal epochs,
 # and {ref}`three seeds <glossary-seeds>` say how much of it a change of seed could
-# produce: over seeds 141 to 143 both orderings are resolved on test perplexity (DOC's
+# produce (seeds 142 and 143 trained by a later version of the code than seed 141,
+# {doc}`06_reproductions` lists the commits, so each range holds both changes): over
+# seeds 141 to 143 both orderings are resolved on test perplexity (DOC's
 # range 227.0 to 236.4 lies below the tied model's 254.7 to 270.0, which lies below
 # MoS's 279.1 to 294.8). So after 900 updates at this size MoS is worse than the tied
 # model, not merely unlucky; whether it is only slower to start, as the authors' logs
@@ -691,22 +645,22 @@ for a, b in [("doc", "tied"), ("tied", "mos")]:
 
 # %% mystnb={"figure": {"name": "fig-trained-usage", "caption": "Mean mixture weight of each component on the whole test text after two epochs at the papers' size (the first GPU window), MoS-15 with 15 components and DOC with 20 vectors, 15 from the last LSTM layer (listed first) and 5 from the middle one; the dashed line is the uniform weight ($1/K$ for MoS, $1/J$ for DOC). The titles give the paper's $\\sqrt\\beta$ and the mean entropy of $\\pi$ against its maximum."}, "image": {"alt": "Two bar charts of mean weight per component: MoS-15 with fifteen bars between about 0.05 and 0.11, DOC with twenty bars between about 0.03 and 0.07, each beside a dashed line at the uniform weight."}}
 # from a GPU window's result files, when one is committed
-usage = mixture_usage(trained) or mixture_usage(table_results("cpu-scale"))
+usage = book.mixture_usage(trained) or book.mixture_usage(book.table_results("cpu-scale"))
 if usage:
     fig, axes = plt.subplots(1, len(usage), figsize=(5 * len(usage), 3.4), squeeze=False)
     for ax, (row, mix) in zip(axes[0], usage.items(), strict=True):
-        ax.bar(range(len(mix["usage"])), mix["usage"], color=head_color(row))
+        ax.bar(range(len(mix["usage"])), mix["usage"], color=book.head_color(row))
         ax.axhline(1 / len(mix["usage"]), color="grey", ls="--", lw=1, label="uniform")
         ax.set(title=f"{row}: sqrt(beta) = {mix['cv']:.2f}, entropy "
                      f"{mix['entropy']:.2f} / {mix['max_entropy']:.2f} nats",
                xlabel="component", ylabel="mean weight on test text",
-               xticks=range(len(mix["usage"])))
+               xticks=range(0, len(mix["usage"]), 1 if len(mix["usage"]) <= 10 else 5))
         ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     plt.show()
 else:
     print("no committed result file carries a mixture's usage yet:",
-          missing_evidence("gpu-ptb"))
+          book.missing_evidence("gpu-ptb"))
 
 # %% tags=["nbval-check-output"]
 for row, mix in usage.items():
@@ -733,7 +687,7 @@ for row, mix in usage.items():
 # %%
 cost_size = nb.pick(small={"vocab_size": 10_000, "d": 128, "tokens": 8 * 35},
                     full={"vocab_size": 10_000, "d": 400, "tokens": 20 * 70})
-cost = pd.DataFrame(compare_heads(
+cost = pd.DataFrame(book.compare_heads(
     [("tied", {}), ("drill", {"depth": 4}), ("sigsoftmax", {}),
      ("mos", {"n_experts": 15}), ("mos", {"n_experts": 15, "chunk_size": 128}),
      ("mos", {"n_experts": 15, "mix": "logits"})],
@@ -773,15 +727,15 @@ print("score memory, MoS-15 / tied:",
 # the updates, each 1.78 times as long with validation included, 2.97 times the epoch.
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({"drill:sec4.1.1:ptb-mos-speed": {"seconds_per_epoch": 138,
-                                                      "ratio_to_tied": 3.0},
-                     "drill:sec4.1.1:ptb-awd-lstm-speed": {"seconds_per_epoch": 46}}))
-h200 = {r["row"]: r for r in speed_rows(gpu_results("fp32", table="speed"))}
+print(book.assert_quoted({"drill:sec4.1.1:ptb-mos-speed": {"seconds_per_epoch": 138,
+                                                           "ratio_to_tied": 3.0},
+                          "drill:sec4.1.1:ptb-awd-lstm-speed": {"seconds_per_epoch": 46}}))
+h200 = {r["row"]: r for r in book.speed_rows(book.gpu_results("fp32", table="speed"))}
 more = h200["ptb-mos"]["updates"] / h200["ptb-awd-lstm"]["updates"]
 dearer = h200["ptb-mos"]["ms_per_update"] / h200["ptb-awd-lstm"]["ms_per_update"]
 print(f"H200: {more:.2f} x the updates, each {dearer:.2f} x as long: {more * dearer:.2f} x "
       f"the epoch")
-log_mos, log_awd = authors_curve("ptb-mos"), authors_curve("ptb-awd-lstm")
+log_mos, log_awd = book.authors_curve("ptb-mos"), book.authors_curve("ptb-awd-lstm")
 more = log_mos.updates_per_epoch / log_awd.updates_per_epoch
 epoch = log_mos.mean_seconds / log_awd.mean_seconds
 print(f"GTX 1080 Ti (the authors' logs): {more:.2f} x the updates, each {epoch / more:.2f} x "
@@ -803,21 +757,21 @@ print(f"GTX 1080 Ti (the authors' logs): {more:.2f} x the updates, each {epoch /
 # comparing the two separates what the rank buys from what the extra parameters buy.
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
-                     "drill:sec4.1.1:rank-awd-lstm": {"rank": 400},
-                     "drill:sec4.1.1:rank-mos": {"rank": 9981},
-                     "drill-repo:rank:drill": {"rank_tol_1": 402},
-                     "drill-repo:rank:mos": {"rank_tol_1": 9981},
-                     "drill:table1:awd-lstm-drill": {"test_ppl": 55.7},
-                     "drill:table1:awd-lstm-mos": {"test_ppl": 54.44},
-                     "drill:table1:awd-lstm": {"test_ppl": 57.3}}))
-print("the authors' results file (tol = 1):", authors_ranks())
-ours = pd.DataFrame(rank_rows(trained)) if trained else pd.DataFrame()
+print(book.assert_quoted({"drill:sec4.1.1:rank-drill": {"rank": 400},
+                          "drill:sec4.1.1:rank-awd-lstm": {"rank": 400},
+                          "drill:sec4.1.1:rank-mos": {"rank": 9981},
+                          "drill-repo:rank:drill": {"rank_tol_1": 402},
+                          "drill-repo:rank:mos": {"rank_tol_1": 9981},
+                          "drill:table1:awd-lstm-drill": {"test_ppl": 55.7},
+                          "drill:table1:awd-lstm-mos": {"test_ppl": 54.44},
+                          "drill:table1:awd-lstm": {"test_ppl": 57.3}}))
+print("the authors' results file (tol = 1):", book.authors_ranks())
+ours = pd.DataFrame(book.rank_rows(trained)) if trained else pd.DataFrame()
 if len(ours):
     print("the GPU window (two epochs, the first 4,060 test positions):")
     print(ours[["row", "d", "rank_tol_1", "rank_numpy_tol", "positions"]].to_string(
         index=False))
-small = pd.DataFrame(rank_rows(table_results("cpu-scale"))).set_index("row")
+small = pd.DataFrame(book.rank_rows(book.table_results("cpu-scale"))).set_index("row")
 print("cpu-scale (d = 128, 900 updates, 2,240 test positions), tol = 1:",
       small.loc[["tied", "drill-4", "mos", "doc"], "rank_tol_1"].to_dict())
 

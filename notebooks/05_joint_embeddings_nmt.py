@@ -59,19 +59,13 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
                            f"drillbook[notebooks,nmt] @ {REPO}"])
 
 # %%
-
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 from torch import nn
 
+from drillbook import book
 from drillbook.analysis import nearest_neighbours
 from drillbook.configs import apply_overrides, get_nmt_config
-from drillbook.experiments.results.evidence import (
-    committed_results,
-    missing_evidence,
-    plan_results,
-)
 from drillbook.heads import DualHead, build_head
 from drillbook.nmt import load_parallel, make_batches
 from drillbook.nmt.compare import (
@@ -82,8 +76,6 @@ from drillbook.nmt.compare import (
     time_training_steps,
 )
 from drillbook.notebook import setup, show_source
-from drillbook.papers import assert_quoted, paper_value
-from drillbook.plotting import head_color
 from drillbook.train import NMTTrainer, has_checkpoint, load_run, translation_loss
 from drillbook.train.translation import sampled_softmax_loss
 
@@ -122,8 +114,9 @@ show_source(DualHead._context)
 #
 # The data is Multi30k's German-English image descriptions {cite:p}`elliott2016multi30k`:
 # short sentences and a target vocabulary of a few thousand words. The paper trained on
-# the WMT 2017 news corpora, for German-English 5.8 million training sentence pairs, with
-# large BPE vocabularies and a deeper model, so nothing here is comparable with its
+# WMT 2017 data, for English-German 5.8 million training sentence pairs, and tested on
+# newstest2015 (English-German) and newstest2016 (English-Finnish), with large BPE
+# vocabularies and a deeper model, so nothing here is comparable with its
 # {ref}`BLEU <glossary-bleu>` {cite:p}`papineni2002bleu`. The small profile trains each
 # model on a prefix of Multi30k's training pairs for a few epochs (128-unit model, Adam
 # with learning rate 0.003) and measures BLEU on the first validation sentences with
@@ -131,12 +124,12 @@ show_source(DualHead._context)
 # uses all 29,000 pairs, 10 epochs and 256 units. The parameter counts are exact.
 #
 # Read the runs of this page as a demonstration of the machinery, not as a comparison:
-# training, decoding, BLEU, parameter counts and the analyses below, end to end in a
-# minute or two. At this budget each model has had about a hundred updates and has barely
-# begun to translate. A model that has learned to translate would be the better teacher,
-# but none of the result files committed with the package holds one yet (the cell after
-# the training lists what they hold); the full profile, or the `gpu-multi30k` plan of a
-# GPU window, trains them.
+# training, decoding, BLEU, parameter counts and the analyses below, end to end in a minute
+# or two. At this {ref}`budget <glossary-runs>` each model has had about a hundred updates
+# and has barely begun to translate. A model that has learned to translate would be the
+# better teacher, but none of the result files committed with the package holds one yet
+# (the cell after the training lists what they hold); the full profile, or the
+# `gpu-multi30k` plan of a GPU window, trains them.
 
 # %%
 corpus = load_parallel("de", "en", download=True)
@@ -169,11 +162,11 @@ print(f"training pairs: {len(first.train_pairs):,} of Multi30k's {len(corpus.tra
       f"for BLEU: {first.config.train.max_eval_pairs}")
 print(f"target vocabulary V = {len(first.tgt_vocab):,} words, model size "
       f"{first.config.model.hidden}")
-print(assert_quoted({"joint:sec4:en-de-train-pairs": {"train_pairs_m": 5.8}}))
+print(book.assert_quoted({"joint:sec4:en-de-train-pairs": {"train_pairs_m": 5.8}}))
 
 # %% tags=["nbval-check-output"]
 # every result file that ships with the package: tables, seed folders, GPU windows
-committed = {task: committed_results(task=task) for task in ("language-model", "translation")}
+committed = {task: book.committed_results(task=task) for task in ("language-model", "translation")}
 for task, docs in committed.items():
     print(f"committed result files of {task} rows: {len(docs)}")
 assert not committed["translation"]  # once a window commits some, this page reads them
@@ -199,14 +192,14 @@ table3.round({"valid BLEU": 1})
 # $V \times d_h$, the shared heads pay only for their small projections.
 
 # %% tags=["nbval-check-output"]
-print(assert_quoted({"joint:table3:nmt": {"test_bleu": 15.85, "params_m": 65.0},
-                     "joint:table3:nmt-tied": {"test_bleu": 16.51, "params_m": 46.7},
-                     "joint:table3:bilinear": {"test_bleu": 16.23},
-                     "joint:table3:joint-512": {"test_bleu": 17.54, "params_m": 47.2},
-                     "joint:table3:joint-2048": {"test_bleu": 18.11, "params_m": 48.8},
-                     "joint:table3:eq7a": {"test_bleu": 16.01},
-                     "joint:table3:eq7b": {"test_bleu": 17.52}}))
-added = paper_value("joint:table3:joint-512", "params_m") - paper_value(
+print(book.assert_quoted({"joint:table3:nmt": {"test_bleu": 15.85, "params_m": 65.0},
+                          "joint:table3:nmt-tied": {"test_bleu": 16.51, "params_m": 46.7},
+                          "joint:table3:bilinear": {"test_bleu": 16.23},
+                          "joint:table3:joint-512": {"test_bleu": 17.54, "params_m": 47.2},
+                          "joint:table3:joint-2048": {"test_bleu": 18.11, "params_m": 48.8},
+                          "joint:table3:eq7a": {"test_bleu": 16.01},
+                          "joint:table3:eq7b": {"test_bleu": 17.52}}))
+added = book.paper_value("joint:table3:joint-512", "params_m") - book.paper_value(
     "joint:table3:nmt-tied", "params_m")
 print(f"the joint model (d_j = 512) adds {added:.1f}M parameters to the tied one")
 c = table3["output-layer params"]
@@ -233,13 +226,13 @@ assert bleu.max() < 5
 
 # %%
 # from a GPU window's result files, when one is committed
-trained = plan_results("gpu-multi30k")
+trained = book.plan_results("gpu-multi30k")
 if trained:
     print(pd.DataFrame([{"row": d["row"], "seed": d["seed"],
                          "valid BLEU": d["metrics"].get("val_bleu"),
                          "test BLEU": d["metrics"].get("test_bleu")} for d in trained]))
 else:
-    print(missing_evidence("gpu-multi30k"))
+    print(book.missing_evidence("gpu-multi30k"))
 
 # %%
 seeded = {}
@@ -261,7 +254,7 @@ for a, b in [("dual", "tied"), ("dual", "softmax"), ("softmax", "tied")]:
     apart = low[a] > high[b] or low[b] > high[a]
     print(f"{a} vs {b}: ranges over three seeds {'do not overlap' if apart else 'overlap'}")
 spread = float((high - low).max())
-paper_bleu = {row: paper_value(f"joint:table3:{row}", "test_bleu")
+paper_bleu = {row: book.paper_value(f"joint:table3:{row}", "test_bleu")
               for row in ("nmt", "nmt-tied", "bilinear", "joint-512", "joint-2048")}
 paper_gap = max(paper_bleu.values()) - min(paper_bleu.values())
 print(f"largest spread of one head over seeds: {spread:.1f} BLEU; largest gap between two "
@@ -306,9 +299,10 @@ assert stuck["tied"] >= 45 and stuck["dual"] < stuck["tied"]
 #
 # The third limit of tying is that the output layer's capacity is fixed by $d$. The joint
 # head sets it with $d_j$. The paper's Fig. 2 varies $d_j$ on large corpora; here, on a
-# small one, we try a small range:
+# small one, we try a small range (two sizes in the small profile, one seed each, so the
+# table shows the BLEU column without a figure: two single runs draw no curve):
 
-# %% mystnb={"figure": {"name": "fig-dual-dj", "caption": "Validation BLEU of the dual (joint) head against the size of its joint space $d_j$ (log axis; one circle per size, not joined, each a single seed), with the weight-tied softmax (dashed) and the untied softmax (dotted) as horizontal lines; trained with the profile named in the title."}, "image": {"alt": "One dual-head point per joint size, not joined, and two horizontal reference lines for the tied and the untied softmax, all on a BLEU axis; the values are those of the table below the figure."}}
+# %%
 d_joints = nb.pick(small=[64, 512], full=[64, 256, 512, 1024, 2048])
 sweep = []
 for d_j in d_joints:
@@ -317,20 +311,6 @@ for d_j in d_joints:
     sweep.append({"d_j": d_j, "valid BLEU": trainer.best_bleu,
                   "output-layer params": trainer.model.head.param_counts().dedicated})
 sweep = pd.DataFrame(sweep)
-fig, ax = plt.subplots(figsize=(6.5, 3.8))
-ax.plot(sweep["d_j"], sweep["valid BLEU"], "o", ms=8, color=head_color("dual"),
-        label="dual (joint) head, one seed per point")  # no line: nothing between them
-ax.axhline(trainers["tied"].best_bleu, color=head_color("tied"), ls="--", label="tied")
-ax.axhline(trainers["softmax"].best_bleu, color=head_color("softmax"), ls=":",
-           label="softmax")
-ax.set(xscale="log", xlabel="joint dimension d_j", ylabel="validation BLEU",
-       title=f"Joint space size ({nb.profile.name} profile)")
-ax.set_xticks(d_joints, [str(d) for d in d_joints])
-ax.minorticks_off()
-ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-plt.show()
-
-# %%
 sweep.round({"valid BLEU": 1})
 
 # %% [markdown]
@@ -441,11 +421,11 @@ positives = int(torch.unique(train_batch.tgt_out[train_batch.tgt_out != tgt.pad_
 budget_5 = int(len(tgt) * 5 / 100.0)  # the sample's size, as sampled_softmax_loss sets it
 print(f"whole-model timing: {len(tgt):,} target words, 5% = {budget_5}; the first "
       f"batch's own target words: {positives}; no negatives sampled: {positives >= budget_5}")
-print(assert_quoted({"joint:table4:nmt": {"ktokens_per_s_50": 4.3, "ktokens_per_s_5": 7.1},
-                     "joint:table4:joint-2048": {"ktokens_per_s_50": 2.8,
-                                                 "ktokens_per_s_5": 7.0}}))
-nmt_gain, joint_gain = (paper_value(f"joint:table4:{row}", "ktokens_per_s_5")
-                        / paper_value(f"joint:table4:{row}", "ktokens_per_s_50")
+print(book.assert_quoted({"joint:table4:nmt": {"ktokens_per_s_50": 4.3, "ktokens_per_s_5": 7.1},
+                          "joint:table4:joint-2048": {"ktokens_per_s_50": 2.8,
+                                                      "ktokens_per_s_5": 7.0}}))
+nmt_gain, joint_gain = (book.paper_value(f"joint:table4:{row}", "ktokens_per_s_5")
+                        / book.paper_value(f"joint:table4:{row}", "ktokens_per_s_50")
                         for row in ("nmt", "joint-2048"))
 print("in the paper, the joint model (d_j = 2048) gains more from 50% to 5% than NMT:",
       joint_gain > nmt_gain)

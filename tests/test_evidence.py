@@ -322,8 +322,11 @@ def test_band_differences_are_drill_fig3s_relative_cross_entropy():
     import matplotlib.pyplot as plt
 
     plt.switch_backend("Agg")
-    ax = plot_band_differences(band_differences(docs, "drill-4"), "drill-4", min_tokens=10)
-    assert len(ax.patches) == 2 * 3 + 1  # a bar per row and band, one grey band (5 tokens)
+    ax = plot_band_differences(band_differences(docs, "drill-4"), "drill-4")
+    assert len(ax.patches) == 2 * 3 + 3  # a bar per row and band; every band of 3 words grey
+    plt.close("all")
+    ax = plot_band_differences(band_differences(docs, "drill-4"), "drill-4", min_types=3)
+    assert len(ax.patches) == 2 * 3  # none under 3 word types
     plt.close("all")
 
 

@@ -25,6 +25,7 @@ first epochs of ours land on the first epochs of theirs:
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,6 +151,21 @@ def agreement_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 
+#: the models of the authors' logs, in the book's words
+_MODEL_WORDS = {"tied": "AWD-LSTM", "drill": "DRILL-4", "mos": "MoS-15"}
+_PRECISION_WORDS = {"fp32": "float32", "bf16": "bfloat16", "bf16-autocast": "bfloat16",
+                    "tf32": "TF32", "fp16": "float16"}
+
+
+def window_words(folder: str) -> str:
+    """A GPU window's result folder in a reader's words: ``2026-11-26-h200-window2-fp32``
+    is ``H200 window 2``, ``2026-11-26-h200-bf16`` (no number: the first) ``H200 window
+    1``; a folder of another form is returned as it is."""
+    match = re.fullmatch(r"\d{4}-\d{2}-\d{2}-([a-z0-9]+?)(?:-window(\d+))?-[a-z0-9]+", folder)
+    if match is None:
+        return folder
+    return f"{match.group(1).upper()} window {match.group(2) or 1}"
+
 
 def plot_against_authors(names: Sequence[str], runs: Sequence[dict[str, Any]] = (), *,
                          x: str = "epoch", ax=None, legend: bool = True):
@@ -173,7 +189,8 @@ def plot_against_authors(names: Sequence[str], runs: Sequence[dict[str, Any]] = 
         c = curves[name]
         along = c.epochs if x == "epoch" else c.updates
         ax.plot(along, c.val_ppl, color=head_color(name), lw=1.3, alpha=0.8,
-                label=f"authors, {name} ({len(c.epochs)} epochs, GTX 1080 Ti)")
+                label=f"authors' log, {_MODEL_WORDS.get(c.head, c.head)} "
+                      f"({len(c.epochs)} epochs, GTX 1080 Ti)")
         xs += list(along)
         ys += list(c.val_ppl)
     windows = list(dict.fromkeys(r["window"] for r in runs if r["authors"] in names))
@@ -185,7 +202,9 @@ def plot_against_authors(names: Sequence[str], runs: Sequence[dict[str, Any]] = 
         py = [p["val_ppl"] for p in run["points"]]
         ax.plot(px, py, ls="none", marker=marker, ms=6, color=head_color(run["authors"]),
                 mec="black", mew=0.7,
-                label=f"drillbook {run['row']}, {run['window']} ({run['precision']})")
+                label=f"drillbook, {_MODEL_WORDS.get(curves[run['authors']].head, run['row'])}: "
+                      f"{window_words(run['window'])}, "
+                      f"{_PRECISION_WORDS.get(run['precision'], run['precision'])}")
         xs += px
         ys += py
     ax.set(xscale="log", yscale="log", ylabel="validation perplexity",
@@ -195,7 +214,7 @@ def plot_against_authors(names: Sequence[str], runs: Sequence[dict[str, Any]] = 
     tidy_log_axis(ax, "both")
     ax.grid(True, which="major", lw=0.4, color="0.85")
     if legend:
-        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
 
 
