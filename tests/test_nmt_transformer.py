@@ -18,7 +18,7 @@ from drillbook.errors import ConfigError
 from drillbook.heads import HEADS
 from drillbook.models import build_translation_model
 from drillbook.nmt.decode import beam_search, greedy_decode
-from drillbook.nmt.transformer import TransformerSeq2Seq, sinusoids
+from drillbook.nmt.transformer import TransformerSeq2Seq, _decoder_block, sinusoids
 from drillbook.papers import paper_number
 from drillbook.train import NMTTrainer, load_run
 from drillbook.train.translation import label_smoothed_loss, warmup_scale
@@ -106,10 +106,28 @@ def test_step_by_step_features_equal_the_teacher_forced_ones():
         for t in range(tgt.shape[0]):
             features, state = model.decode(tgt[t:t + 1], state)
             steps.append(features)
-    assert state.prefix.shape == tgt.shape
+    assert state.prefix.shape == tgt.shape and state.inputs[1].shape == (6, 5, 16)
     torch.testing.assert_close(torch.cat(steps), full, rtol=1e-5, atol=1e-5)
     wide = beam_search(model, src, lengths, bos=2, eos=3, beam=4, max_len=8)
     assert len(wide) == 5 and all(0 not in s and 2 not in s for s in wide)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_a_decoder_block_on_new_positions_is_torchs_block(norm):
+    """The cached step computes what ``nn.TransformerDecoderLayer`` computes."""
+    torch.manual_seed(4)
+    model = tiny(norm=norm).eval()
+    src, lengths = source(4)
+    tgt = torch.randint(4, 30, (6, 5))
+    state = model.encode(src, lengths)
+    x = model._embed(model.tgt_embed, tgt)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(6)
+    pad = ~state.memory_mask.T
+    block = model.decoder[0]
+    with torch.no_grad():
+        ours = _decoder_block(block, x, x, causal, state.memory, pad)
+        torchs = block(x, state.memory, tgt_mask=causal, memory_key_padding_mask=pad)
+    torch.testing.assert_close(ours, torchs, rtol=1e-5, atol=1e-5)
 
 
 def test_label_smoothing_against_a_hand_computation():

@@ -304,7 +304,7 @@ def _transformers() -> dict[str, Callable[[], NMTConfig]]:
             cfg.description = f"de->en, {what} with a {suffix} output layer"
             cfg.model = NMTModelConfig(arch="transformer", dropout=0.1, **dims)
             t = cfg.train
-            t.label_smoothing, t.adam_beta2, t.clip = 0.1, 0.98, 1.0
+            t.label_smoothing, t.adam_beta2, t.clip, t.epochs = 0.1, 0.98, 1.0, 40
             t.batch_size, t.lr, t.warmup = (128, 7e-4, 4000) if size else (64, 7e-4, 1000)
             cfg.paper = papers.get((size, suffix))
             b[cfg.name] = cfg.copy

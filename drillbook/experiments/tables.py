@@ -368,6 +368,17 @@ def _gpu_multi30k() -> list[Row]:
         ("vmf-reg2", "vmf-reg2"), ("vmf-reg2-tied", "vmf-reg2-tied"))]
 
 
+def _laptop_nmt_transformer() -> list[Row]:
+    """DRILL Table 5's three systems at a size a CPU trains
+    (``multi30k/de-en-transformer-<head>``: 3 + 3 pre-norm blocks of width 256): the
+    Transformer with a weight-tied softmax, with the dual nonlinear mapping and with
+    DRILL (2 layers, sigmoid, residual to E, dropout 0.6), on Multi30k de-en, each to its
+    BLEU plateau (:data:`BLEU_PLATEAU`). No paper number is attached: Table 5's are for
+    Transformer (base) on WMT English-German (``drill:sec4.3:*`` in the paper record)."""
+    return [Row(f"transformer-{head}", f"multi30k/de-en-transformer-{head}", BLEU_PLATEAU)
+            for head in ("tied", "dual", "drill")]
+
+
 #: the small recipe trained to its plateau in a window (the ``gpu-small`` plan): the
 #: ``cpu-scale`` model (2 x 256 LSTM, 128-d embeddings, PTB's 10,000 words) on whole
 #: passes over PTB and the whole validation text, at batch 64 (426 updates an epoch: the

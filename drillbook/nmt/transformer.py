@@ -18,8 +18,9 @@ implements it), at any size:
 The model has the LSTM model's interface (``encode`` -> a state, ``decode(tokens, state)``
 -> features and a new state, ``next_token_scores``), so :mod:`drillbook.nmt.decode`, the
 trainer and the analyses drive it unchanged. Its state carries the target prefix read so
-far: each decoding step re-runs the decoder over the whole prefix (causal, so the earlier
-positions' outputs are those of a teacher-forced pass) and returns the new positions.
+far and each decoder block's inputs there: a decoding step computes only the new
+position, its self-attention reading the cached inputs as keys and values (causal, so the
+earlier positions' outputs are those of a teacher-forced pass).
 """
 
 from __future__ import annotations
@@ -46,16 +47,21 @@ class TransformerState(NamedTuple):
     Attributes:
         memory: encoder outputs ``(S, B, d)``; ``memory_mask`` ``(S, B)`` True at tokens.
         prefix: the target tokens read so far ``(t, B)`` (``t = 0`` after encoding).
+        inputs: for each decoder block, its inputs at those ``t`` positions ``(t, B, d)``
+            (what its self-attention reads as keys and values), so a step computes the
+            new positions only.
     """
 
     memory: Tensor
     memory_mask: Tensor
     prefix: Tensor
+    inputs: tuple[Tensor, ...]
 
     def index_select(self, index: Tensor) -> TransformerState:
         """Reorder / repeat the batch entries (beam search)."""
         return TransformerState(self.memory[:, index], self.memory_mask[:, index],
-                                self.prefix[:, index])
+                                self.prefix[:, index],
+                                tuple(x[:, index] for x in self.inputs))
 
 
 def sinusoids(length: int, d_model: int) -> Tensor:
@@ -151,14 +157,15 @@ class TransformerSeq2Seq(TranslationModel):
             raise ConfigError(f"translation head {head!r}: {err}") from err
 
     # ------------------------------------------------------------- inputs
-    def _embed(self, embed: nn.Embedding, tokens: Tensor) -> Tensor:
-        length = tokens.shape[0]
+    def _embed(self, embed: nn.Embedding, tokens: Tensor, start: int = 0) -> Tensor:
+        """Scaled embeddings plus the positions ``start, start + 1, ...``, dropped."""
+        length = start + tokens.shape[0]
         if length > self.max_len:
             raise ValueError(f"a sequence of {length} tokens is longer than the model's "
                              f"max_len={self.max_len}; raise model.max_len or drop longer "
                              f"sentences")
-        where = (self.position.weight[:length] if self.position is not None
-                 else self.sinusoids[:length])
+        where = (self.position.weight[start:length] if self.position is not None
+                 else self.sinusoids[start:length])
         return self.drop(embed(tokens) * math.sqrt(self.d_model) + where[:, None])
 
     # ------------------------------------------------------------- encoder
@@ -174,20 +181,49 @@ class TransformerSeq2Seq(TranslationModel):
             x = block(x, src_key_padding_mask=pad)
         memory = self.encoder_norm(x)
         empty = src.new_zeros((0, src.shape[1]))
-        return TransformerState(memory, src != self.pad_id, empty)
+        inputs = tuple(memory.new_zeros((0, *memory.shape[1:])) for _ in self.decoder)
+        return TransformerState(memory, src != self.pad_id, empty, inputs)
 
     # ------------------------------------------------------------- decoder
     def decode(self, tgt_in: Tensor, state: TransformerState
                ) -> tuple[Tensor, TransformerState]:
         """Teacher-forced (or one-step) decoding: the features ``(T, B, d)`` of the ``T``
         new tokens and the state with them appended to the prefix."""
-        prefix = torch.cat([state.prefix, tgt_in], dim=0)
-        length = prefix.shape[0]
-        causal = torch.triu(torch.full((length, length), float("-inf"),
-                                       device=prefix.device), diagonal=1)
-        x = self._embed(self.tgt_embed, prefix)
+        start, new = state.prefix.shape[0], tgt_in.shape[0]
+        # new position i (absolute start + i) sees the positions up to itself
+        causal = torch.triu(torch.full((new, start + new), float("-inf"),
+                                       device=tgt_in.device), diagonal=start + 1)
+        x = self._embed(self.tgt_embed, tgt_in, start)
         memory_pad = ~state.memory_mask.T
-        for block in self.decoder:
-            x = block(x, state.memory, tgt_mask=causal, memory_key_padding_mask=memory_pad)
-        features = self.decoder_norm(x)[length - tgt_in.shape[0]:]
-        return features, TransformerState(state.memory, state.memory_mask, prefix)
+        inputs = []
+        for block, cached in zip(self.decoder, state.inputs, strict=True):
+            context = torch.cat([cached, x], dim=0)
+            inputs.append(context)
+            x = _decoder_block(block, x, context, causal, state.memory, memory_pad)
+        prefix = torch.cat([state.prefix, tgt_in], dim=0)
+        return self.decoder_norm(x), TransformerState(state.memory, state.memory_mask,
+                                                      prefix, tuple(inputs))
+
+
+def _decoder_block(block: nn.TransformerDecoderLayer, x: Tensor, context: Tensor,
+                   causal: Tensor, memory: Tensor, memory_pad: Tensor) -> Tensor:
+    """``block`` on the new positions ``x`` whose self-attention reads ``context`` (the
+    block's inputs at every position so far, ``x`` last): what ``block(context, ...)``
+    computes at ``x``'s positions, with the block's own sub-modules."""
+    def self_attention(query: Tensor, keys: Tensor) -> Tensor:
+        return block.self_attn(query, keys, keys, attn_mask=causal, need_weights=False)[0]
+
+    def cross_attention(query: Tensor) -> Tensor:
+        return block.multihead_attn(query, memory, memory, key_padding_mask=memory_pad,
+                                    need_weights=False)[0]
+
+    def feed_forward(h: Tensor) -> Tensor:
+        return block.linear2(block.dropout(block.activation(block.linear1(h))))
+
+    if block.norm_first:
+        x = x + block.dropout1(self_attention(block.norm1(x), block.norm1(context)))
+        x = x + block.dropout2(cross_attention(block.norm2(x)))
+        return x + block.dropout3(feed_forward(block.norm3(x)))
+    x = block.norm1(x + block.dropout1(self_attention(x, context)))
+    x = block.norm2(x + block.dropout2(cross_attention(x)))
+    return block.norm3(x + block.dropout3(feed_forward(x)))
