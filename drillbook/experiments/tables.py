@@ -370,7 +370,7 @@ def _gpu_multi30k() -> list[Row]:
 
 def _laptop_nmt_transformer() -> list[Row]:
     """DRILL Table 5's three systems at a size a CPU trains
-    (``multi30k/de-en-transformer-<head>``: 3 + 3 pre-norm blocks of width 256): the
+    (``multi30k/de-en-transformer-<head>``: 3 + 3 pre-norm blocks of width 128): the
     Transformer with a weight-tied softmax, with the dual nonlinear mapping and with
     DRILL (2 layers, sigmoid, residual to E, dropout 0.6), on Multi30k de-en, each to its
     BLEU plateau (:data:`BLEU_PLATEAU`). No paper number is attached: Table 5's are for
