@@ -4,6 +4,7 @@ parameter counts and the command line."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -272,16 +273,20 @@ def test_a_shared_vocabulary_shares_one_embedding(tmp_path):
 
 @pytest.mark.slow
 def test_cli_train_eval_translate_with_a_transformer(tmp_path, capsys, monkeypatch):
+    """The LSTM model's commands, unchanged, on a Transformer run."""
     run = tmp_path / "run"
-    assert main(["train", "multi30k/de-en-transformer-drill", "--out", str(run), "--quiet",
-                 "--set", "data.max_train_pairs=300", "train.epochs=1",
-                 "train.max_eval_pairs=20", "model.d_model=32", "model.layers=1",
-                 "model.d_ff=64", "train.warmup=10"]) == 0
-    assert "best valid BLEU" in capsys.readouterr().out
-    assert main(["eval", str(run), "--split", "test", "--max-tokens", "20", "--beam", "2",
-                 "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["sentences"] == 20 and result["beam"] == 2 and result["bleu"] >= 0
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("ein mann .\nzwei hunde .\n"))
-    assert main(["translate", str(run)]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 2
+    sizes = ["model.d_model=32", "model.layers=1", "model.d_ff=64", "train.warmup=10"]
+    commands = [
+        ["train", "multi30k/de-en-transformer-drill", "--out", str(run), "--quiet", "--set",
+         "data.max_train_pairs=300", "train.epochs=1", "train.max_eval_pairs=20", *sizes],
+        ["eval", str(run), "--split", "test", "--max-tokens", "20", "--beam", "2", "--json"],
+        ["translate", str(run)]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein mann .\nzwei hunde .\n"))
+    outputs = []
+    for command in commands:
+        assert main(command) == 0, command
+        outputs.append(capsys.readouterr().out)
+    assert "best valid BLEU" in outputs[0]
+    evaluated = json.loads(outputs[1])
+    assert (evaluated["sentences"], evaluated["beam"]) == (20, 2) and evaluated["bleu"] >= 0
+    assert len(outputs[2].splitlines()) == 2
