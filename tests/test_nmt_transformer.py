@@ -209,10 +209,10 @@ def test_table5_parameter_counts_at_an_assumed_vocabulary():
         return sum(p.numel() for p in model.parameters())
 
     counts = {}
-    for head in ("tied", "drill"):
+    for head, key in (("tied", "transformer-params"), ("drill", "transformer-drill-params")):
         cfg = get_nmt_config(f"multi30k/de-en-transformer-base-{head}").validate()
         counts[head] = count(cfg, TABLE5_VOCAB)
-        paper = paper_number(cfg.paper).values["params_m"]
+        paper = paper_number(f"drill:sec4.3:{key}").values["params_m"]
         assert paper_millions(counts[head]) == paper, (head, counts[head])
         assert count(cfg, TABLE5_VOCAB + 1000) - counts[head] == 1_025_000
         assert counts[head] - count(cfg, 32_000) == 2_400 * 1_025
