@@ -254,12 +254,16 @@ def test_cli_train_eval_translate(tmp_path, capsys, monkeypatch):
     assert "no sentence to translate in standard input" in capsys.readouterr().err
 
 
-def test_accuracy_by_frequency_counts_every_kept_token():
+@pytest.mark.parametrize("arch", ["lstm", "transformer"])
+def test_accuracy_by_frequency_counts_every_kept_token(arch):
     from drillbook.analysis import accuracy_by_frequency
+    from drillbook.nmt.transformer import TransformerSeq2Seq
 
     corpus = tiny_corpus()
     src_vocab, tgt_vocab = corpus.build_vocabs()
-    model = Seq2Seq(len(src_vocab), len(tgt_vocab), emb_size=8, hidden=8, head="tied")
+    make, sizes = ((Seq2Seq, dict(emb_size=8, hidden=8)) if arch == "lstm" else
+                   (TransformerSeq2Seq, dict(d_model=8, nhead=2, layers=1, d_ff=16)))
+    model = make(len(src_vocab), len(tgt_vocab), head="tied", **sizes)
     rows = accuracy_by_frequency(model, corpus.train, src_vocab, tgt_vocab,
                                  bands=[(1, 3), (3, None)])
     kept = sum(1 for _, tgt in corpus.train for w in tgt if tgt_vocab.index(w) > 3)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..nmt.batching import make_batches
-from ..nmt.model import Seq2Seq
+from ..nmt.model import TranslationModel
 from ..nmt.vocab import NMTVocab
 from .frequency import DEFAULT_BANDS, band_label, band_of
 
@@ -27,8 +27,9 @@ F1_BANDS: tuple[tuple[int, int | None], ...] = (
 
 
 @torch.no_grad()
-def accuracy_by_frequency(model: Seq2Seq, pairs, src_vocab: NMTVocab, tgt_vocab: NMTVocab,
-                          *, bands: Sequence[tuple[int, int | None]] = DEFAULT_BANDS,
+def accuracy_by_frequency(model: TranslationModel, pairs, src_vocab: NMTVocab,
+                          tgt_vocab: NMTVocab, *,
+                          bands: Sequence[tuple[int, int | None]] = DEFAULT_BANDS,
                           batch_size: int = 64, device: torch.device | str = "cpu"
                           ) -> list[dict]:
     """Teacher-forced word accuracy per training-frequency band of the reference word.

@@ -44,6 +44,19 @@ class NMTModelConfig:
     dec_layers: int = 1
     dropout: float = 0.3
     input_from_targets: bool = False  #: vMF paper's "tied" decoder input
+    #: "lstm" (the attentional BiLSTM model: emb_size, hidden, dec_layers) or
+    #: "transformer" (d_model, nhead, layers, d_ff, positions, norm, max_len)
+    arch: str = "lstm"
+    d_model: int = 256
+    nhead: int = 4
+    layers: int = 3  #: Transformer blocks of the encoder and of the decoder
+    d_ff: int = 1024
+    positions: str = "sinusoidal"  #: or "learned"
+    norm: str = "pre"  #: "pre" (OpenNMT-py's, DRILL's implementation) or "post"
+    max_len: int = 256  #: the Transformer's longest sentence
+    #: one vocabulary for both sides, one embedding shared by encoder and decoder
+    #: (Transformer only)
+    share_vocab: bool = False
 
 
 @dataclass
@@ -63,6 +76,13 @@ class NMTTrainConfig(LoopConfig):
     negative_sampling: float | None = None
     max_eval_pairs: int | None = None  #: validation BLEU on a prefix (CPU tutorials)
     max_len: int = 60  #: decoding limit
+    #: the share of each target's probability spread evenly over the vocabulary
+    #: (Szegedy et al. 2016); 0 trains on the plain loss of the head
+    label_smoothing: float = 0.0
+    #: warm-up steps of the inverse-square-root schedule (train.lr is its peak); None:
+    #: a constant train.lr
+    warmup: int | None = None
+    adam_beta2: float = 0.999  #: Adam's second-moment decay (0.98 for a Transformer)
 
 
 #: the translation configs' value ranges (types are checked separately)
@@ -71,11 +91,18 @@ NMT_RULES: Mapping[str, Rule] = {
     "data.target_embeddings": one_of(None, "glove-50d", "word2vec"),
     "model.emb_size": AT_LEAST_ONE, "model.hidden": AT_LEAST_ONE,
     "model.dec_layers": AT_LEAST_ONE, "model.dropout": PROBABILITY,
+    "model.arch": one_of("lstm", "transformer"), "model.d_model": AT_LEAST_ONE,
+    "model.nhead": AT_LEAST_ONE, "model.layers": AT_LEAST_ONE, "model.d_ff": AT_LEAST_ONE,
+    "model.positions": one_of("sinusoidal", "learned"), "model.norm": one_of("pre", "post"),
+    "model.max_len": AT_LEAST_ONE,
     **{f"train.{k}": rule for k, rule in LOOP_RULES.items()},
     "train.max_eval_pairs": CAP,
     "train.negative_sampling": number(above=0, maximum=100).saying(
         "a percentage in (0, 100]").or_none("full softmax"),
     "train.max_len": AT_LEAST_ONE,
+    "train.label_smoothing": PROBABILITY.saying("a share in [0, 1)"),
+    "train.warmup": AT_LEAST_ONE.or_none("a constant learning rate"),
+    "train.adam_beta2": PROBABILITY.saying("a decay in [0, 1)"),
 }
 
 
@@ -109,6 +136,25 @@ class NMTConfig(SectionedConfig):
         check_head_kind(self.head.kind, language_model=False, options=self.head.options)
         from ..heads import HEADS, VectorHead  # torch: only to validate
 
+        m = self.model
+        if m.arch == "transformer":
+            if m.d_model % m.nhead:
+                raise ConfigError(f"invalid model.d_model={m.d_model}: it must be divisible "
+                                  f"by model.nhead={m.nhead}")
+            if m.input_from_targets:
+                raise ConfigError("model.input_from_targets is the LSTM decoder's; the "
+                                  "transformer reads its own target embedding: unset it")
+        elif m.share_vocab:
+            raise ConfigError("model.share_vocab shares one embedding between the "
+                              "transformer's encoder and decoder; set model.arch=transformer "
+                              "or unset it")
+        if self.train.label_smoothing and not HEADS[self.head.kind].is_distribution:
+            raise ConfigError(f"label smoothing spreads probability over the words, and the "
+                              f"{self.head.kind} head has no distribution over words; set "
+                              f"train.label_smoothing=0")
+        if self.train.label_smoothing and self.train.negative_sampling is not None:
+            raise ConfigError("label smoothing needs the full softmax: unset "
+                              "train.negative_sampling or set train.label_smoothing=0")
         vectors = self.data.target_embeddings
         if issubclass(HEADS[self.head.kind], VectorHead) and vectors is None:
             raise ConfigError(f"a {self.head.kind} head needs target word vectors: set "

@@ -10,7 +10,8 @@ from torch import Tensor
 from ..configs import Config, NMTConfig
 from ..errors import ConfigError
 from ..heads import HEADS, build_head
-from ..nmt.model import Seq2Seq
+from ..nmt.model import Seq2Seq, TranslationModel
+from ..nmt.transformer import TransformerSeq2Seq
 from ..validation import check_choice
 from .awd_lstm import AWDLSTM
 from .base import Encoder, LanguageModel, lm_head_problem
@@ -68,9 +69,12 @@ def build_model(config: Config, vocab_size: int) -> LanguageModel:
 
 
 def build_translation_model(config: NMTConfig, src_vocab_size: int, tgt_vocab_size: int, *,
-                            pad_id: int, target_embeddings: Tensor | None = None) -> Seq2Seq:
-    """The attentional model a translation config describes
-    (:class:`~drillbook.nmt.model.Seq2Seq`), its head as ``config.head`` says.
+                            pad_id: int, target_embeddings: Tensor | None = None
+                            ) -> TranslationModel:
+    """The translation model a config describes, its head as ``config.head`` says: the
+    attentional LSTM model (:class:`~drillbook.nmt.model.Seq2Seq`) or, with
+    ``model.arch = "transformer"``, the Transformer
+    (:class:`~drillbook.nmt.transformer.TransformerSeq2Seq`).
 
     Args:
         src_vocab_size, tgt_vocab_size: the sizes of the two vocabularies.
@@ -86,6 +90,12 @@ def build_translation_model(config: NMTConfig, src_vocab_size: int, tgt_vocab_si
     head_cls = HEADS.get(config.head.kind)  # an unknown kind: Seq2Seq names the choices
     if head_cls is not None and not head_cls.is_distribution:
         options["target_embeddings"] = target_embeddings
+    if m.arch == "transformer":
+        return TransformerSeq2Seq(
+            src_vocab_size, tgt_vocab_size, d_model=m.d_model, nhead=m.nhead,
+            layers=m.layers, d_ff=m.d_ff, dropout=m.dropout, positions=m.positions,
+            norm=m.norm, share_embeddings=m.share_vocab, max_len=m.max_len,
+            head=config.head.kind, head_options=options, pad_id=pad_id)
     return Seq2Seq(src_vocab_size, tgt_vocab_size, emb_size=m.emb_size, hidden=m.hidden,
                    dec_layers=m.dec_layers, dropout=m.dropout, head=config.head.kind,
                    head_options=options, input_from_targets=m.input_from_targets,

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from .corpus import Pair
 from .decode import translate_pairs
-from .model import Seq2Seq
+from .model import TranslationModel
 from .vocab import NMTVocab
 
 __all__ = ["example_translations", "format_examples", "repeats_a_word", "short_pairs",
@@ -82,7 +82,10 @@ def short_pairs(pairs: Sequence[Pair], n: int, *, max_words: int = 10) -> list[P
     return chosen[:n]
 
 
-def example_translations(systems: Mapping[str, tuple[Seq2Seq, NMTVocab, NMTVocab]],
+Systems = Mapping[str, tuple[TranslationModel, NMTVocab, NMTVocab]]
+
+
+def example_translations(systems: Systems,
                          pairs: Sequence[Pair], *, max_len: int = 60,
                          device: torch.device | str = "cpu") -> list[dict[str, str]]:
     """Greedy translations of the same sentences by several models, one dict per pair.

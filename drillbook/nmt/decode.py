@@ -1,4 +1,5 @@
-"""Greedy and beam-search decoding for :class:`~drillbook.nmt.model.Seq2Seq`.
+"""Greedy and beam-search decoding for the translation models
+(:class:`~drillbook.nmt.model.Seq2Seq`, :class:`~drillbook.nmt.transformer.TransformerSeq2Seq`).
 
 A head that is a distribution over words (its class declares ``is_distribution``) picks
 the most probable word (greedy) or keeps the ``K`` most probable prefixes (beam search).
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from .batching import make_batches
-from .model import Seq2Seq
+from .model import TranslationModel
 from .vocab import NMTVocab
 
 __all__ = ["beam_search", "greedy_decode", "strip_at_eos", "translate_pairs"]
@@ -36,8 +37,8 @@ def _forbid(scores: Tensor, ids: tuple[int, ...]) -> Tensor:
 
 
 @torch.no_grad()
-def greedy_decode(model: Seq2Seq, src: Tensor, src_lengths: Tensor, *, bos: int, eos: int,
-                  max_len: int = 80) -> list[list[int]]:
+def greedy_decode(model: TranslationModel, src: Tensor, src_lengths: Tensor, *, bos: int,
+                  eos: int, max_len: int = 80) -> list[list[int]]:
     """Greedy decoding of a batch ``src (S, B)``: one list of target ids per sentence
     (without ``<bos>``/``<eos>``)."""
     model.eval()
@@ -60,8 +61,8 @@ def greedy_decode(model: Seq2Seq, src: Tensor, src_lengths: Tensor, *, bos: int,
 
 
 @torch.no_grad()
-def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, *, bos: int, eos: int,
-                beam: int = 5, max_len: int = 80, length_penalty: float = 0.0
+def beam_search(model: TranslationModel, src: Tensor, src_lengths: Tensor, *, bos: int,
+                eos: int, beam: int = 5, max_len: int = 80, length_penalty: float = 0.0
                 ) -> list[list[int]]:
     """Beam search, for a head that is a distribution over words.
 
@@ -117,8 +118,8 @@ def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, *, bos: int, e
 
 
 @torch.no_grad()
-def translate_pairs(model: Seq2Seq, pairs, src_vocab: NMTVocab, tgt_vocab: NMTVocab, *,
-                    beam: int = 1, max_len: int = 60, batch_size: int = 64,
+def translate_pairs(model: TranslationModel, pairs, src_vocab: NMTVocab,
+                    tgt_vocab: NMTVocab, *, beam: int = 1, max_len: int = 60, batch_size: int = 64,
                     device: torch.device | str = "cpu") -> list[list[str]]:
     """Translate the source side of ``pairs``, in order (a target side may be empty)."""
     pairs = [(src, tgt or ["."]) for src, tgt in pairs]

@@ -30,7 +30,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..errors import ConfigError
 from ..heads import HEADS, OutputHead, build_head
 
-__all__ = ["DecoderState", "Seq2Seq"]
+__all__ = ["DecoderState", "Seq2Seq", "TranslationModel"]
 
 
 class DecoderState(NamedTuple):
@@ -52,7 +52,40 @@ class DecoderState(NamedTuple):
                             self.memory[:, index], self.memory_mask[:, index])
 
 
-class Seq2Seq(nn.Module):
+class TranslationModel(nn.Module):
+    """What every translation model shares with the decoders and the trainer: subclasses
+    define ``encode(src, src_lengths) -> state``, ``decode(tgt_in, state) -> (features,
+    state)`` (the state has ``index_select`` for beam search), ``pad_id`` and ``head``."""
+
+    pad_id: int
+    head: OutputHead
+
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
+        return self.decode(tgt_in, self.encode(src, src_lengths))[0]
+
+    def loss(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor
+             ) -> Tensor:
+        """Mean loss of the head over the target tokens (padding ignored)."""
+        features = self(src, src_lengths, tgt_in)
+        return self.head.loss(features, tgt_out, ignore_index=self.pad_id)
+
+    @property
+    def is_continuous(self) -> bool:
+        """True for a head that predicts a vector, not a distribution over words (vMF):
+        decoding by nearest neighbour, no beam search."""
+        return not self.head.is_distribution
+
+    def next_token_scores(self, features: Tensor) -> Tensor:
+        """Log-probabilities ``(..., V)`` for a head that is a distribution over words; for
+        a continuous head every word's score by the head's own decoding distance
+        (``VMFHead.scores``: vMF density, cosine, or minus the squared Euclidean distance;
+        higher is better)."""
+        if self.is_continuous:
+            return self.head.scores(features)
+        return self.head.log_prob(features)
+
+
+class Seq2Seq(TranslationModel):
     """BiLSTM encoder, attentional LSTM decoder, pluggable output head.
 
     Args:
@@ -159,28 +192,3 @@ class Seq2Seq(nn.Module):
         out, (h, c) = self.decoder(emb, (state.hidden, state.cell))
         features, _ = self._attend(out, state)
         return features, DecoderState(h, c, state.memory, state.memory_mask)
-
-    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
-        return self.decode(tgt_in, self.encode(src, src_lengths))[0]
-
-    def loss(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor
-             ) -> Tensor:
-        """Mean loss of the head over the target tokens (padding ignored)."""
-        features = self(src, src_lengths, tgt_in)
-        return self.head.loss(features, tgt_out, ignore_index=self.pad_id)
-
-    # ------------------------------------------------------------- helpers
-    @property
-    def is_continuous(self) -> bool:
-        """True for a head that predicts a vector, not a distribution over words (vMF):
-        decoding by nearest neighbour, no beam search."""
-        return not self.head.is_distribution
-
-    def next_token_scores(self, features: Tensor) -> Tensor:
-        """Log-probabilities ``(..., V)`` for a head that is a distribution over words; for
-        a continuous head every word's score by the head's own decoding distance
-        (``VMFHead.scores``: vMF density, cosine, or minus the squared Euclidean distance;
-        higher is better)."""
-        if self.is_continuous:
-            return self.head.scores(features)
-        return self.head.log_prob(features)

@@ -169,7 +169,7 @@ def graph_optimizer(kind: str, params: Iterable[Tensor], lr: float,
 
 
 def adam(params: Iterable[Tensor], *, lr: float, weight_decay: float = 0.0,
-         device: torch.device) -> torch.optim.Adam:
+         betas: tuple[float, float] = (0.9, 0.999), device: torch.device) -> torch.optim.Adam:
     """Adam at ``lr``, as the trainers take it: on a CPU torch's fused kernel, one pass over
     each tensor (the same update to rounding; 2.5 against 10.2 ms a step for the
     128-unit Multi30k model on one thread), elsewhere torch's default implementation; a
@@ -177,7 +177,8 @@ def adam(params: Iterable[Tensor], *, lr: float, weight_decay: float = 0.0,
     params = list(params)
     if device.type == "cpu":
         try:
-            return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
+            return torch.optim.Adam(params, lr=lr, betas=betas, weight_decay=weight_decay,
+                                    fused=True)
         except (RuntimeError, TypeError, ValueError):  # an older torch: no fused CPU Adam
             pass
-    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.Adam(params, lr=lr, betas=betas, weight_decay=weight_decay)

@@ -24,7 +24,7 @@ from ..nmt.batching import TranslationBatch, make_batches
 from ..nmt.bleu import corpus_bleu, multi30k_bleu
 from ..nmt.corpus import ParallelCorpus, load_parallel
 from ..nmt.decode import translate_pairs
-from ..nmt.model import Seq2Seq
+from ..nmt.model import TranslationModel
 from ..nmt.vocab import SPECIALS, NMTVocab
 from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
@@ -33,9 +33,10 @@ from .optimizers import adam
 from .runs import CONFIG, LoadedRun, checkpoint_path, read_run_config
 from .step import StepLoss
 
-__all__ = ["NMTTrainer", "TranslationVocabs", "check_negative_sampling",
-           "evaluate_translation_run", "load_translation_data", "load_translation_run",
-           "sampled_softmax_loss", "translation_loss"]
+__all__ = ["NMTTrainer", "TranslationVocabs", "build_vocabs", "check_negative_sampling",
+           "evaluate_translation_run", "label_smoothed_loss", "load_translation_data",
+           "load_translation_run", "sampled_softmax_loss", "translation_loss",
+           "warmup_scale"]
 
 
 class TranslationVocabs(NamedTuple):
@@ -43,6 +44,38 @@ class TranslationVocabs(NamedTuple):
 
     src: NMTVocab
     tgt: NMTVocab
+
+
+def build_vocabs(pairs, *, min_freq: int, shared: bool = False) -> TranslationVocabs:
+    """The source and target vocabularies of training ``pairs``; with ``shared`` one
+    vocabulary of both sides' words (the same object twice)."""
+    if shared:
+        both = NMTVocab.build([[*s, *g] for s, g in pairs], min_freq=min_freq)
+        return TranslationVocabs(both, both)
+    return TranslationVocabs(NMTVocab.build([s for s, _ in pairs], min_freq=min_freq),
+                             NMTVocab.build([g for _, g in pairs], min_freq=min_freq))
+
+
+def warmup_scale(step: int, warmup: int | None) -> float:
+    """The factor on the peak learning rate at update ``step`` (from 1) of the
+    inverse-square-root schedule (Vaswani et al. 2017, "Noam" with its constant folded into
+    the peak): ``step / warmup`` while warming up, ``sqrt(warmup / step)`` after; 1 without
+    warm-up."""
+    if warmup is None:
+        return 1.0
+    return min(step / warmup, math.sqrt(warmup / step))
+
+
+def label_smoothed_loss(head: OutputHead, features: Tensor, target: Tensor, *,
+                        smoothing: float, ignore_index: int) -> Tensor:
+    """Cross-entropy against a target distribution that gives ``1 - smoothing`` to the
+    right word and ``smoothing`` spread evenly over all ``V`` words (the right one
+    included): ``(1 - smoothing) * NLL + smoothing * mean_w(-log p(w))``, averaged over
+    the positions whose target is not ``ignore_index``."""
+    keep = target != ignore_index
+    logp = head.log_prob(features[keep]).float()  # (N, V)
+    nll = -logp.gather(-1, target[keep][:, None]).squeeze(-1)
+    return ((1.0 - smoothing) * nll - smoothing * logp.mean(-1)).mean()
 
 
 def check_negative_sampling(head: OutputHead | type[OutputHead]) -> None:
@@ -93,15 +126,17 @@ def sampled_softmax_loss(head: OutputHead, features: Tensor, target: Tensor, *,
     return torch.nn.functional.cross_entropy(logits, index), int(candidates.numel())
 
 
-def translation_loss(model: Seq2Seq, batch: TranslationBatch, *,
+def translation_loss(model: TranslationModel, batch: TranslationBatch, *,
                      negative_sampling: float | None = None, exclude: tuple[int, ...] = (),
-                     generator: torch.Generator | None = None) -> Tensor:
+                     generator: torch.Generator | None = None,
+                     label_smoothing: float = 0.0) -> Tensor:
     """The training loss of one batch, as :class:`NMTTrainer` computes it.
 
     With ``negative_sampling=None`` the head's own loss over the whole vocabulary
     (``model.loss``); otherwise :func:`sampled_softmax_loss` with ``percent =
     negative_sampling``, never sampling the ids in ``exclude`` (the trainer excludes
-    ``<pad>`` and ``<bos>``). The batch must already be on the model's device.
+    ``<pad>`` and ``<bos>``). With ``label_smoothing > 0``,
+    :func:`label_smoothed_loss`. The batch must already be on the model's device.
 
     Returns:
         the mean loss per target token, a scalar.
@@ -110,6 +145,9 @@ def translation_loss(model: Seq2Seq, batch: TranslationBatch, *,
         ConfigError: negative sampling with a head that has no per-word logits.
     """
     features = model(batch.src, batch.src_lengths, batch.tgt_in)  # (T, B, d)
+    if label_smoothing:
+        return label_smoothed_loss(model.head, features, batch.tgt_out,
+                                   smoothing=label_smoothing, ignore_index=model.pad_id)
     if negative_sampling is None:  # what model.loss computes, through model's own call
         return model.head.loss(features, batch.tgt_out, ignore_index=model.pad_id)
     loss, _ = sampled_softmax_loss(model.head, features, batch.tgt_out,
@@ -190,8 +228,8 @@ class NMTTrainer(TrainingLoop):
         d, t = config.data, config.train
         self.corpus = corpus if corpus is not None else load_translation_data(config)
         self.train_pairs = self.corpus.train[: d.max_train_pairs]
-        self.src_vocab = NMTVocab.build([s for s, _ in self.train_pairs], min_freq=d.min_freq)
-        self.tgt_vocab = NMTVocab.build([g for _, g in self.train_pairs], min_freq=d.min_freq)
+        self.src_vocab, self.tgt_vocab = build_vocabs(
+            self.train_pairs, min_freq=d.min_freq, shared=config.model.share_vocab)
         _check_words(self.train_pairs, (self.src_vocab, self.tgt_vocab), d.min_freq)
         continuous = not HEADS[config.head.kind].is_distribution  # vMF: a frozen table
         if not continuous:  # (a vMF model needs its table to be built)
@@ -202,7 +240,8 @@ class NMTTrainer(TrainingLoop):
             config, len(self.src_vocab), len(self.tgt_vocab), pad_id=self.tgt_vocab.pad_id,
             target_embeddings=self._target_table(target_vectors) if continuous else None,
         ).to(self.device)
-        self.optimizer = adam(self.model.parameters(), lr=t.lr, device=self.device)
+        self.optimizer = adam(self.model.parameters(), lr=t.lr, betas=(0.9, t.adam_beta2),
+                              device=self.device)
         self.sampler = torch.Generator().manual_seed(t.seed + 1)  # negative sampling
         self.position = 0
         self.best_bleu = -math.inf
@@ -270,6 +309,12 @@ class NMTTrainer(TrainingLoop):
     def next_epoch(self) -> None:
         self.position = 0
 
+    def lr_scale(self, batch: TranslationBatch) -> float:
+        """The warm-up schedule's factor for the update being taken (:func:`warmup_scale`;
+        1 without ``train.warmup``): a function of the step alone, so a resumed run
+        continues it exactly."""
+        return warmup_scale(self.step + 1, self.config.train.warmup)
+
     def tokens(self, batch: TranslationBatch) -> int:
         return int((batch.tgt_out != self.tgt_vocab.pad_id).sum())
 
@@ -292,7 +337,8 @@ class NMTTrainer(TrainingLoop):
         return translation_loss(self.forward_model, batch.to(self.device),
                                 negative_sampling=self.config.train.negative_sampling,
                                 exclude=(self.tgt_vocab.pad_id, self.tgt_vocab.bos_id),
-                                generator=self.sampler)
+                                generator=self.sampler,
+                                label_smoothing=self.config.train.label_smoothing)
 
     def loss(self, piece: TranslationBatch, part: int) -> StepLoss:
         loss = self._loss(piece)

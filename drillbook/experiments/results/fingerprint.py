@@ -44,6 +44,9 @@ def _tiny(config) -> Any:
     """The row's config at a few units (every other setting, the head's options
     included, as the row has them)."""
     if config.task == "translation":
+        if config.model.arch == "transformer":
+            return apply_overrides(config, ["model.d_model=8", "model.nhead=2",
+                                            "model.d_ff=16", "model.layers=1"])
         return apply_overrides(config, ["model.emb_size=8", "model.hidden=8"])
     sets = ["model.emsize=8", "model.nhid=12", "model.d_ff=16", "model.nhead=2"]
     if config.model.d_out is not None:

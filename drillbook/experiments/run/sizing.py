@@ -196,13 +196,13 @@ def _lm_model(config, sizes: dict[str, Any]) -> torch.nn.Module:
 
 # ------------------------------------------------------------------ translation
 def _translation_sizes(config) -> dict[str, Any]:
-    from ...nmt import NMTVocab
+    from ...train.translation import build_vocabs
 
     t = config.train
     corpus = task_of(config).load_data(config)
     pairs = corpus.train[: config.data.max_train_pairs]
-    src_vocab = NMTVocab.build((s for s, _ in pairs), min_freq=config.data.min_freq)
-    tgt_vocab = NMTVocab.build((g for _, g in pairs), min_freq=config.data.min_freq)
+    src_vocab, tgt_vocab = build_vocabs(pairs, min_freq=config.data.min_freq,
+                                        shared=config.model.share_vocab)
     extra = {"src_vocab": len(src_vocab),
              "src_len": sum(len(s) for s, _ in pairs) / len(pairs),
              "tgt_len": 1 + sum(len(g) for _, g in pairs) / len(pairs)}
@@ -216,22 +216,46 @@ def _translation_sizes(config) -> dict[str, Any]:
 
 def _seq2seq_flops(config, vocab_size: int, positions: float, *, src_vocab: int,
                    src_len: float, tgt_len: float) -> float:
-    """Forward matrix-product FLOPs of the attentional model
-    (:class:`~drillbook.nmt.model.Seq2Seq`) on ``positions`` sentence pairs of the given
-    mean lengths: the bidirectional encoder, the decoder, Luong attention and the head."""
+    """Forward matrix-product FLOPs of the translation model on ``positions`` sentence
+    pairs of the given mean lengths: for the attentional model
+    (:class:`~drillbook.nmt.model.Seq2Seq`) the bidirectional encoder, the decoder, Luong
+    attention and the head; for the Transformer :func:`_transformer_flops`."""
     m = config.model
     sentences = int(positions)
+    if m.arch == "transformer":
+        return _transformer_flops(config, vocab_size, sentences, src_len, tgt_len)
     e, h, s, t = m.emb_size, m.hidden, src_len * sentences, tgt_len * sentences
     half = h // 2
     encoder = 2 * 2 * 4 * half * (e + half) * s
     decoder = 2 * 4 * h * (e + h) * t + (m.dec_layers - 1) * 2 * 4 * h * (2 * h) * t
     attention = 2 * s * h * h + 2 * 2 * t * src_len * h + 2 * t * 2 * h * h
+    return float(encoder + decoder + attention + _head_forward(config, vocab_size, e, h, t))
+
+
+def _head_forward(config, vocab_size: int, d: int, d_hidden: int, tokens: float) -> float:
+    """The head's training forward FLOPs on ``tokens`` positions (``d``: the size of a
+    shared embedding)."""
     options = dict(config.head.options)
     options.pop("loss", None)
-    head = head_flops(config.head.kind, vocab_size=vocab_size, d=e if HEADS[
-        config.head.kind].shares_embedding else h, d_hidden=h, tokens=max(1, round(t)),
+    head = head_flops(config.head.kind, vocab_size=vocab_size, d=d if HEADS[
+        config.head.kind].shares_embedding else d_hidden, d_hidden=d_hidden,
+        tokens=max(1, round(tokens)),
         **{k: v for k, v in options.items() if k != "target_embeddings"})
-    return float(encoder + decoder + attention + head.train_forward)
+    return float(head.train_forward)
+
+
+def _transformer_flops(config, vocab_size: int, sentences: int, src_len: float,
+                       tgt_len: float) -> float:
+    """Forward matrix-product FLOPs of the Transformer
+    (:class:`~drillbook.nmt.transformer.TransformerSeq2Seq`), teacher-forced: per block
+    and token the attention projections (4 d^2 multiply-adds, twice in a decoder block),
+    the feed-forward (2 d d_ff) and the attention scores and sums (2 d per position
+    attended: the whole source, or half the target prefix on average); then the head."""
+    m = config.model
+    d, s, t = m.d_model, src_len * sentences, tgt_len * sentences
+    encoder = m.layers * s * 2 * (4 * d * d + 2 * d * m.d_ff + 2 * d * src_len)
+    decoder = m.layers * t * 2 * (8 * d * d + 2 * d * m.d_ff + 2 * d * (src_len + tgt_len / 2))
+    return float(encoder + decoder + _head_forward(config, vocab_size, d, d, t))
 
 
 def _target_table(config, vocab_size: int, gen: torch.Generator | None = None):
