@@ -98,4 +98,4 @@ def test_make_test_checks_the_outputs_under_another_thread_count_than_sync_recor
     pytest_line = re.search(r"^PYTEST\s*:=(.*(?:\\\n.*)*)", make, re.M).group(1)
     assert "OMP_NUM_THREADS=$(CHECK_THREADS)" in pytest_line
     recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
-    assert re.search(r"^\t\$\(PYTEST\) .*\bnotebooks\b.*\$\(NBVAL\)", recipe, re.M)
+    assert re.search(r"^\t(\w+=\S+ )*\$\(PYTEST\) .*\bnotebooks\b.*\$\(NBVAL\)", recipe, re.M)

@@ -592,15 +592,28 @@ class SoftmaxFamilyHead(DistributionHead):
         """The scores as a matrix product, ``logits = map(context @ words^T + bias)``
         (:class:`~drillbook.heads.fused.ScoreFactors`), which the fused loss reads instead
         of the logits; dropout is sampled as :meth:`logits` samples it. None (default): the
-        head's scores are no such product, and its loss takes the plain path."""
+        head's scores are no such product, and its loss takes the plain path. A subclass
+        that overrides ``_logits`` without overriding this too takes the plain path (its
+        parent's factors would not be its scores)."""
         return None
+
+    @classmethod
+    def factors_describe_logits(cls) -> bool:
+        """Whether :meth:`score_factors` is declared where ``_logits`` is, or below it:
+        only then do the factors describe this class's scores."""
+        def owner(name: str) -> type:
+            return next(k for k in cls.__mro__ if name in vars(k))
+
+        factors = owner("score_factors")
+        return factors is not SoftmaxFamilyHead and issubclass(factors, owner("_logits"))
 
     def _log_prob(self, features: Tensor | Features) -> Tensor:
         return torch.log_softmax(self._logits(features), dim=-1)
 
     def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
                   ignore_index: int) -> Tensor:
-        if self._fuses(last_layer(features), self._dtype_probe()):
+        if self.factors_describe_logits() and self._fuses(last_layer(features),
+                                                          self._dtype_probe()):
             factors = self.score_factors(features)
             if factors is not None:
                 return fused_cross_entropy(factors, flat_target, ignore_index,

@@ -207,10 +207,10 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, w: Tensor, b: Tensor | None, target: Tensor,
                 keep: Tensor, chunk: int, score_map: ScoreMap | None,
-                workspace: Workspace | None):
+                workspace: Workspace | None, want: bool):
         n, vocab = x.shape[0], w.shape[0]
         grad_x = grad_w = grad_b = None
-        need = ctx.needs_input_grad
+        need = [want and wanted for wanted in ctx.needs_input_grad]
         if need[0]:
             grad_x = torch.empty_like(x)
         if need[1]:
@@ -243,8 +243,8 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
                 scores.mul_(slope)
             if grad_x is not None:
                 torch.mm(scores, w, out=grad_x[start:stop])
-            if grad_w is not None:
-                grad_w.addmm_(scores.t(), xs)
+            if grad_w is not None:  # (out=, not addmm_: FLOP counters see this form)
+                torch.addmm(grad_w, scores.t(), xs, out=grad_w)
             if grad_b is not None:
                 grad_b.add_(scores.sum(0))
         _keep_gradients(ctx, (grad_x, grad_w, grad_b))
@@ -253,7 +253,7 @@ class _FusedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_total: Tensor, _grad_kept: Tensor):
-        return _scaled_gradients(ctx, grad_total, inputs_without=5)
+        return _scaled_gradients(ctx, grad_total, inputs_without=6)
 
 
 def fused_cross_entropy(factors: ScoreFactors, target: Tensor, ignore_index: int = -100,
@@ -280,7 +280,8 @@ def fused_cross_entropy(factors: ScoreFactors, target: Tensor, ignore_index: int
     safe = flat.masked_fill(~keep, 0)
     chunk = chunk_rows(x.device, factors.words.shape[0], x.dtype, chunk_bytes)
     total, kept = _FusedLinearCrossEntropy.apply(
-        x, factors.words, factors.bias, safe, keep, chunk, factors.score_map, workspace)
+        x, factors.words, factors.bias, safe, keep, chunk, factors.score_map, workspace,
+        torch.is_grad_enabled())  # no gradient is formed under no_grad
     return total / kept
 
 
@@ -290,10 +291,11 @@ class _FusedMixtureNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, vectors: Tensor, log_prior: Tensor, w: Tensor, b: Tensor | None,
-                target: Tensor, keep: Tensor, chunk: int, workspace: Workspace | None):
+                target: Tensor, keep: Tensor, chunk: int, workspace: Workspace | None,
+                want: bool):
         n, j, d = vectors.shape
         vocab = w.shape[0]
-        need = ctx.needs_input_grad
+        need = [want and wanted for wanted in ctx.needs_input_grad]
         grad_v = torch.empty_like(vectors) if need[0] else None
         grad_p = torch.empty_like(log_prior) if need[1] else None
         grad_w = torch.zeros_like(w) if need[2] else None
@@ -329,7 +331,7 @@ class _FusedMixtureNLL(torch.autograd.Function):
             if grad_v is not None:
                 torch.mm(scores, w, out=grad_v[start:stop].view(m * j, d))
             if grad_w is not None:
-                grad_w.addmm_(scores.t(), rows)
+                torch.addmm(grad_w, scores.t(), rows, out=grad_w)
             if grad_b is not None:
                 grad_b.add_(scores.sum(0))
         _keep_gradients(ctx, (grad_v, grad_p, grad_w, grad_b))
@@ -338,7 +340,7 @@ class _FusedMixtureNLL(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_total: Tensor, _grad_kept: Tensor):
-        return _scaled_gradients(ctx, grad_total, inputs_without=4)
+        return _scaled_gradients(ctx, grad_total, inputs_without=5)
 
 
 def fused_mixture_nll(vectors: Tensor, log_prior: Tensor, words: Tensor, bias: Tensor | None,
@@ -356,5 +358,5 @@ def fused_mixture_nll(vectors: Tensor, log_prior: Tensor, words: Tensor, bias: T
     j = vectors.shape[1]
     chunk = chunk_rows(vectors.device, j * words.shape[0], vectors.dtype, chunk_bytes)
     total, kept = _FusedMixtureNLL.apply(vectors, log_prior, words, bias, safe, keep, chunk,
-                                         workspace)
+                                         workspace, torch.is_grad_enabled())
     return total / kept

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ...configs import apply_overrides
-from ...heads import HEADS, SoftmaxFamilyHead
+from ...heads import HEADS
 
 __all__ = ["FINGERPRINT_VERSION", "fingerprint_of", "training_fingerprint"]
 
@@ -99,7 +99,7 @@ def _translation_run(config) -> tuple[list[float], Any]:
 
 def _loss_path(head) -> str:
     """Which loss the head takes on a CPU in float32: ``fused`` or ``plain``."""
-    own = head.has_logits and type(head).score_factors is not SoftmaxFamilyHead.score_factors
+    own = head.has_logits and head.factors_describe_logits()
     if not (own or head.is_mixture):
         return "plain"
     x = torch.zeros(1, dtype=torch.float32)
