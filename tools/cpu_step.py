@@ -1,7 +1,6 @@
 """A small model's training step on a CPU: drillbook's with the fused output loss, drillbook's
-with the plain loss (the reference path; for a translation model also with torch's default
-Adam instead of its fused CPU kernel: the step as it was before both), and the AWD-LSTM
-authors' step, on the same real batches, one thread, in one process; prints the ratios.
+with the plain loss (the reference path: the step as it was before the fused loss), and the
+AWD-LSTM authors' step, on the same real batches, one thread, in one process; prints the ratios.
 
     DRILLBOOK_DATA=../shared/data python tools/cpu_step.py --authors ../awd-lstm-lm \\
         --out cpu-step.json
@@ -80,10 +79,6 @@ def _trainer(config, work: Path, name: str, fused: bool, corpus=None):
     kwargs = {"corpus": corpus} if corpus is not None else {}
     trainer = cls(config, work / name, device="cpu", progress=False, **kwargs)
     trainer.model.head.fused_loss = None if fused else False
-    if not fused and isinstance(trainer.optimizer, torch.optim.Adam):
-        # the step as it was before the fused kernels: torch's default Adam too
-        trainer.optimizer = torch.optim.Adam(trainer.model.parameters(),
-                                             lr=config.train.lr)
     return trainer
 
 

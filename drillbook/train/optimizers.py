@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-__all__ = ["GraphASGD", "GraphSGD", "adam", "graph_optimizer"]
+__all__ = ["GraphASGD", "GraphSGD", "graph_optimizer"]
 
 
 class _DeviceRate:
@@ -167,18 +167,3 @@ def graph_optimizer(kind: str, params: Iterable[Tensor], lr: float,
         return GraphASGD(params, lr, weight_decay)
     raise ValueError(f"the graph-ready step takes SGD or averaged SGD, not {kind!r}")
 
-
-def adam(params: Iterable[Tensor], *, lr: float, weight_decay: float = 0.0,
-         betas: tuple[float, float] = (0.9, 0.999), device: torch.device) -> torch.optim.Adam:
-    """Adam at ``lr``, as the trainers take it: on a CPU torch's fused kernel, one pass over
-    each tensor (the same update to rounding; 2.5 against 10.2 ms a step for the
-    128-unit Multi30k model on one thread), elsewhere torch's default implementation; a
-    torch without a fused CPU Adam gets its default."""
-    params = list(params)
-    if device.type == "cpu":
-        try:
-            return torch.optim.Adam(params, lr=lr, betas=betas, weight_decay=weight_decay,
-                                    fused=True)
-        except (RuntimeError, TypeError, ValueError):  # an older torch: no fused CPU Adam
-            pass
-    return torch.optim.Adam(params, lr=lr, betas=betas, weight_decay=weight_decay)
