@@ -136,3 +136,15 @@ def test_a_table_mixing_todays_arithmetic_with_another_is_refused(tmp_path, monk
     monkeypatch.setitem(NAMED_CODE_DIFFERENCES, ("laptop-lm", "drill-4"), "named")
     check_same_code("laptop-lm", docs)
     assert table_results("laptop-lm", tmp_path) == []  # nothing trained: nothing refused
+
+
+def test_seeds_that_their_plateau_rule_ended_may_differ_in_epochs(tmp_path, monkeypatch):
+    """The rule decides when each seed stops, so two plateau runs of a row are comparable
+    at different epochs; runs stopped otherwise must match (a budget is one point)."""
+    monkeypatch.delitem(NAMED_CODE_DIFFERENCES, ("cpu-scale", "tied"))
+    _seed_file(tmp_path, 141, status="plateau", epochs_done=21, **_fp("a" * 16))
+    _seed_file(tmp_path, 142, status="plateau", epochs_done=17, **_fp("a" * 16))
+    assert [d["epochs_done"] for d in seed_runs(tmp_path, "cpu-scale")["tied"]] == [21, 17]
+    _seed_file(tmp_path, 142, status="budget", epochs_done=17, **_fp("a" * 16))
+    with pytest.raises(ResultFileError, match="differ in status"):
+        seed_runs(tmp_path, "cpu-scale")

@@ -4,7 +4,8 @@
 beside the row's own ``<results>/<table>/<row>.json`` (its config's seed). This module
 gathers a row's runs across those files and summarises a metric by its mean, its sample
 standard deviation and its range, after checking that the runs differ in nothing but the
-seed and reached the same point (status and epochs), and that the same arithmetic trained
+seed and reached the same point (status and epochs; runs that their plateau rule ended
+may differ in epochs), and that the same arithmetic trained
 them: equal training-code fingerprints (:mod:`~drillbook.experiments.results.fingerprint`)
 or, for files written before fingerprints, the same commit, unless the book names the
 difference (:data:`NAMED_CODE_DIFFERENCES`) where it shows the spread.
@@ -322,8 +323,12 @@ def _difference(a: dict[str, Any], b: dict[str, Any]) -> str:
             config["train"]["amp"] = canonical_precision(config["train"]["amp"])
         return config
 
-    # (updates may differ: the variable-length BPTT windows depend on the seed)
+    # (updates may differ: the variable-length BPTT windows depend on the seed; so may the
+    # epochs of runs that their plateau rule ended: the rule decides when each stops)
+    stopped_by_rule = a.get("status") == b.get("status") == "plateau"
     for field in ("status", "epochs_done", "config_name"):
+        if field == "epochs_done" and stopped_by_rule:
+            continue
         if a.get(field) != b.get(field):
             return f"{field} ({a.get(field)!r} vs {b.get(field)!r})"
     if without_seed(a) != without_seed(b):
