@@ -43,7 +43,8 @@ def check_activation(name: str, choices: tuple[str, ...], kind: str) -> str:
 #: the kinds of dropout on a label matrix (see :func:`label_dropout`)
 DROPOUT_KINDS = ("variational", "standard")
 
-#: the rules of the label-side dropout options, for the heads' :attr:`options`
+#: the rules of the label-side dropout options, for the heads'
+#: :attr:`~drillbook.heads.base.OutputHead.options`
 DROPOUT = PROBABILITY.saying("a probability in [0, 1) (0 disables it)")
 DROPOUT_KIND = one_of(*DROPOUT_KINDS)
 
