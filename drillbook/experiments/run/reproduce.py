@@ -135,7 +135,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
               overrides: list[str] | None = None, max_eval_tokens: int | None = None,
               corpus=None, progress: bool | None = None,
               seed: int | Sequence[int] | None = None, keep_going: bool = False,
-              label: str | None = None, execution: dict | None = None) -> list[Path]:
+              label: str | None = None, execution: dict | None = None,
+              budget_since: float | None = None) -> list[Path]:
     """Train (or resume) the rows of ``table`` and write one result file per row.
 
     A row with a fine-tuned paper number
@@ -173,6 +174,10 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         label: what the console lines start with (default ``row i/n NAME``).
         execution: how the row was run, recorded in its result file (:func:`execution`;
             default: a process of its own, alone on its device).
+        budget_since: the :func:`time.monotonic` instant the first row's
+            ``budget_minutes`` count from (default: when its training opens). A worker
+            passes its process's start, so that its start-up and corpus loading come out
+            of its training time, not out of the reserve its evaluation needs.
     """
     jobs = table_jobs(table, rows, seed, overrides or [])
     source = git_state()  # the code this call runs, read before training starts
@@ -192,7 +197,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             doc = _run_job(job, run_dir, path, source, name=name, device=device,
                            corpus=corpus, loaded=loaded, progress=progress,
                            budget_minutes=budget_minutes, max_eval_tokens=max_eval_tokens,
-                           rank_cap=rank_cap, execution=execution or ALONE)
+                           rank_cap=rank_cap, execution=execution or ALONE,
+                           budget_since=budget_since if index == 1 else None)
         except Exception as err:  # a bug or bad input: raised unless the call keeps going
             if not keep_going or isinstance(err, TrainingInterrupted):
                 raise  # a row stopped by a signal saved its step: not a failure
@@ -209,8 +215,9 @@ def reproduce(table: str, *, rows: list[str] | None = None,
 
 def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, device,
              corpus, loaded: dict, progress, budget_minutes, max_eval_tokens,
-             rank_cap, execution: dict) -> dict:
-    """Train, evaluate and analyse one job; its result document."""
+             rank_cap, execution: dict, budget_since: float | None = None) -> dict:
+    """Train, evaluate and analyse one job; its result document. Its training stops
+    ``budget_minutes`` after ``budget_since`` (default: when its trainer is open)."""
     config = job.config
     task = task_of(config)
     data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
@@ -227,7 +234,10 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
     if trainer.device.type == "cuda":  # this row's peak, not an earlier row's
         torch.cuda.reset_peak_memory_stats(trainer.device)
     data = loaded.setdefault(data_key, trainer.corpus)
-    status = trainer.fit(max_minutes=budget_minutes)
+    training_minutes = budget_minutes
+    if budget_minutes is not None and budget_since is not None:  # start-up counted
+        training_minutes = budget_minutes - (time.monotonic() - budget_since) / 60
+    status = trainer.fit(max_minutes=training_minutes)
     return finish_job(job, trainer, status, path, source, name=name, device=device,
                       data=data, progress=progress, budget_minutes=budget_minutes,
                       max_eval_tokens=max_eval_tokens, rank_cap=rank_cap,

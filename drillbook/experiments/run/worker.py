@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,18 @@ __all__ = ["JobSpec", "Worker", "main", "run_job"]
 
 #: the worker's exit statuses: a bad spec (one line on stderr), a job asked to stop
 EXIT_BAD_SPEC, EXIT_INTERRUPTED = 2, 130
+
+
+def process_started() -> float:
+    """The :func:`time.monotonic` instant this process started (Linux: from
+    ``/proc/self/stat``; elsewhere: now, i.e. when this is called)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        age = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        age = 0.0
+    return time.monotonic() - max(age, 0.0)
 
 
 @dataclass(frozen=True)
@@ -97,7 +110,8 @@ class JobSpec:
 
 def run_job(spec: JobSpec) -> str:
     """Train the job in this process and write its result file (a failure's too); returns
-    the file's path."""
+    the file's path. Its budget counts from the process's start (:func:`process_started`):
+    the scheduler's reserve for its evaluation is not spent on starting torch."""
     import torch
 
     from .reproduce import execution, reproduce
@@ -108,7 +122,8 @@ def run_job(spec: JobSpec) -> str:
                        budget_minutes=spec.budget_minutes, out=spec.out, runs=spec.runs,
                        overrides=list(spec.overrides), max_eval_tokens=spec.max_eval_tokens,
                        keep_going=True, label=spec.label,
-                       execution=execution(spec.way, spec.rows))
+                       execution=execution(spec.way, spec.rows),
+                       budget_since=process_started())
     return str(path)
 
 
