@@ -361,6 +361,44 @@ for plan in book.PLANS.values():
 pd.concat(plan_tables, names=["plan"])
 
 # %% [markdown]
+# ### The laptop plans
+#
+# Three more plans are sized for the CPU every reader has: each row trains on one core,
+# two rows at a time, for a few hours at a sitting, and the next sitting resumes what is
+# left (`drillbook reproduce laptop-lm --continue-from drillbook/results
+# --deadline-minutes 120 --parallel 2`; `--dry-run cpu` prints the rows left and the
+# hours they need). `laptop-lm` trains every language-model head with 32-dimensional
+# embeddings and a 2 x 64 LSTM, so $d = 32$ against Penn Treebank's 10,000 words and the
+# bottleneck is real, on whole passes over the training text, to the `gpu-small` rule's
+# plateau, with seeds 141, 142 and 143. `laptop-nmt` trains the five LSTM translation
+# heads at 128 units on the whole of Multi30k with seeds 1, 2 and 3, and DRILL Table 5's
+# three Transformer systems at the same width, each to its BLEU plateau; `laptop-nmt-vmf`
+# the continuous-output losses, one seed. A run is committed once its stopping rule has
+# ended it, so every row below is trained to its end: these are the book's only rows
+# that are. The count says how many are still to come.
+
+# %% tags=["nbval-check-output"]
+lm_model = book.TABLES["laptop-lm"][0].resolve().model
+nmt_lstm = book.find_row("laptop-nmt", "softmax").resolve().model
+nmt_transformer = book.find_row("laptop-nmt", "transformer-drill").resolve().model
+print(f"laptop-lm: d = {lm_model.emsize}, a {lm_model.nlayers} x {lm_model.nhid} LSTM, "
+      f"seeds {book.PLANS['laptop-lm'].seeds}; laptop-nmt: {nmt_lstm.hidden} LSTM units, "
+      f"Transformer width {nmt_transformer.d_model}, seeds {book.PLANS['laptop-nmt'].seeds}")
+assert (lm_model.emsize, lm_model.nlayers, lm_model.nhid) == (32, 2, 64)
+assert nmt_lstm.hidden == nmt_transformer.d_model == 128
+laptop = {}
+for name in ("laptop-lm", "laptop-nmt", "laptop-nmt-vmf"):
+    plan, runs = book.PLANS[name], book.plan_runs(name)
+    planned = len(book.TABLES[plan.table]) * len(plan.seeds)
+    final = [r for r in runs if r["final"]]
+    assert len(final) == len(runs)  # only runs at their plateau are committed
+    print(f"{name}: {len(final)} of {planned} runs at their plateau")
+    if runs:
+        laptop[name] = pd.DataFrame(runs).set_index(["row", "seed"])[
+            ["epochs", "valid", "test", "minutes_per_epoch"]]
+pd.concat(laptop, names=["plan"]).round(2)
+
+# %% [markdown]
 # ## The authors' curves, and every run of ours on them
 #
 # The DRILL authors published the training logs behind their Table 3: the validation

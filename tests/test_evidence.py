@@ -35,6 +35,7 @@ from drillbook.experiments.results.evidence import (
     mixture_usage,
     plan_folder,
     plan_results,
+    plan_runs,
     plot_band_differences,
     plot_f1,
     rank_rows,
@@ -266,6 +267,25 @@ def test_table_results_come_in_the_tables_row_order():
     ranks = rank_rows(docs)
     assert [r["rank_tol_1"] for r in ranks] == [d["metrics"]["rank_tol_1"] for d in docs]
     assert {r["d"] for r in ranks} == {d["config"]["model"]["emsize"] for d in docs}
+
+
+def test_a_plan_trained_in_sittings_lists_every_run_and_how_far_it_got(tmp_path):
+    base = table_results("laptop-lm", seeds=True)[0]  # sigsoftmax, seed 141, at its plateau
+    stopped = copy.deepcopy(base)
+    stopped.update(seed=143, status="deadline", epochs_done=0, wall_seconds=30.0,
+                   metrics={})
+    (tmp_path / "laptop-lm" / "seed-143").mkdir(parents=True)
+    (tmp_path / "laptop-lm" / "sigsoftmax.json").write_text(json.dumps(base))
+    (tmp_path / "laptop-lm" / "seed-143" / "sigsoftmax.json").write_text(json.dumps(stopped))
+    first, second = plan_runs("laptop-lm", tmp_path)
+    assert (first["row"], first["seed"], first["final"], first["epochs"]) == (
+        "sigsoftmax", 141, True, base["epochs_done"])
+    assert first["valid"] == base["metrics"]["val_ppl"]
+    assert first["test"] == base["metrics"]["test_ppl"]
+    assert first["minutes_per_epoch"] == pytest.approx(
+        base["wall_seconds"] / 60 / base["epochs_done"])
+    assert (second["seed"], second["final"], second["test"], second["minutes_per_epoch"]) == (
+        143, False, None, None)
 
 
 def test_rank_rows_give_the_width_of_the_scored_vectors():

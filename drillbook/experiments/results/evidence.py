@@ -26,6 +26,7 @@ from ...metrics import log_interpolate
 from ...plotting import family_colors, head_color, head_kind
 from ..tables import table_of
 from .files import (
+    FINAL_STATUSES,
     READABLE_FORMATS,
     book_results,
     gpu_results,
@@ -38,8 +39,8 @@ from .seeds import check_same_code
 
 __all__ = ["MIN_BAND_TYPES", "band_differences", "committed_results", "curve_points",
            "f1_rows", "missing_evidence", "mixture_usage", "plan_folder", "plan_results",
-           "plot_band_differences", "plot_f1", "rank_rows", "table_results", "val_at_epoch",
-           "val_at_updates", "window_rows"]
+           "plan_runs", "plot_band_differences", "plot_f1", "rank_rows", "table_results",
+           "val_at_epoch", "val_at_updates", "window_rows"]
 
 #: a frequency band of fewer word types than this is greyed out in the book's figures of
 #: DRILL's Fig. 3: its per-word mean moves by percents with any one word
@@ -59,6 +60,27 @@ def table_results(table: str, folder: str | Path | None = None, *,
     check_same_code(table, docs)
     order = table_of(table).order
     return sorted(docs, key=lambda d: (order(d["row"]), d["seed"]))
+
+
+def plan_runs(table: str, folder: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every run of a table trained seed by seed in sittings (the laptop plans), as the
+    result files in a results folder (default: the book's) left it, in the table's order:
+    ``row``, ``seed``, ``status``, ``final`` (its stopping rule or its epoch cap ended it:
+    ``status`` in ``FINAL_STATUSES``), ``epochs``, ``valid`` (the best validation metric:
+    perplexity, or BLEU for translation), ``test``, ``minutes`` (of training, on its
+    device) and ``minutes_per_epoch``."""
+    out = []
+    for d in table_results(table, folder, seeds=True):
+        key = result_task(d).metric_key
+        metrics = d["metrics"]
+        epochs = d["epochs_done"]
+        minutes = d["wall_seconds"] / 60
+        out.append({"row": d["row"], "seed": d["seed"], "status": d["status"],
+                    "final": d["status"] in FINAL_STATUSES, "epochs": epochs,
+                    "valid": metrics.get(f"val_{key}"), "test": metrics.get(f"test_{key}"),
+                    "minutes": minutes,
+                    "minutes_per_epoch": minutes / epochs if epochs else None})
+    return out
 
 
 def committed_results(folder: str | Path | None = None, *,
