@@ -3,7 +3,8 @@
 row, and the keys of the papers' numbers it is compared with), what every row trains, the
 row its speed ratios divide by, whether its rows measure a rank, the columns of the
 papers' numbers the report prints (:class:`PaperColumn`) and the plans of a GPU window that
-run it (:class:`Plan`). :data:`TABLES` holds them;
+run it (:class:`Plan`). :data:`TABLES` holds them, each built from its declaration when it
+is read, so that the tables that list every head take a head registered later too;
 :mod:`~drillbook.experiments.run.reproduce` trains them, the planner
 (:mod:`~drillbook.experiments.run.plans`) sizes their windows and
 :mod:`~drillbook.experiments.results.report` shows them beside the papers', each reading a
@@ -11,7 +12,8 @@ table's properties from here and nowhere else."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import overload
 
@@ -21,8 +23,8 @@ from ..papers import paper_number, paper_values
 from ..train.tasks import Task, task_of
 
 __all__ = ["DEVICES", "PAPER_RANKS", "PAPER_SPEED", "PLANS", "STAGES", "TABLES",
-           "PaperColumn", "Plan", "Row", "Table", "find_row", "paper_params", "records_for",
-           "table_of"]
+           "PaperColumn", "Plan", "Row", "Table", "Tables", "find_row", "paper_params",
+           "records_for", "table_of"]
 
 
 #: the stages a row's paper numbers belong to: the main run, fine-tuning, and dynamic
@@ -461,17 +463,18 @@ def _laptop_nmt(names: Sequence[str]) -> list[Row]:
 
 
 def _laptop_nmt_table(name: str, rows: Sequence[str], seeds: tuple[int, ...], what: str,
-                      baseline: str | None = None, extra: Sequence[Row] = ()) -> Table:
+                      baseline: str | None = None,
+                      extra: Callable[[], Sequence[Row]] = tuple) -> _Declaration:
     """A laptop translation table of the ``gpu-multi30k`` rows ``rows`` (and the rows
-    ``extra``) and its plan."""
+    ``extra()``) and its plan."""
     seeded = "three seeds each" if len(seeds) == 3 else f"{len(seeds)} seed(s)"
-    return Table(name, (*_laptop_nmt(rows), *extra), epochs=30, device="cpu",
-                 baseline=baseline,
-                 plans=(Plan(name, name, seeds=seeds, parallel=2, deadline_minutes=120.0,
-                             plateau_epochs=10, plateau_note=LAPTOP_NMT_PLATEAU_NOTE,
-                             description=(f"{what} on the whole of Multi30k de-en at 128 "
-                                          f"units, each to its BLEU plateau on one CPU "
-                                          f"core, {seeded}")),))
+    return _declare(name, lambda: (*_laptop_nmt(rows), *extra()), epochs=30, device="cpu",
+                    baseline=baseline,
+                    plans=(Plan(name, name, seeds=seeds, parallel=2, deadline_minutes=120.0,
+                                plateau_epochs=10, plateau_note=LAPTOP_NMT_PLATEAU_NOTE,
+                                description=(f"{what} on the whole of Multi30k de-en at 128 "
+                                             f"units, each to its BLEU plateau on one CPU "
+                                             f"core, {seeded}")),))
 
 
 def _speed() -> list[Row]:
@@ -496,78 +499,161 @@ def _multi30k_vmf() -> list[Row]:
               for loss in ("reg1", "reg2", "maxmargin")]]
 
 
-def _tables() -> list[Table]:
-    """Every table, declared whole. The GPU tables' epochs are sized with ``drillbook
-    reproduce TABLE --dry-run`` for a window of about 9 minutes of an H100/H200, of which
-    the CUDA tests and the cost benchmark take the first two and a half: the papers' PTB
-    models side by side, the translation models on the whole of Multi30k, and the small
-    models on whole passes over PTB."""
-    return [
-        Table("drill-table4", tuple(_table4()), baseline="tied"),
+#: a table's name and the function that builds it (:func:`_declare`)
+_Declaration = tuple[str, Callable[[], "Table"]]
+
+
+def _declare(name: str, rows: Callable[[], Iterable[Row]], **settings) -> _Declaration:
+    """``name`` and the function that builds its :class:`Table`: its rows read from
+    ``rows()`` at each call (the registry's heads as they are then), its ``settings``
+    (epochs, baseline, plans, ...) the same objects at every call."""
+    return name, lambda: Table(name, tuple(rows()), **settings)
+
+
+def _declarations() -> dict[str, Callable[[], Table]]:
+    """Every table, declared whole: name -> the function that builds it. The GPU tables'
+    epochs are sized with ``drillbook reproduce TABLE --dry-run`` for a window of about 9
+    minutes of an H100/H200, of which the CUDA tests and the cost benchmark take the first
+    two and a half: the papers' PTB models side by side, the translation models on the
+    whole of Multi30k, and the small models on whole passes over PTB."""
+    return dict([
+        _declare("drill-table4", _table4, baseline="tied"),
         # DRILL Tables 1 and 2: each row's speed against the AWD-LSTM of its corpus
-        Table("drill-main", tuple(_drill_main())),
-        Table("mos-doc", tuple(_mixtures())),
-        Table("rank", tuple(_rank()), rank=True, baseline="tied", paper_columns=PAPER_RANKS),
-        Table("speed", tuple(_speed()), paper_columns=PAPER_SPEED),
+        _declare("drill-main", _drill_main),
+        _declare("mos-doc", _mixtures),
+        _declare("rank", _rank, rank=True, baseline="tied", paper_columns=PAPER_RANKS),
+        _declare("speed", _speed, paper_columns=PAPER_SPEED),
         # vMF Table 1 and joint-embedding Table 3 analogues on Multi30k (de->en)
-        Table("multi30k-vmf", tuple(_multi30k_vmf())),
-        Table("multi30k-joint", tuple(Row(h, f"multi30k/de-en-{c}") for h, c in (
+        _declare("multi30k-vmf", _multi30k_vmf),
+        _declare("multi30k-joint", lambda: (Row(h, f"multi30k/de-en-{c}") for h, c in (
             ("softmax", "softmax"), ("tied", "softmax-tied"), ("bilinear", "bilinear"),
             ("dual", "dual"), ("drill", "drill"))), baseline="tied"),
         # a CPU-sized table: the tests and a first look
-        Table("tutorial", (Row("tied", "tutorial/ptb-tied"),
-                           Row("drill", "tutorial/ptb-drill")), device="cpu", baseline="tied"),
+        _declare("tutorial", lambda: (Row("tied", "tutorial/ptb-tied"),
+                                      Row("drill", "tutorial/ptb-drill")),
+                 device="cpu", baseline="tied"),
         # every head at CPU scale, one budget for all: Table 4's ordering, the mixtures'
         # rank and Table 3's speed ratios, small enough for a laptop: 6 epochs of 150
         # updates of 32 x 35 tokens, about one pass over PTB's training text
-        Table("cpu-scale", tuple(_cpu_scale()), epochs=6, device="cpu", rank=True,
-              rank_positions=2000, baseline="tied"),
+        _declare("cpu-scale", _cpu_scale, epochs=6, device="cpu", rank=True,
+                 rank_positions=2000, baseline="tied"),
         # the tables of a GPU window's plans (drillbook.experiments.run.plans)
-        Table("gpu-ptb", tuple(_gpu_ptb()), epochs=7, rank=True, rank_positions=4000,
-              baseline="tied",
-              plans=(Plan("gpu-ptb", "gpu-ptb", parallel=4, description=(
-                  "tied AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size and settings "
-                  "on PTB, the same epochs each: curves, rank, frequency bands, mixture "
-                  "usage")),)),
-        Table("gpu-multi30k", tuple(_gpu_multi30k()), epochs=30,
-              plans=(Plan("gpu-multi30k", "gpu-multi30k", parallel=9, description=(
-                  "softmax, tied softmax, bilinear, dual, DRILL and the vMF losses on the "
-                  "whole of Multi30k de-en, each to its BLEU plateau: BLEU, rare-word F1, "
-                  "decoding speed")),)),
-        Table("gpu-small", tuple(_gpu_small()), epochs=GPU_SMALL_EPOCHS, rank=True,
-              rank_positions=2000, baseline="tied",
-              plans=(Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=16,
-                          deadline_minutes=9.0, sharing="graphs-assumed",
-                          plateau_epochs=GPU_SMALL_PLATEAU,
-                          plateau_note=GPU_SMALL_PLATEAU_NOTE,
-                          description=("every cpu-scale head on the small recipe, each "
-                                       "trained to its plateau on whole passes over PTB, "
-                                       "three seeds each: the ordering with error bars")),)),
+        _declare("gpu-ptb", _gpu_ptb, epochs=7, rank=True, rank_positions=4000,
+                 baseline="tied",
+                 plans=(Plan("gpu-ptb", "gpu-ptb", parallel=4, description=(
+                     "tied AWD-LSTM, DRILL-4, MoS-15 and DOC at the papers' size and "
+                     "settings on PTB, the same epochs each: curves, rank, frequency bands, "
+                     "mixture usage")),)),
+        _declare("gpu-multi30k", _gpu_multi30k, epochs=30,
+                 plans=(Plan("gpu-multi30k", "gpu-multi30k", parallel=9, description=(
+                     "softmax, tied softmax, bilinear, dual, DRILL and the vMF losses on "
+                     "the whole of Multi30k de-en, each to its BLEU plateau: BLEU, "
+                     "rare-word F1, decoding speed")),)),
+        _declare("gpu-small", _gpu_small, epochs=GPU_SMALL_EPOCHS, rank=True,
+                 rank_positions=2000, baseline="tied",
+                 plans=(Plan("gpu-small", "gpu-small", seeds=(141, 142, 143), parallel=16,
+                             deadline_minutes=9.0, sharing="graphs-assumed",
+                             plateau_epochs=GPU_SMALL_PLATEAU,
+                             plateau_note=GPU_SMALL_PLATEAU_NOTE,
+                             description=("every cpu-scale head on the small recipe, each "
+                                          "trained to its plateau on whole passes over "
+                                          "PTB, three seeds each: the ordering with error "
+                                          "bars")),)),
         # the same on a laptop's CPU, a few hours at a time (both cores, a row each)
-        Table("laptop-lm", tuple(_laptop_lm()), epochs=LAPTOP_EPOCHS, device="cpu",
-              rank=True, rank_positions=2000, baseline="tied",
-              plans=(Plan("laptop-lm", "laptop-lm", seeds=(141, 142, 143), parallel=2,
-                          deadline_minutes=120.0, plateau_epochs=LAPTOP_PLATEAU,
-                          plateau_note=LAPTOP_PLATEAU_NOTE,
-                          description=("every language-model head at d = 32 on whole "
-                                       "passes over PTB, each trained to its plateau on "
-                                       "one CPU core, three seeds each")),)),
+        _declare("laptop-lm", _laptop_lm, epochs=LAPTOP_EPOCHS, device="cpu",
+                 rank=True, rank_positions=2000, baseline="tied",
+                 plans=(Plan("laptop-lm", "laptop-lm", seeds=(141, 142, 143), parallel=2,
+                             deadline_minutes=120.0, plateau_epochs=LAPTOP_PLATEAU,
+                             plateau_note=LAPTOP_PLATEAU_NOTE,
+                             description=("every language-model head at d = 32 on whole "
+                                          "passes over PTB, each trained to its plateau on "
+                                          "one CPU core, three seeds each")),)),
         # the translation heads the same way: the softmax family with three seeds, the
         # vMF losses with one (two tables: a plan gives every row of its table its seeds)
         _laptop_nmt_table("laptop-nmt", ("softmax", "softmax-tied", "bilinear", "dual",
                                          "drill"), (1, 2, 3),
                           "softmax, tied softmax, bilinear, dual and DRILL, and DRILL "
                           "Table 5's Transformer with a tied softmax, the dual mapping and "
-                          "DRILL,", baseline="softmax-tied", extra=_laptop_nmt_transformer()),
+                          "DRILL,", baseline="softmax-tied", extra=_laptop_nmt_transformer),
         _laptop_nmt_table("laptop-nmt-vmf", ("vmf-nllvmf", "vmf-reg1", "vmf-reg2",
                                              "vmf-reg2-tied"), (1,),
                           "NLLvMF and its regularisers (reg2 also with tied decoder inputs)"),
-    ]
+    ])
 
 
-#: table name -> :class:`Table`. Each row names its
+class Tables(MutableMapping[str, Table]):
+    """The tables by name, each built from its declaration when it is read: a table whose
+    rows come from the head registry (``cpu-scale``, and ``gpu-small`` and ``laptop-lm``,
+    which take their heads from it) lists every head registered by then, one registered
+    after import (:func:`~drillbook.heads.register_head`) included, and one unregistered no
+    longer.
+
+    A table may also be set (``TABLES["tiny"] = Table("tiny", ...)``: a test's table) or
+    deleted. A declared table set back to a table read from here (what
+    ``monkeypatch.setitem`` does when it restores one), or to one equal to what its
+    declaration builds now, is derived again."""
+
+    def __init__(self, declarations: dict[str, Callable[[], Table]]) -> None:
+        self._declared = declarations
+        self._set: dict[str, Table | None] = {}  # None: a declared table deleted
+        self._built: dict[int, weakref.ref] = {}  # id -> the tables built and still alive
+
+    def _build(self, name: str) -> Table:
+        table = self._declared[name]()
+        key = id(table)
+        self._built[key] = weakref.ref(table, lambda _, key=key: self._built.pop(key, None))
+        return table
+
+    def _derived(self, name: str, table: Table) -> bool:
+        """Whether ``table`` is what the declaration of ``name`` builds (it built it)."""
+        ref = self._built.get(id(table))
+        return name in self._declared and (
+            (ref is not None and ref() is table) or table == self._declared[name]())
+
+    def __getitem__(self, name: str) -> Table:
+        if name in self._set:
+            table = self._set[name]
+            if table is None:
+                raise KeyError(name)
+            return table
+        return self._build(name)
+
+    def __setitem__(self, name: str, table: Table) -> None:
+        if not isinstance(table, Table) or table.name != name:
+            raise ValueError(f"TABLES[{name!r}] must be a Table named {name!r}, got "
+                             f"{table!r:.80}")
+        if self._derived(name, table):
+            self._set.pop(name, None)
+        else:
+            self._set[name] = table
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        if name in self._declared:
+            self._set[name] = None
+        else:
+            del self._set[name]
+
+    def __contains__(self, name: object) -> bool:
+        if name in self._set:
+            return self._set[name] is not None
+        return name in self._declared
+
+    def __iter__(self) -> Iterator[str]:
+        names = [*self._declared, *(n for n in self._set if n not in self._declared)]
+        return iter([n for n in names if n in self])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"Tables({list(self)})"
+
+
+#: table name -> :class:`Table`, built when read (:class:`Tables`). Each row names its
 #: own paper records (:mod:`drillbook.papers`).
-TABLES: dict[str, Table] = {t.name: t for t in _tables()}
+TABLES: Tables = Tables(_declarations())
 
 #: the plans of a GPU window (``make evidence`` runs them), by name: those the tables declare
 PLANS: dict[str, Plan] = {p.name: p for t in TABLES.values() for p in t.plans}

@@ -84,7 +84,8 @@ def register_head(cls: type[OutputHead], *, replace: bool = False) -> type[Outpu
     it declares (a type of output, its options, the calls its type promises, a FLOP model),
     and return it, so that it can decorate the class. Every consumer of heads then takes it:
     :func:`build_head` and the configs, the FLOP model, the figures' colours, the
-    benchmark, the tutorial configs and the ``cpu-scale`` rows.
+    benchmark, the tutorial configs, and the rows of the tables that list every head
+    (``cpu-scale``, ``gpu-small``, ``laptop-lm``: built from the registry when read).
 
     Args:
         cls: a subclass of :class:`~drillbook.heads.OutputHead`.
