@@ -431,6 +431,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--sharing", metavar="NAME",
         help="with --dry-run: how the rows share the GPU (%(names)s; default: the plan's)"),
         "drillbook.experiments.run.plans", "SHARINGS")
+    _add_cluster_options(p)
+    p.set_defaults(func=_cmd_reproduce,
+                   interrupted="; run the same command again to continue each row from its "
+                               "last checkpoint")
+
+    _add_report(sub)
+
+
+def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """``reproduce``'s options for submitting its rows through submitit."""
     g = p.add_argument_group(
         "on a cluster",
         "--launcher submitit submits each row as a job through submitit (pip install "
@@ -449,10 +459,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="submitit's executor parameters, e.g. timeout_min=600 "
                         "gpus_per_node=1 cpus_per_task=8 slurm_partition=gpu (default "
                         "timeout: each job's budget and reserve, plus a minute)")
-    p.set_defaults(func=_cmd_reproduce,
-                   interrupted="; run the same command again to continue each row from its "
-                               "last checkpoint")
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    """Add ``report``."""
     p = sub.add_parser("report", help="Markdown tables from the result files")
     p.add_argument("--results", default="results")
     p.add_argument("--out", help="write here instead of printing (e.g. results/REPORT.md)")

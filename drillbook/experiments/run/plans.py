@@ -449,6 +449,28 @@ def fit_models(steps_folder: str | Path | None = None,
     return StepModel(a, b, steps, window, fit_memory_scale(memory), memory)
 
 
+def _row_cost(job: Job, plan: Plan, device: DeviceClass, model: StepModel,
+              measured: dict) -> dict:
+    """One row's step (seconds), its share of the GPU, its evaluation's seconds, its peak
+    memory (GiB) and its epochs to plateau, as :func:`predict` adds them up."""
+    config, a, b = job.config, model.a, model.b
+    on_cpu = device.name == "cpu"
+    sizes, flops, eval_flops, state, saved = _probe(config)
+    if on_cpu:  # measured here; an evaluation window is a third of a step's work
+        step = cpu_step_seconds(config, sizes)
+        eval_seconds = sizes["windows"] * step * eval_flops / max(flops, 1.0) / 3
+        eval_seconds += sizes.get("decode_steps", 0) * step / 30
+    else:
+        step = (a + b * flops) * device.step_scale
+        eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
+        # greedy decoding of the validation set: one small forward per target position
+        eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
+    peak = state + model.memory_scale * saved + (0 if on_cpu else CUDA_CONTEXT_BYTES)
+    return {"job": job, "steps": int(sizes["steps"]), "step": step,
+            "share": min(b * flops / step, 1.0), "eval": eval_seconds, "peak": peak / 2**30,
+            "plateau": _plateau_epochs(job, plan, measured)}
+
+
 def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
             deadline_minutes: float | None = None, parallel: int | None = None,
             sharing: str | None = None, results: str | Path | None = None,
@@ -473,32 +495,14 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     device = DEVICE_CLASSES[check_choice(device_class, sorted(DEVICE_CLASSES), "device class")]
     share_model = SHARINGS[check_choice(sharing or plan.sharing, sorted(SHARINGS), "sharing")]
     model = model or fit_models(steps_folder)
-    a, b = model.a, model.b
     parallel = parallel or plan.parallel
     deadline = 60 * (deadline_minutes or plan.deadline_minutes) - END_MARGIN_SECONDS
     jobs = [job for job in table_jobs(plan.table, seeds=plan.seeds or None,
                                       overrides=overrides)
             if (job.row.name, job.seed) not in skip]
     measured = measured_plateaus(plan.table, results)
-    rows = []
+    rows = [_row_cost(job, plan, device, model, measured) for job in jobs]
     on_cpu = device.name == "cpu"
-    for job in jobs:
-        config = job.config
-        sizes, flops, eval_flops, state, saved = _probe(config)
-        if on_cpu:  # measured here; an evaluation window is a third of a step's work
-            step = cpu_step_seconds(config, sizes)
-            eval_seconds = sizes["windows"] * step * eval_flops / max(flops, 1.0) / 3
-            eval_seconds += sizes.get("decode_steps", 0) * step / 30
-        else:
-            step = (a + b * flops) * device.step_scale
-            eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
-            # greedy decoding of the validation set: one small forward per target position
-            eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
-        peak = state + model.memory_scale * saved + (0 if on_cpu else CUDA_CONTEXT_BYTES)
-        rows.append({"job": job, "steps": int(sizes["steps"]), "step": step,
-                     "share": min(b * flops / step, 1.0), "eval": eval_seconds,
-                     "peak": peak / 2**30,
-                     "plateau": _plateau_epochs(job, plan, measured)})
     processes = share_model.way is Way.PROCESS
     out = []
     if plan.to_plateau:  # every row to its plateau: lanes filled, largest first

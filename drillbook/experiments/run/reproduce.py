@@ -91,11 +91,8 @@ def reproduce(table: str, *, rows: list[str] | None = None,
     for index, job in enumerate(jobs, 1):
         name = label or f"row {index}/{len(jobs)} {job.name}"  # the console lines
         run_dir, path = job.run_dir(runs), job.result_path(out)
-        # the row's first line (then its epochs, one line each), from rank 0 alone
-        if progress is not False and rank_and_world_size()[0] == 0:
-            again = " (resuming)" if has_checkpoint(run_dir) else ""
-            print(f"{name}: {job.config.name} in {run_dir}{again}", file=sys.stderr,
-                  flush=True)
+        if progress is not False:
+            _say_start(name, job, run_dir)
         started = time.monotonic()
         try:
             doc = _run_job(job, run_dir, path, source, name=name, device=device,
@@ -148,3 +145,8 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
                       execution=execution, started=started)
 
 
+def _say_start(name: str, job: Job, run_dir: Path) -> None:
+    """A row's first line (then its epochs, one line each), from rank 0 alone."""
+    if rank_and_world_size()[0] == 0:
+        again = " (resuming)" if has_checkpoint(run_dir) else ""
+        print(f"{name}: {job.config.name} in {run_dir}{again}", file=sys.stderr, flush=True)
