@@ -15,7 +15,6 @@ gets a file saying so, and the others go on.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -149,7 +148,7 @@ class Interleaved:
         loaded: dict[str, Any] = {}
         opened = []
         for job, spec, _ in wave:
-            key = json.dumps(job.config.to_dict()["data"], sort_keys=True)
+            key = job.data_key
             corpus = self.corpus if self.corpus is not None else loaded.get(key)
             try:
                 (trainer,) = open_rows([(job.config, job.run_dir(spec.runs))],

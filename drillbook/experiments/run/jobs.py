@@ -4,6 +4,7 @@ Every way of running a table's rows starts from these."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,12 @@ class Job:
     def name(self) -> str:
         """``drill-4``, or ``drill-4 seed 142`` for another seed."""
         return self.row.name + ("" if self.folder == self.table else f" seed {self.seed}")
+
+    @property
+    def data_key(self) -> str:
+        """Its config's data section as text: jobs with equal keys train on one corpus,
+        loaded once by the first of them."""
+        return json.dumps(self.config.to_dict()["data"], sort_keys=True)
 
     def run_dir(self, runs: str | Path) -> Path:
         return Path(runs) / self.folder / self.row.name

@@ -11,7 +11,6 @@ within the same budget once its main run is done, and its result file records bo
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -121,7 +120,7 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
     ``budget_minutes`` after ``budget_since`` (default: when its trainer is open)."""
     config = job.config
     task = task_of(config)
-    data_key = json.dumps(config.to_dict()["data"], sort_keys=True)
+    data_key = job.data_key
     started = time.monotonic()
     holder = in_use(run_dir)
     if holder is not None:  # the run folders follow runs (--runs), not out: say so
