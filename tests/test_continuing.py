@@ -15,9 +15,10 @@ from drillbook.cli import main
 from drillbook.experiments.results import gpu_union, is_final
 from drillbook.experiments.results.evidence import plan_results
 from drillbook.experiments.run.continuing import final_jobs
+from drillbook.experiments.run.documents import failure_doc
+from drillbook.experiments.run.jobs import table_jobs
 from drillbook.experiments.run.launchers import Handle
 from drillbook.experiments.run.plans import SHARINGS, pack_windows
-from drillbook.experiments.run.reproduce import failure_doc, table_jobs
 from drillbook.experiments.run.scheduler import run_parallel
 from drillbook.experiments.tables import PLANS, TABLES
 
@@ -166,7 +167,7 @@ def test_each_result_file_says_how_its_row_was_run_and_old_files_still_load(tmp_
 
     from drillbook.experiments import reproduce
     from drillbook.experiments.results import read_result, validate_result
-    from drillbook.experiments.run.reproduce import ALONE, execution
+    from drillbook.experiments.run.documents import ALONE, execution
     from drillbook.experiments.run.worker import JobSpec
 
     [path] = reproduce("tutorial", rows=["tied"], **tiny_reproduce(
@@ -212,7 +213,7 @@ def test_rows_trained_together_in_one_process_end_as_each_alone_and_say_so(tmp_p
 
     from drillbook.experiments import reproduce
     from drillbook.experiments.results import read_result
-    from drillbook.experiments.run.together import run_in_process
+    from drillbook.experiments.run.interleaved import run_in_process
 
     overrides = [*TINY_LM, "train.epochs=2"]
     alone = reproduce("tutorial", rows=["tied", "drill"],
@@ -234,7 +235,7 @@ def test_rows_trained_together_in_one_process_end_as_each_alone_and_say_so(tmp_p
 def test_the_default_way_is_what_the_newest_window_measured_best(tmp_path, monkeypatch):
     from drillbook.cli.common import CommandError
     from drillbook.cli.tables import _together
-    from drillbook.experiments.run import together
+    from drillbook.experiments.run import executors as together
 
     assert together.default_way(tmp_path) == "processes"  # nothing measured yet
     for window, best in (("2026-12-01-h100", "processes"), ("2026-12-02-h100",

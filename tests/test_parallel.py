@@ -284,3 +284,28 @@ def test_the_window_runs_its_rows_together_the_way_its_first_part_measured_best(
                       ("processes-mps", "processes"), (None, None)):
         report.write_text(json.dumps({"best_way": best}))
         assert measured_way(report) == way
+
+
+@needs_data
+@pytest.mark.slow
+def test_the_queue_runs_a_row_in_this_process_as_reproduce_does(tmp_path, capsys):
+    """The executor of this process, behind the same queue as the workers: the row trains
+    as ``reproduce`` trains it (the same numbers), says it ran alone in its process, and
+    the queue's summary ends the call."""
+    from drillbook.experiments import reproduce
+    from drillbook.experiments.run.documents import ALONE
+    from drillbook.experiments.run.executors import ThisProcess
+    from drillbook.experiments.run.scheduler import run_table
+
+    overrides = [*TINY, "train.epochs=1"]
+    [alone] = reproduce("tutorial", rows=["tied"], out=tmp_path / "alone", runs=tmp_path / "a",
+                        overrides=overrides, max_eval_tokens=200, device="cpu",
+                        progress=False)
+    [queued] = run_table("tutorial", ThisProcess(), rows=["tied"], out=tmp_path / "queued",
+                         runs=tmp_path / "q", overrides=overrides, max_eval_tokens=200,
+                         quiet=True)
+    a, q = (json.loads(Path(p).read_text()) for p in (alone, queued))
+    assert q["execution"] == ALONE and (q["status"], q["epochs_done"]) == ("done", 1)
+    assert q["metrics"]["test_ppl"] == a["metrics"]["test_ppl"]
+    assert [e["val_ppl"] for e in q["curve"]] == [e["val_ppl"] for e in a["curve"]]
+    assert "1 job(s) in" in capsys.readouterr().err

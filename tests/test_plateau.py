@@ -12,7 +12,7 @@ from test_train import make, tiny_config
 from drillbook.configs import apply_overrides
 from drillbook.errors import ConfigError
 from drillbook.experiments.results import validate_result
-from drillbook.experiments.run.reproduce import plateau_block
+from drillbook.experiments.run.documents import plateau_block
 from drillbook.train import read_log
 from drillbook.train.plateau import PlateauRule, plateau_epoch, reached_plateau
 

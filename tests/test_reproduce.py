@@ -381,7 +381,7 @@ def test_a_row_writes_its_test_metric_before_its_long_analyses(tmp_path, monkeyp
     leaves the test metric (an H200 window lost two rows' metrics that way)."""
     import sys
 
-    reproducing = sys.modules["drillbook.experiments.run.reproduce"]
+    reproducing = sys.modules["drillbook.experiments.run.stages"]
     seen = {}
     rank_of = reproducing.rank_of
 

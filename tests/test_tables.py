@@ -12,7 +12,8 @@ from drillbook.experiments.results import result_task
 from drillbook.experiments.results.analyses import TASK_ANALYSES
 from drillbook.experiments.results.compare import cpu_tables
 from drillbook.experiments.results.evidence import missing_evidence
-from drillbook.experiments.run.reproduce import failure_doc, table_jobs
+from drillbook.experiments.run.documents import failure_doc
+from drillbook.experiments.run.jobs import table_jobs
 from drillbook.experiments.run.sizing import SIZINGS
 from drillbook.experiments.tables import PAPER_RANKS, PAPER_SPEED, table_of
 from drillbook.train.tasks import TASKS

@@ -123,7 +123,7 @@ def test_a_boolean_is_only_true_or_false():
 
 
 def test_a_lone_string_is_never_read_as_a_list():
-    from drillbook.experiments.run.reproduce import table_jobs
+    from drillbook.experiments.run.jobs import table_jobs
 
     with pytest.raises(ConfigError, match=r"must be a list, got the string 'train.lr=5'; "
                                           r"wrap it in a list: \['train.lr=5'\]"):
@@ -297,7 +297,7 @@ def test_params_never_prints_zero_gibibytes(capsys):
 
 
 def test_each_seed_trains_once():
-    from drillbook.experiments.run.reproduce import table_jobs
+    from drillbook.experiments.run.jobs import table_jobs
 
     own = get_config("tutorial/ptb-tied").train.seed
     jobs = table_jobs("tutorial", rows=["tied"], seeds=[7, 7, None, own])

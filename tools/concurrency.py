@@ -63,6 +63,7 @@ from drillbook.provenance import environment, git_state  # noqa: E402
 from drillbook.train import Trainer  # noqa: E402
 from drillbook.train.lm import load_lm_data  # noqa: E402
 from drillbook.train.rows import open_rows, train_together  # noqa: E402
+from drillbook.train.ways import Way  # noqa: E402
 
 SMALL, PAPER = "tutorial/ptb-tied", "ptb/awd-lstm"
 #: what every measured row sets: no checkpoint by time, and (``config_of``) an epoch a
@@ -73,6 +74,10 @@ MEASURE = ["train.epochs=1000", "train.checkpoint_minutes=1000000"]
 TINY = ["model.emsize=16", "model.nhid=16", "train.batch_size=8", "train.bptt=10",
         "train.eval_batch_size=4", "train.max_eval_tokens=200"]
 MPS_CONTROL = "nvidia-cuda-mps-control"
+#: the ways measured, as the report names them (``best_way``: what ``reproduce --together``
+#: defaults to, :func:`drillbook.experiments.run.executors.default_way`)
+IN_PROCESS, PROCESSES, MPS = (Way.IN_PROCESS.measured, Way.PROCESS.measured,
+                              Way.PROCESS_MPS.measured)
 
 
 def config_of(name: str, tiny: bool, seed: int, steps: int):
@@ -218,7 +223,7 @@ def processes(name: str, n: int, args, work: Path, env: dict | None = None) -> d
     outs = [json.loads(Path(s["out"]).read_text()) for s in specs]
     wall = max(o["ended"] for o in outs) - min(o["began"] for o in outs)
     steps = sum(o["steps"] for o in outs)
-    return {"rows": n, "execution": "process", "wall_seconds": wall, "updates": steps,
+    return {"rows": n, "execution": Way.PROCESS.value, "wall_seconds": wall, "updates": steps,
             "updates_per_second": steps / wall,
             "peak_memory_bytes": sum(o["peak_memory_bytes"] for o in outs)}
 
@@ -288,16 +293,16 @@ def measure(args) -> dict:
             graphed = in_process(SMALL, 1, args, fresh("alone-graphed"), corpus, graphs=True)
             say(graphed, "alone, graphed (1)", base)
             report["alone_graphed"] = graphed
-        ways = {"in-process": lambda n, f: in_process(SMALL, n, args, f, corpus, cuda),
-                "processes": lambda n, f: processes(SMALL, n, args, f)}
+        ways = {IN_PROCESS: lambda n, f: in_process(SMALL, n, args, f, corpus, cuda),
+                PROCESSES: lambda n, f: processes(SMALL, n, args, f)}
         daemon = (mps_daemon(work) if cuda
                   else contextlib.nullcontext((None, "not a CUDA device")))
         with daemon as (mps, why):
             if mps is not None:
-                ways["processes-mps"] = lambda n, f: processes(SMALL, n, args, f, env=mps)
+                ways[MPS] = lambda n, f: processes(SMALL, n, args, f, env=mps)
             else:
-                report["skipped"]["processes-mps"] = why
-                print(f"processes-mps: skipped ({why})", flush=True)
+                report["skipped"][MPS] = why
+                print(f"{MPS}: skipped ({why})", flush=True)
             for way, run in ways.items():
                 report["small"][way] = {}
                 for n in args.rows:
@@ -314,11 +319,11 @@ def measure(args) -> dict:
                                          graphs=False)
                 say(paper_alone, "paper-size alone (1)", paper_alone.get(
                     "updates_per_second"))
-                paper_ways = {"in-process": lambda f: in_process(
+                paper_ways = {IN_PROCESS: lambda f: in_process(
                                   PAPER, args.paper_rows, args, f, None, cuda),
-                              "processes": lambda f: processes(PAPER, args.paper_rows,
+                              PROCESSES: lambda f: processes(PAPER, args.paper_rows,
                                                                args, f),
-                              "processes-mps": lambda f: processes(
+                              MPS: lambda f: processes(
                                   PAPER, args.paper_rows, args, f, env=mps)}
                 together = paper_ways[best](fresh("paper-together"))
                 say(together, f"paper-size {best} ({args.paper_rows})",

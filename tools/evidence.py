@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # drillbook from this checkout, installed or not
 # the best way of part 1's report, as reproduce --together names it (MPS's daemon is the
 # concurrency part's own and gone by part 3: its rows then run as plain processes)
-from drillbook.experiments.run.together import measured_way  # noqa: E402
+from drillbook.experiments.run.executors import measured_way  # noqa: E402
 
 #: seconds kept at the end for packing and the summary
 END_SECONDS = 15.0

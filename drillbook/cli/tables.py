@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ..errors import MissingFileError, MissingPackageError, ResultFileError
 from .common import (
@@ -127,84 +128,89 @@ def _continuing_plan(name: str):
 
 
 def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
-    from ..experiments.run.launchers import LAUNCHERS, SubmititLauncher, executor_parameters
-    from ..experiments.run.scheduler import run_parallel
-    from ..runtime import resolve_device
+    from ..experiments.run.launchers import LAUNCHERS
+    from ..experiments.run.scheduler import run_table
     from ..train.distributed import rank_and_world_size
     from ..validation import check_choice
 
     check_choice(args.launcher, LAUNCHERS, "--launcher")
-
     if rank_and_world_size()[1] > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise CommandError("--parallel, --devices, --deadline-minutes and --launcher start "
                            "their own workers; run them without torchrun")
     if args.device and args.devices:
         raise CommandError("give --device or --devices, not both")
-    if args.launcher == "submitit":
-        # the jobs run elsewhere: each device is resolved by its worker, where it runs
-        devices = args.devices or [args.device]
-        launcher = SubmititLauncher(Path(args.runs) / "submitit", cluster=args.cluster,
-                                    parameters=executor_parameters(args.executor))
-        parallel = args.parallel  # None: every job at once, the queue deciding
-    else:  # (--cluster and --executor without submitit: refused by _check_reproduce)
-        devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
-        launcher, parallel = None, args.parallel or len(devices)
-    way = _together(args.together, devices, launcher=args.launcher)
+    executor, devices, parallel = _executor(args)
+    common = dict(out=args.out, runs=args.runs, devices=devices, overrides=args.set or [],
+                  reserve_minutes=args.reserve_minutes, max_eval_tokens=args.max_eval_tokens,
+                  quiet=args.quiet)
     if plan is not None:
         from ..experiments.run.continuing import run_plan
 
         if args.rows:
             raise CommandError(f"{plan.name} is a plan that continues from window to window: "
                                f"it runs what is left of its rows; drop --rows")
-        return run_plan(plan, out=args.out, runs=args.runs, devices=devices,
-                        deadline_minutes=args.deadline_minutes, parallel=args.parallel,
-                        seeds=args.seed, overrides=args.set or [],
-                        results=args.continue_from, reserve_minutes=args.reserve_minutes,
-                        max_eval_tokens=args.max_eval_tokens, quiet=args.quiet,
-                        launcher=launcher, way=way)
-    runner = run_parallel
-    if way == "in-process":
-        from ..experiments.run.together import run_in_process as runner
-    return runner(args.table, rows=args.rows, seeds=args.seed, parallel=parallel,
-                  devices=devices, deadline_minutes=args.deadline_minutes,
-                  budget_minutes=args.budget_minutes, reserve_minutes=args.reserve_minutes,
-                  out=args.out, runs=args.runs, overrides=args.set or [],
-                  max_eval_tokens=args.max_eval_tokens, quiet=args.quiet, launcher=launcher,
-                  way=way)
+        return run_plan(plan, executor, deadline_minutes=args.deadline_minutes,
+                        parallel=args.parallel, seeds=args.seed,
+                        results=args.continue_from, **common)
+    return run_table(args.table, executor, rows=args.rows, seeds=args.seed, parallel=parallel,
+                     deadline_minutes=args.deadline_minutes,
+                     budget_minutes=args.budget_minutes, **common)
 
 
-#: ``--together``: how rows at once share a device
-TOGETHER = ("in-process", "processes", "mps")
+def _executor(args: argparse.Namespace) -> tuple[Any, list, int | None]:
+    """What runs the rows for ``--launcher``, ``--together`` and the devices: the executor,
+    the devices the rows are spread over, and how many run at once (None: a cluster's queue
+    decides)."""
+    from ..experiments.run.launchers import SubmititLauncher, executor_parameters
+    from ..runtime import resolve_device
+    from ..train.ways import Way
+
+    if args.launcher == "submitit":
+        # the jobs run elsewhere: each device is resolved by its worker, where it runs
+        devices = args.devices or [args.device]
+        launcher = SubmititLauncher(Path(args.runs) / "submitit", cluster=args.cluster,
+                                    parameters=executor_parameters(args.executor))
+        _together(args.together, devices, launcher=args.launcher)
+        return launcher, devices, args.parallel  # None: every job at once, the queue deciding
+    # (--cluster and --executor without submitit: refused by _check_reproduce)
+    devices = [str(resolve_device(d)) for d in (args.devices or [args.device or None])]
+    way = _together(args.together, devices, launcher=args.launcher)
+    if way is Way.IN_PROCESS:
+        from ..experiments.run.interleaved import Interleaved
+
+        return Interleaved(devices[0], quiet=args.quiet), devices, args.parallel or len(devices)
+    from ..experiments.run.launchers import ProcessLauncher
+
+    return ProcessLauncher(way=way), devices, args.parallel or len(devices)
 
 
-def _together(together: str | None, devices: list, *, launcher: str) -> str:
-    """The way the rows run for ``--together`` (a result file's ``execution.way``, or
-    ``in-process``: :mod:`~drillbook.experiments.run.together`): ``processes`` (a
-    process per row), ``mps`` (processes served by an MPS daemon the caller started, as
-    the window script's concurrency part does: its pipe folder in
+def _together(together: str | None, devices: list, *, launcher: str) -> Any:
+    """The way the rows run for ``--together`` (:class:`~drillbook.train.ways.Way`):
+    ``processes`` (a process per row), ``mps`` (processes served by an MPS daemon the
+    caller started, as the window script's concurrency part does: its pipe folder in
     ``CUDA_MPS_PIPE_DIRECTORY``), ``in-process`` (the rows in this process, each row's
     steps on a CUDA stream of its own, graphed where its config allows; eager in turn on a
     CPU). Without ``--together``: on one CUDA device of this machine, the way the newest
-    committed window measured best (:func:`~drillbook.experiments.run.together.
+    committed window measured best (:func:`~drillbook.experiments.run.executors.
     default_way`), else processes."""
+    from ..train.ways import Way
     from ..validation import check_choice
 
     cuda = bool(devices) and all(str(d).startswith("cuda") for d in devices)
     if together is None:
         if launcher == "local" and cuda and len(devices) == 1:
-            from ..experiments.run.together import default_way
+            from ..experiments.run.executors import default_way
 
             together = default_way()
         else:
-            together = "processes"
-    check_choice(together, TOGETHER, "--together")
-    if together == "in-process":
+            together = Way.PROCESS.option
+    way = Way.of_option(check_choice(together, Way.options(), "--together"))
+    if way is Way.IN_PROCESS:
         if launcher != "local" or len(devices) != 1:
             raise CommandError("--together in-process trains the rows in this process, on "
                                "one device: give one --device (or --devices DEVICE) and "
                                "--launcher local, or use --together processes")
-        return "in-process"
-    if together == "mps":
+    elif way is Way.PROCESS_MPS:
         if launcher != "local" or not cuda:
             raise CommandError("--together mps is for processes on this machine's CUDA "
                                "devices (--launcher local, --devices cuda...)")
@@ -213,8 +219,7 @@ def _together(together: str | None, devices: list, *, launcher: str) -> str:
                                "its pipe folder in CUDA_MPS_PIPE_DIRECTORY (the window "
                                "script's concurrency part starts one); or use --together "
                                "processes")
-        return "process-mps"
-    return "process"
+    return way
 
 
 def _dry_run(args: argparse.Namespace) -> int:
@@ -238,7 +243,7 @@ def _final_rows(plan, args: argparse.Namespace) -> set[tuple[str, int]]:
     """``(row, seed)`` of a continuing plan's rows that are final already (in the committed
     results, or ``--continue-from``'s): what the dry run leaves out."""
     from ..experiments.run.continuing import final_jobs
-    from ..experiments.run.reproduce import table_jobs
+    from ..experiments.run.jobs import table_jobs
 
     jobs = table_jobs(plan.table, seeds=plan.seeds or None)
     return final_jobs(jobs, "fp32", results=args.continue_from)
@@ -426,6 +431,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--sharing", metavar="NAME",
         help="with --dry-run: how the rows share the GPU (%(names)s; default: the plan's)"),
         "drillbook.experiments.run.plans", "SHARINGS")
+    _add_cluster_options(p)
+    p.set_defaults(func=_cmd_reproduce,
+                   interrupted="; run the same command again to continue each row from its "
+                               "last checkpoint")
+
+    _add_report(sub)
+
+
+def _add_cluster_options(p: argparse.ArgumentParser) -> None:
+    """``reproduce``'s options for submitting its rows through submitit."""
     g = p.add_argument_group(
         "on a cluster",
         "--launcher submitit submits each row as a job through submitit (pip install "
@@ -444,10 +459,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="submitit's executor parameters, e.g. timeout_min=600 "
                         "gpus_per_node=1 cpus_per_task=8 slurm_partition=gpu (default "
                         "timeout: each job's budget and reserve, plus a minute)")
-    p.set_defaults(func=_cmd_reproduce,
-                   interrupted="; run the same command again to continue each row from its "
-                               "last checkpoint")
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    """Add ``report``."""
     p = sub.add_parser("report", help="Markdown tables from the result files")
     p.add_argument("--results", default="results")
     p.add_argument("--out", help="write here instead of printing (e.g. results/REPORT.md)")

@@ -16,7 +16,7 @@ row's validation, the NT-ASGD switch, checkpoints) happens in that row's turn, o
 graph.
 
 :func:`train_together` is the entry point (``reproduce --together in-process`` calls it,
-:mod:`drillbook.experiments.run.together`); :func:`open_rows` builds the trainers from
+:mod:`drillbook.experiments.run.executors`); :func:`open_rows` builds the trainers from
 configs and run folders.
 On a CPU, rows should rather run as processes: the cores are the resource there.
 """
@@ -40,14 +40,15 @@ from .lm import Trainer, graph_problem
 from .loop import RunStatus, TrainingLoop, stop_on_signals
 from .runs import has_checkpoint
 from .tasks import task_of
+from .ways import Way
 
 __all__ = ["EXECUTIONS", "RowOutcome", "execution_of", "open_rows", "train_together"]
 
-#: how a row was run, as a result file records it: ``graphs-on-streams`` (CUDA graphs
-#: replayed on the row's own stream, in one process with the others), ``interleaved-eager``
-#: (eager steps interleaved with the other rows' in one process), ``process`` (a process of
-#: its own: ``reproduce``'s workers)
-EXECUTIONS = ("graphs-on-streams", "interleaved-eager", "process")
+#: how a row was run, as a result file records it (:class:`~drillbook.train.ways.Way`):
+#: :func:`train_together`'s rows are ``graphs-on-streams`` (CUDA graphs replayed on the
+#: row's own stream, in one process with the others) or ``interleaved-eager`` (eager steps
+#: interleaved with the other rows' in one process)
+EXECUTIONS = Way.records()
 
 
 @dataclass
@@ -69,16 +70,16 @@ class RowOutcome:
     trainer: TrainingLoop
     status: RunStatus | None = None
     error: BaseException | None = None
-    execution: str = "interleaved-eager"
+    execution: Way = Way.INTERLEAVED_EAGER
     steps: int = 0
 
 
-def execution_of(trainer: TrainingLoop) -> str:
+def execution_of(trainer: TrainingLoop) -> Way:
     """How :func:`train_together` runs ``trainer`` (:data:`EXECUTIONS`)."""
     step = trainer.stepper
     if isinstance(step, GraphedStep) and step.capture:
-        return "graphs-on-streams"
-    return "interleaved-eager"
+        return Way.GRAPHS_ON_STREAMS
+    return Way.INTERLEAVED_EAGER
 
 
 class _Row:

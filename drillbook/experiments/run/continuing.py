@@ -12,8 +12,9 @@ A plan whose rows train to their plateau
 * the others are started largest predicted time first
   (:func:`~drillbook.experiments.run.plans.predict`), each when a worker is free and only
   if its predicted time fits in what is left of the deadline; one that fits nowhere is
-  not started and waits for the next window
-  (:func:`~drillbook.experiments.run.scheduler.run_parallel`).
+  not started and waits for the next window: the table's one queue
+  (:func:`~drillbook.experiments.run.scheduler.run_table`), given the rows that are not
+  final, through whichever executor the rows run on.
 
 The windows' result files then read as one table per plan and precision
 (:func:`~drillbook.experiments.results.gpu_union`), each row naming its window.
@@ -32,10 +33,10 @@ from ...precision import precision_label, resolve_precision
 from ...runtime import resolve_device
 from ..results import book_results, gpu_union, is_final
 from ..tables import Plan
+from .executors import Executor
+from .jobs import Job, table_jobs
 from .plans import predict
-from .reproduce import Job, table_jobs
-from .scheduler import run_parallel
-from .together import run_in_process
+from .scheduler import run_table
 
 __all__ = ["final_jobs", "run_plan"]
 
@@ -62,16 +63,18 @@ def final_jobs(jobs: Sequence[Job], precision: str, *, results: str | Path | Non
     return done
 
 
-def run_plan(plan: Plan, *, out: str | Path, runs: str | Path, devices: Sequence[str | None],
-             deadline_minutes: float | None = None, parallel: int | None = None,
-             seeds: Sequence[int] | None = None, overrides: Sequence[str] = (),
-             results: str | Path | None = None, sharing: str = "processes",
-             device_class: str = "h100", **kwargs: Any) -> list[Path]:
-    """What is left of ``plan``, within ``deadline_minutes`` (default: the plan's), as
-    :func:`~drillbook.experiments.run.scheduler.run_parallel` runs it (``kwargs`` go on
-    to it): final rows skipped, the rest started largest predicted time first while they
-    fit (see the module notes). ``sharing`` and ``device_class``: how the predictions are
-    made (:data:`~drillbook.experiments.run.plans.SHARINGS`; the way the rows run, which
+def run_plan(plan: Plan, executor: Executor, *, out: str | Path, runs: str | Path,
+             devices: Sequence[str | None], deadline_minutes: float | None = None,
+             parallel: int | None = None, seeds: Sequence[int] | None = None,
+             overrides: Sequence[str] = (), results: str | Path | None = None,
+             sharing: str = "processes", device_class: str = "h100",
+             **kwargs: Any) -> list[Path]:
+    """What is left of ``plan``, within ``deadline_minutes`` (default: the plan's): the
+    table's queue (:func:`~drillbook.experiments.run.scheduler.run_table`, through
+    ``executor``; ``kwargs`` go on to it) given the rows that are not final, started
+    largest predicted time first while they fit (see the module notes). ``sharing`` and
+    ``device_class``: how the predictions are made
+    (:data:`~drillbook.experiments.run.plans.SHARINGS`; the way the rows run, which
     processes are today). Returns the result files of the rows this call started."""
     began = time.monotonic()
     minutes = deadline_minutes or plan.deadline_minutes
@@ -97,7 +100,6 @@ def run_plan(plan: Plan, *, out: str | Path, runs: str | Path, devices: Sequence
                       for p in rows if (p.job.row.name, p.job.seed) not in skip),
           file=sys.stderr, flush=True)
     left = minutes - (time.monotonic() - began) / 60  # the predictions took their time
-    runner = run_in_process if kwargs.get("way") == "in-process" else run_parallel
-    return runner(plan.table, seeds=seeds, parallel=parallel, devices=devices,
-                        deadline_minutes=max(left, 0.05), out=out, runs=runs, overrides=overrides,
-                        skip=skip, predicted=predicted, **kwargs)
+    return run_table(plan.table, executor, seeds=seeds, parallel=parallel, devices=devices,
+                     deadline_minutes=max(left, 0.05), out=out, runs=runs,
+                     overrides=overrides, skip=skip, predicted=predicted, **kwargs)

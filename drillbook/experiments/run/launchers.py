@@ -1,6 +1,8 @@
-"""Where the scheduler's jobs run (:func:`~drillbook.experiments.run.scheduler.run_parallel`):
-each job is the worker entry point (:mod:`~drillbook.experiments.run.worker`) given its
-:class:`~drillbook.experiments.run.worker.JobSpec`, started by a launcher.
+"""The executors that run each of the scheduler's jobs
+(:func:`~drillbook.experiments.run.scheduler.run_table`) as a worker elsewhere: the worker
+entry point (:mod:`~drillbook.experiments.run.worker`) given its
+:class:`~drillbook.experiments.run.worker.JobSpec`, started by a launcher
+(:class:`~drillbook.experiments.run.executors.Executor`).
 
 * :class:`ProcessLauncher` (``--launcher local``): a process on this machine,
   ``python -m drillbook.experiments.run.worker SPEC``, its console lines read from its
@@ -31,61 +33,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ...errors import ConfigError, MissingPackageError
+from ...train.ways import Way
 from ...validation import check_choice
+from .executors import Handle
 from .worker import JobSpec, Worker
 
-__all__ = ["CLUSTERS", "LAUNCHERS", "Handle", "Launcher", "ProcessLauncher", "SubmititLauncher",
+__all__ = ["CLUSTERS", "LAUNCHERS", "Handle", "ProcessLauncher", "SubmititLauncher",
            "executor_parameters"]
 
 #: the launchers ``drillbook reproduce --launcher`` knows
 LAUNCHERS = ("local", "submitit")
 #: the engines :class:`SubmititLauncher` submits to (``--cluster``)
 CLUSTERS = ("slurm", "local")
-#: how many of a job's last console lines a handle keeps (for the message of one that dies)
-KEPT_LINES = 20
-
-
-class Handle:
-    """A started job as the scheduler sees it: its last console lines, whether it has
-    ended (:meth:`poll`), and how to stop it."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def keep(self, line: str) -> None:
-        """Remember one of the job's console lines (the last ``KEPT_LINES``)."""
-        self.lines = [*self.lines[-(KEPT_LINES - 1):], line]
-
-    def poll(self) -> int | None:
-        """None while the job runs; then its exit status (0: it ended normally)."""
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        """Ask the job to stop: it saves the step it reached and ends."""
-        raise NotImplementedError
-
-    def kill(self) -> None:
-        """End the job now (after :meth:`stop` was not heeded in time)."""
-        raise NotImplementedError
-
-
-class Launcher(Protocol):
-    """Starts jobs (:meth:`start`); ``needs_time_limit``: a job must be given a time
-    limit when it is started (a cluster's queue asks for one)."""
-
-    needs_time_limit: bool
-
-    def start(self, spec: JobSpec, relay: Callable[[str], None], *,
-              seconds: float) -> Handle:
-        """Start the job of ``spec``, passing each of its console lines to ``relay``;
-        ``seconds``: the time it is given in all (training, evaluation, result file;
-        ``inf``: none is set)."""
-        ...
-
-
 # ------------------------------------------------------------------ processes here
 class _ProcessHandle(Handle):
     def __init__(self, process: subprocess.Popen) -> None:
@@ -107,17 +69,20 @@ class _ProcessHandle(Handle):
 
 class ProcessLauncher:
     """Each job a process of the worker entry point on this machine, in a session of its
-    own (a deadline stops it and whatever it started), with ``threads`` CPU threads."""
+    own (a deadline stops it and whatever it started), with ``threads`` CPU threads
+    (default: the job's own, :attr:`~drillbook.experiments.run.worker.JobSpec.threads`);
+    ``way``: processes, or processes under an MPS daemon the caller started
+    (:class:`~drillbook.train.ways.Way`)."""
 
     needs_time_limit = False
 
-    def __init__(self, threads: int) -> None:
-        self.threads = threads
+    def __init__(self, threads: int | None = None, way: Way = Way.PROCESS) -> None:
+        self.threads, self.way = threads, way
 
     def start(self, spec: JobSpec, relay: Callable[[str], None], *,
               seconds: float = math.inf) -> Handle:
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads),
-               "MKL_NUM_THREADS": str(self.threads)}
+        threads = str(self.threads or spec.threads or 1)
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
         process = subprocess.Popen(
             [sys.executable, "-m", "drillbook.experiments.run.worker", spec.to_json()],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -236,6 +201,8 @@ class SubmititLauncher:
         MissingPackageError: submitit is not installed.
         ConfigError: a parameter submitit refuses, or an unknown cluster.
     """
+
+    way = Way.PROCESS
 
     def __init__(self, folder: str | Path, cluster: str | None = None,
                  parameters: Mapping[str, Any] | None = None) -> None:

@@ -47,10 +47,11 @@ import torch
 
 from ...configs import config_from_dict, get_config
 from ...errors import ConfigError, MissingFileError
+from ...train.ways import Way
 from ...validation import check_choice
 from ..results import book_results, gpu_union
 from ..tables import Plan, find_row
-from .reproduce import Job, table_jobs
+from .jobs import Job, table_jobs
 from .scheduler import END_MARGIN_SECONDS, training_budget
 from .sizing import (
     EpochWork,
@@ -85,20 +86,27 @@ class Sharing:
     slower than alone).
 
     Attributes:
-        name: ``processes`` (measured), ``graphs-assumed`` (the goal, not measured yet).
+        way: the way the rows run (:class:`~drillbook.train.ways.Way`): processes
+            (measured), graphed steps on streams (the goal, not measured yet).
         note: where the numbers come from, printed with every prediction.
         measured: the ratios were measured in a window (False: assumed).
     """
 
-    name: str
+    way: Way
     note: str
     measured: bool
+
+    @property
+    def name(self) -> str:
+        """``processes``, ``graphs-assumed``: the way's :attr:`~drillbook.train.ways.Way.
+        sharing` name (``--sharing``)."""
+        return str(self.way.sharing)
 
     def ratio(self, n: int) -> float:
         """Aggregate throughput of ``n`` rows at once, in rows alone."""
         if n <= 1:
             return 1.0
-        if self.name == "processes":
+        if self.way is Way.PROCESS:
             return n / (1.0 + SHARING_COST * (n - 1))
         # assumed: linear from 1 row (1x) to ASSUMED_ROWS rows (ASSUMED_RATIO x), flat after
         return 1.0 + (min(n, ASSUMED_ROWS) - 1) * (ASSUMED_RATIO - 1) / (ASSUMED_ROWS - 1)
@@ -115,16 +123,15 @@ ASSUMED_ROWS = 16
 ASSUMED_RATIO = 8.0
 
 #: how rows share a GPU, by name
-SHARINGS: dict[str, Sharing] = {
-    "processes": Sharing("processes", f"rows as processes, measured: each of n rows at once "
-                                      f"1 + {SHARING_COST} (n - 1) times slower than alone "
-                                      f"(the gpu-ptb window of 2026-11-26, four rows)", True),
-    "graphs-assumed": Sharing("graphs-assumed", f"graphed steps on streams in one process, "
-                                                f"ASSUMED (not measured yet): "
-                                                f"{ASSUMED_ROWS} rows at once train "
-                                                f"{ASSUMED_RATIO:g}x one row's updates per "
-                                                f"second, linear below", False),
-}
+SHARINGS: dict[str, Sharing] = {sharing.name: sharing for sharing in (
+    Sharing(Way.PROCESS, f"rows as processes, measured: each of n rows at once "
+                         f"1 + {SHARING_COST} (n - 1) times slower than alone "
+                         f"(the gpu-ptb window of 2026-11-26, four rows)", True),
+    Sharing(Way.GRAPHS_ON_STREAMS, f"graphed steps on streams in one process, "
+                                   f"ASSUMED (not measured yet): {ASSUMED_ROWS} rows at once "
+                                   f"train {ASSUMED_RATIO:g}x one row's updates per "
+                                   f"second, linear below", False),
+)}
 
 #: seconds each row needs beyond its epochs: start-up (data, model), its test evaluation,
 #: rank and analyses, its result file (assumed; a window's console log times them)
@@ -442,6 +449,28 @@ def fit_models(steps_folder: str | Path | None = None,
     return StepModel(a, b, steps, window, fit_memory_scale(memory), memory)
 
 
+def _row_cost(job: Job, plan: Plan, device: DeviceClass, model: StepModel,
+              measured: dict) -> dict:
+    """One row's step (seconds), its share of the GPU, its evaluation's seconds, its peak
+    memory (GiB) and its epochs to plateau, as :func:`predict` adds them up."""
+    config, a, b = job.config, model.a, model.b
+    on_cpu = device.name == "cpu"
+    sizes, flops, eval_flops, state, saved = _probe(config)
+    if on_cpu:  # measured here; an evaluation window is a third of a step's work
+        step = cpu_step_seconds(config, sizes)
+        eval_seconds = sizes["windows"] * step * eval_flops / max(flops, 1.0) / 3
+        eval_seconds += sizes.get("decode_steps", 0) * step / 30
+    else:
+        step = (a + b * flops) * device.step_scale
+        eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
+        # greedy decoding of the validation set: one small forward per target position
+        eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
+    peak = state + model.memory_scale * saved + (0 if on_cpu else CUDA_CONTEXT_BYTES)
+    return {"job": job, "steps": int(sizes["steps"]), "step": step,
+            "share": min(b * flops / step, 1.0), "eval": eval_seconds, "peak": peak / 2**30,
+            "plateau": _plateau_epochs(job, plan, measured)}
+
+
 def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
             deadline_minutes: float | None = None, parallel: int | None = None,
             sharing: str | None = None, results: str | Path | None = None,
@@ -466,33 +495,15 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     device = DEVICE_CLASSES[check_choice(device_class, sorted(DEVICE_CLASSES), "device class")]
     share_model = SHARINGS[check_choice(sharing or plan.sharing, sorted(SHARINGS), "sharing")]
     model = model or fit_models(steps_folder)
-    a, b = model.a, model.b
     parallel = parallel or plan.parallel
     deadline = 60 * (deadline_minutes or plan.deadline_minutes) - END_MARGIN_SECONDS
     jobs = [job for job in table_jobs(plan.table, seeds=plan.seeds or None,
                                       overrides=overrides)
             if (job.row.name, job.seed) not in skip]
     measured = measured_plateaus(plan.table, results)
-    rows = []
+    rows = [_row_cost(job, plan, device, model, measured) for job in jobs]
     on_cpu = device.name == "cpu"
-    for job in jobs:
-        config = job.config
-        sizes, flops, eval_flops, state, saved = _probe(config)
-        if on_cpu:  # measured here; an evaluation window is a third of a step's work
-            step = cpu_step_seconds(config, sizes)
-            eval_seconds = sizes["windows"] * step * eval_flops / max(flops, 1.0) / 3
-            eval_seconds += sizes.get("decode_steps", 0) * step / 30
-        else:
-            step = (a + b * flops) * device.step_scale
-            eval_seconds = sizes["windows"] * (a + b * eval_flops) * device.step_scale / 3
-            # greedy decoding of the validation set: one small forward per target position
-            eval_seconds += sizes.get("decode_steps", 0) * a * device.step_scale / 3
-        peak = state + model.memory_scale * saved + (0 if on_cpu else CUDA_CONTEXT_BYTES)
-        rows.append({"job": job, "steps": int(sizes["steps"]), "step": step,
-                     "share": min(b * flops / step, 1.0), "eval": eval_seconds,
-                     "peak": peak / 2**30,
-                     "plateau": _plateau_epochs(job, plan, measured)})
-    processes = share_model.name == "processes"
+    processes = share_model.way is Way.PROCESS
     out = []
     if plan.to_plateau:  # every row to its plateau: lanes filled, largest first
         lanes = min(parallel, len(rows)) or 1
@@ -577,7 +588,7 @@ def _plateau_epochs(job: Job, plan: Plan, measured: dict[str, list]) -> tuple[in
 def pack_windows(seconds: Sequence[float], lanes: int, window: float) -> list[int | None]:
     """The window (1, 2, ...) each job runs in when every window of ``window`` seconds
     fills ``lanes`` lanes with the jobs not yet run that fit in the time left on a lane,
-    largest first (what :func:`~drillbook.experiments.run.scheduler.run_parallel` does
+    largest first (what :func:`~drillbook.experiments.run.scheduler.run_table` does
     with a plan trained to the plateau); None for a job longer than a window."""
     order = sorted(range(len(seconds)), key=lambda i: -seconds[i])
     where: list[int | None] = [None] * len(seconds)
@@ -718,7 +729,7 @@ def _rule_lines(predictions: Sequence[Prediction]) -> list[str]:
 
 def _rule_of(predictions: Sequence[Prediction]) -> str:
     """The stopping rule of the plan's rows, in words (empty: none has one)."""
-    from .reproduce import plateau_block
+    from .documents import plateau_block
 
     for p in predictions:
         block = plateau_block(p.job.config, reached=False)

@@ -1,13 +1,13 @@
-"""Several rows of a table side by side, within one deadline.
+"""A table's queue: its rows run side by side, within one deadline.
 
 One language model of the papers' size keeps only a small part of a large GPU busy (a batch
 of 20 sequences is bound by kernel latency, not arithmetic), so several rows trained at once
-each run at nearly their solo speed. :func:`run_parallel` trains the jobs of a table
-(:func:`~drillbook.experiments.run.reproduce.table_jobs`) as up to ``parallel`` workers at
-once, each the worker entry point (:mod:`~drillbook.experiments.run.worker`) running one
-job on its device, started by a launcher (:mod:`~drillbook.experiments.run.launchers`):
-a process on this machine, or a job of a cluster's queue through submitit. It keeps the
-whole call within ``deadline_minutes``:
+each run at nearly their solo speed. :func:`run_table` owns the queue of a table's jobs
+(:func:`~drillbook.experiments.run.jobs.table_jobs`) and starts up to ``parallel`` of them at
+once, each on its device, through an executor
+(:class:`~drillbook.experiments.run.executors.Executor`): in this process, rows interleaved in
+this process, a worker process each, or a job of a cluster's queue through submitit. It keeps
+the whole call within ``deadline_minutes``:
 
 * every job gets a training budget that leaves time for its evaluation, analyses and result
   file: the time left, shared among the waves of jobs still to run, less a reserve;
@@ -17,6 +17,11 @@ whole call within ``deadline_minutes``:
   later call resumes them) and their result files say ``deadline``;
 * the workers' console lines reach this process's stderr as they come, prefixed with the
   row, and a summary table ends the call.
+
+A plan that continues from one window (or sitting) to the next is the same queue given the
+rows that are not final and each one's predicted time
+(:func:`~drillbook.experiments.run.continuing.run_plan`): the largest that fits in the time
+left starts first, and what fits nowhere waits for the next window.
 """
 
 from __future__ import annotations
@@ -35,15 +40,18 @@ from typing import Any
 from ...errors import ConfigError
 from ...provenance import git_state
 from ...train.tasks import task_of
+from ...train.ways import Way
 from ...validation import POSITIVE_INT, POSITIVE_NUMBER
 from ..results import write_result
 from ..results.format import fmt
-from .launchers import Handle, Launcher, ProcessLauncher
-from .reproduce import Job, failure_doc, table_jobs
+from .documents import failure_doc
+from .executors import Executor, Handle
+from .jobs import Job, table_jobs
+from .launchers import ProcessLauncher
 from .worker import JobSpec
 
-__all__ = ["Running", "job_reserve", "run_parallel", "say_summary", "summary_table",
-           "training_budget"]
+__all__ = ["Running", "job_reserve", "run_parallel", "run_table", "say_summary",
+           "summary_table", "training_budget"]
 
 #: seconds the workers get, at the deadline, to stop on SIGTERM before they are killed
 GRACE_SECONDS = 5.0
@@ -63,12 +71,12 @@ def training_budget(seconds_left: float, jobs_left: int, parallel: int,
 
 @dataclass
 class Running:
-    """One job that a launcher started.
+    """One job that an executor started.
 
     Attributes:
         job: what it runs.
         device: where (``cpu``, ``cuda``, ``cuda:1``; None: the worker's default device).
-        handle: the launcher's handle (its console lines, its end, how to stop it).
+        handle: the executor's handle (its console lines, its end, how to stop it).
         started: when it started (``time.monotonic()``).
         index: its place in the table's jobs (from 1).
         before: the modification time (ns) of its result file when it started (None: none).
@@ -96,23 +104,22 @@ def job_reserve(seconds_left: float, jobs_left: int, parallel: int,
     return min(max(share / 5, 10.0), 180.0)
 
 
-def run_parallel(table: str, *, rows: Sequence[str] | None = None,
-                 seeds: Sequence[int] | None = None, parallel: int | None = 1,
-                 devices: Sequence[str | None] = ("cpu",),
-                 deadline_minutes: float | None = None, budget_minutes: float | None = None,
-                 reserve_minutes: float | None = None, out: str | Path = "results",
-                 runs: str | Path = "runs", overrides: Sequence[str] = (),
-                 max_eval_tokens: int | None = None, quiet: bool = False,
-                 threads: int | None = None, launcher: Launcher | None = None,
-                 skip: Collection[tuple[str, int]] = (),
-                 predicted: Mapping[tuple[str, int], float] | None = None,
-                 way: str = "process") -> list[Path]:
-    """Train the jobs of ``table`` as up to ``parallel`` workers at once, each on one of
-    ``devices`` in turn, and end within ``deadline_minutes`` (see the module notes).
+def run_table(table: str, executor: Executor, *, rows: Sequence[str] | None = None,
+              seeds: Sequence[int] | None = None, parallel: int | None = 1,
+              devices: Sequence[str | None] = ("cpu",),
+              deadline_minutes: float | None = None, budget_minutes: float | None = None,
+              reserve_minutes: float | None = None, out: str | Path = "results",
+              runs: str | Path = "runs", overrides: Sequence[str] = (),
+              max_eval_tokens: int | None = None, quiet: bool = False,
+              threads: int | None = None, skip: Collection[tuple[str, int]] = (),
+              predicted: Mapping[tuple[str, int], float] | None = None) -> list[Path]:
+    """Run the jobs of ``table`` through ``executor``, up to ``parallel`` at once, each on
+    one of ``devices`` in turn, and end within ``deadline_minutes`` (see the module notes).
 
     Args:
         table, rows, seeds, overrides, max_eval_tokens, out, runs: as for
             :func:`~drillbook.experiments.run.reproduce.reproduce`.
+        executor: what runs each job (:mod:`~drillbook.experiments.run.executors`).
         parallel: jobs at once (None: all of them, a cluster's queue deciding when each
             starts).
         devices: the devices the jobs are spread over, in turn (``cuda:0 cuda:1``; None:
@@ -124,124 +131,178 @@ def run_parallel(table: str, *, rows: Sequence[str] | None = None,
         reserve_minutes: what each job keeps for its evaluation, analyses and result file
             (default: a fifth of its share of the time, at least 10 seconds and at most 3
             minutes).
-        quiet: no console lines from the workers (the summary is still printed).
-        threads: CPU threads of each worker (default: the machine's cores shared among the
-            workers, at least 1).
-        launcher: what starts the workers (default: processes on this machine,
-            :class:`~drillbook.experiments.run.launchers.ProcessLauncher`; submitit's
-            :class:`~drillbook.experiments.run.launchers.SubmititLauncher` submits them to
-            a cluster's queue).
+        quiet: no console lines from the jobs (the summary is still printed).
+        threads: CPU threads of each job (default: the machine's cores shared among the
+            jobs at once, at least 1).
         skip: ``(row, seed)`` of the jobs not to run (a continuing plan's final rows).
         predicted: a continuing plan's predicted seconds of each job, by ``(row, seed)``
             (:func:`~drillbook.experiments.run.plans.predict`). With them, each time a
-            worker is free the largest job that fits in the time left starts, with all
+            place is free the largest job that fits in the time left starts, with all
             that time as its budget (it stops at its plateau or in time for its
             evaluation); a job that fits nowhere is not started, gets no result file and
             waits for the next window.
-        way: how the workers run, for the result files' ``execution``: ``process``, or
-            ``process-mps`` when an MPS daemon serves them (the window script starts it).
 
     Returns:
-        the result file of every job, in table order (written by its worker, or here for a
+        the result file of every job, in table order (written by its job, or here for a
         job that died, ran out of time or could not start; with ``predicted``, only the
         jobs that started).
 
     Raises:
-        ConfigError: the launcher needs a time limit per job and neither a deadline nor a
+        ConfigError: the executor needs a time limit per job and neither a deadline nor a
             budget gives one (nothing is started).
     """
-    start = time.monotonic()
-    deadline = (math.inf if deadline_minutes is None else start + 60 * POSITIVE_NUMBER.check(
-        deadline_minutes, "--deadline-minutes") - END_MARGIN_SECONDS)
-    jobs = table_jobs(table, rows, seeds, overrides)
-    parallel = (max(len(jobs), 1) if parallel is None
-                else POSITIVE_INT.check(parallel, "--parallel"))
-    threads = threads or max(1, (os.cpu_count() or 1) // parallel)
-    launcher = launcher if launcher is not None else ProcessLauncher(threads)
-    if launcher.needs_time_limit and math.isinf(deadline) and budget_minutes is None:
+    queue = _TableQueue(table, executor, rows=rows, seeds=seeds, overrides=overrides,
+                        parallel=parallel, devices=devices, deadline_minutes=deadline_minutes,
+                        threads=threads, skip=skip, predicted=predicted)
+    if executor.needs_time_limit and math.isinf(queue.deadline) and budget_minutes is None:
         raise ConfigError("these workers need a time limit each: give --budget-minutes or "
                           "--deadline-minutes (or --executor timeout_min=MINUTES)")
-    source = git_state()
-    out, runs = Path(out), Path(runs)
-    queue = [(i, job) for i, job in enumerate(jobs, 1) if (job.row.name, job.seed) not in skip]
-    if predicted is not None:  # largest first
-        queue.sort(key=lambda item: -predicted[(item[1].row.name, item[1].seed)])
-    waiting: list[Job] = []  # a continuing plan's jobs that fit in no time left
-    running: list[Running] = []
-    docs: dict[int, dict] = {}  # job index -> the result this process writes
-    lock = threading.Lock()
+    return queue.run(Path(out), Path(runs), budget_minutes=budget_minutes,
+                     reserve_minutes=reserve_minutes, max_eval_tokens=max_eval_tokens,
+                     quiet=quiet)
 
-    def relay(line: str) -> None:
-        if not quiet:
-            with lock:
-                print(line, file=sys.stderr, flush=True)
 
-    launched = 0
-    while queue or running:
+def run_parallel(table: str, *, launcher: Executor | None = None, way: str = Way.PROCESS,
+                 **kwargs: Any) -> list[Path]:
+    """:func:`run_table` with a worker process per job on this machine
+    (:class:`~drillbook.experiments.run.launchers.ProcessLauncher`; ``way``: ``process``,
+    or ``process-mps`` when an MPS daemon serves them), or with ``launcher``; ``kwargs``
+    are :func:`run_table`'s."""
+    launcher = launcher if launcher is not None else ProcessLauncher(way=Way(way))
+    return run_table(table, launcher, **kwargs)
+
+
+class _TableQueue:
+    """One call's queue: the jobs waiting, running and waiting for the next window, the
+    documents this process writes, and the clock."""
+
+    def __init__(self, table: str, executor: Executor, *, rows, seeds, overrides, parallel,
+                 devices, deadline_minutes, threads, skip, predicted) -> None:
+        self.start = time.monotonic()
+        self.deadline = (math.inf if deadline_minutes is None
+                         else self.start + 60 * POSITIVE_NUMBER.check(
+                             deadline_minutes, "--deadline-minutes") - END_MARGIN_SECONDS)
+        self.jobs = table_jobs(table, rows, seeds, overrides)
+        self.parallel = (max(len(self.jobs), 1) if parallel is None
+                         else POSITIVE_INT.check(parallel, "--parallel"))
+        self.threads = threads or max(1, (os.cpu_count() or 1) // self.parallel)
+        self.executor, self.devices = executor, list(devices)
+        self.overrides, self.skip, self.predicted = tuple(overrides), skip, predicted
+        self.source = git_state()
+        self.queue = [(i, job) for i, job in enumerate(self.jobs, 1)
+                      if (job.row.name, job.seed) not in skip]
+        if predicted is not None:  # largest first
+            self.queue.sort(key=lambda item: -predicted[(item[1].row.name, item[1].seed)])
+        self.waiting: list[Job] = []  # a continuing plan's jobs that fit in no time left
+        self.running: list[Running] = []
+        self.docs: dict[int, dict] = {}  # job index -> the result this process writes
+        self.lock = threading.Lock()
+        self.launched = 0
+
+    def run(self, out: Path, runs: Path, **options: Any) -> list[Path]:
+        """Start, watch and stop the jobs until none is left; the result files."""
+        self.out, self.runs, self.options = out, runs, options
+        while self.queue or self.running:
+            self._fill()
+            if not self.queue and not self.running:
+                break
+            if time.monotonic() >= self.deadline:
+                _stop(self.running)
+            for worker in [w for w in self.running if w.handle.poll() is not None]:
+                self.running.remove(worker)
+                _settle(worker, self.source, out, runs, self.docs)
+            if self.queue and time.monotonic() >= self.deadline:
+                self._close()
+            time.sleep(0.2)
+        for index, doc in self.docs.items():
+            write_result(self.jobs[index - 1].result_path(out), doc)
+        ran = [job for job in self.jobs
+               if (job.row.name, job.seed) not in self.skip and job not in self.waiting]
+        say_summary(ran, out, time.monotonic() - self.start, self.skip, self.waiting)
+        return [job.result_path(out) for job in ran]
+
+    def _fill(self) -> None:
+        """Start jobs while a place is free and the deadline is ahead."""
         now = time.monotonic()
-        while queue and len(running) < parallel and now < deadline:
-            left = deadline - now
-            if predicted is not None:
-                fits = [item for item in queue
-                        if predicted[(item[1].row.name, item[1].seed)] <= left]
-                if not fits:  # nothing left fits: they wait for the next window
-                    waiting += [job for _, job in queue]
-                    queue.clear()
-                    break
-                queue.remove(fits[0])
-                index, job = fits[0]
-            else:
-                index, job = queue.pop(0)
-            reserve = job_reserve(left, len(queue) + 1, parallel, reserve_minutes)
-            budget = training_budget(left, len(queue) + 1, parallel, reserve)
-            if predicted is not None:  # to its plateau, or until its evaluation is due
-                budget = left - reserve
-            device = devices[launched % len(devices)]
-            if math.isinf(deadline):  # no deadline: the budget asked for, or none
-                budget = math.inf if budget_minutes is None else 60 * budget_minutes
-            if budget <= 0:  # not even its reserve is left: it would end past the deadline
-                docs[index] = failure_doc(job, source, status="deadline", device=device,
-                                        error=f"not started: {left:.0f} s were left, and "
-                                              f"it needs {reserve:.0f} s for its evaluation",
-                                        seconds=0.0, run_dir=job.run_dir(runs),
-                                        budget_minutes=0.0)
-                continue
-            spec = JobSpec(job.table, job.row.name, job.seed, device, str(out), str(runs),
-                           budget_minutes=budget / 60 if math.isfinite(budget) else None,
-                           overrides=tuple(overrides), max_eval_tokens=max_eval_tokens,
-                           label=f"row {index}/{len(jobs)} {job.name}"
-                                 + (f" [{device}]" if device else ""),
-                           threads=threads, way=way,
-                           rows=min(math.ceil(parallel / len(devices)), len(jobs)))
-            path = job.result_path(out)
-            before = path.stat().st_mtime_ns if path.exists() else None
-            handle = launcher.start(spec, relay, seconds=budget + reserve)
-            running.append(Running(job, device, handle, now, index, before))
-            launched += 1
-        if not queue and not running:
-            break
-        if time.monotonic() >= deadline:
-            _stop(running)
-        for worker in [w for w in running if w.handle.poll() is not None]:
-            running.remove(worker)
-            _settle(worker, source, out, runs, docs)
-        if queue and time.monotonic() >= deadline and predicted is not None:
-            waiting += [job for _, job in queue]
-            queue.clear()
-        if queue and time.monotonic() >= deadline:  # what never started
-            for index, job in queue:
-                docs[index] = failure_doc(job, source, status="deadline", device=devices[0],
-                                        error="not started: the deadline came first",
-                                        seconds=0.0, run_dir=job.run_dir(runs),
-                                        budget_minutes=0.0)
-            queue.clear()
-        time.sleep(0.2)
-    for index, doc in docs.items():
-        write_result(jobs[index - 1].result_path(out), doc)
-    ran = [job for job in jobs
-           if (job.row.name, job.seed) not in skip and job not in waiting]
-    say_summary(ran, out, time.monotonic() - start, skip, waiting)
-    return [job.result_path(out) for job in ran]
+        while self.queue and len(self.running) < self.parallel and now < self.deadline:
+            left = self.deadline - now
+            item = self._next(left)
+            if item is None:
+                break
+            self._start(*item, left, now)
+
+    def _next(self, left: float) -> tuple[int, Job] | None:
+        """The next job: the first of the queue, or for a continuing plan the largest that
+        fits in ``left`` seconds (None: none fits; they all wait for the next window)."""
+        if self.predicted is None:
+            return self.queue.pop(0)
+        fits = [item for item in self.queue
+                if self.predicted[(item[1].row.name, item[1].seed)] <= left]
+        if not fits:
+            self.waiting += [job for _, job in self.queue]
+            self.queue.clear()
+            return None
+        self.queue.remove(fits[0])
+        return fits[0]
+
+    def _start(self, index: int, job: Job, left: float, now: float) -> None:
+        """Start ``job`` with its budget, or write why it cannot start."""
+        reserve = job_reserve(left, len(self.queue) + 1, self.parallel,
+                              self.options["reserve_minutes"])
+        budget = self._budget(left, reserve)
+        device = self.devices[self.launched % len(self.devices)]
+        if budget <= 0:  # not even its reserve is left: it would end past the deadline
+            self.docs[index] = failure_doc(
+                job, self.source, status="deadline", device=device,
+                error=f"not started: {left:.0f} s were left, and it needs {reserve:.0f} s "
+                      f"for its evaluation", seconds=0.0, run_dir=job.run_dir(self.runs),
+                budget_minutes=0.0)
+            return
+        named = device and getattr(self.executor, "names_device", True)
+        spec = JobSpec(job.table, job.row.name, job.seed, device, str(self.out),
+                       str(self.runs),
+                       budget_minutes=budget / 60 if math.isfinite(budget) else None,
+                       overrides=self.overrides,
+                       max_eval_tokens=self.options["max_eval_tokens"],
+                       label=f"row {index}/{len(self.jobs)} {job.name}"
+                             + (f" [{device}]" if named else ""),
+                       threads=self.threads,
+                       way=Way(getattr(self.executor, "way", Way.PROCESS)).value,
+                       rows=min(math.ceil(self.parallel / len(self.devices)), len(self.jobs)))
+        path = job.result_path(self.out)
+        before = path.stat().st_mtime_ns if path.exists() else None
+        handle = self.executor.start(spec, self._relay, seconds=budget + reserve)
+        self.running.append(Running(job, device, handle, now, index, before))
+        self.launched += 1
+
+    def _budget(self, left: float, reserve: float) -> float:
+        """The next job's training budget (seconds): without a deadline the budget asked
+        for (or none); for a continuing plan all the time left but the reserve (it stops
+        at its plateau, or when its evaluation is due); else its share of the time left."""
+        if math.isinf(self.deadline):
+            budget = self.options["budget_minutes"]
+            return math.inf if budget is None else 60 * budget
+        if self.predicted is not None:
+            return left - reserve
+        return training_budget(left, len(self.queue) + 1, self.parallel, reserve)
+
+    def _close(self) -> None:
+        """At the deadline, what never started: a continuing plan's jobs wait for the next
+        window; others get a ``deadline`` result file."""
+        if self.predicted is not None:
+            self.waiting += [job for _, job in self.queue]
+        else:
+            for index, job in self.queue:
+                self.docs[index] = failure_doc(
+                    job, self.source, status="deadline", device=self.devices[0],
+                    error="not started: the deadline came first", seconds=0.0,
+                    run_dir=job.run_dir(self.runs), budget_minutes=0.0)
+        self.queue.clear()
+
+    def _relay(self, line: str) -> None:
+        if not self.options["quiet"]:
+            with self.lock:
+                print(line, file=sys.stderr, flush=True)
 
 
 def say_summary(ran: Sequence[Job], out: Path, seconds: float,

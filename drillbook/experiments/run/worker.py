@@ -1,8 +1,9 @@
 """A worker: one job of a table (a row, with one seed) trained in this process from a job
 spec (:class:`JobSpec`), its result file written whatever happens.
 
-The same entry point serves every launcher (:mod:`~drillbook.experiments.run.launchers`):
-the scheduler's processes on this machine start it as a module,
+The same entry point serves every executor that runs a job elsewhere
+(:mod:`~drillbook.experiments.run.launchers`): the scheduler's processes on this machine
+start it as a module,
 
     python -m drillbook.experiments.run.worker '{"table": "tutorial", "row": "tied", ...}'
 
@@ -12,7 +13,8 @@ local executor. A row that fails or runs out of memory gets a result file that s
 (:func:`~drillbook.experiments.run.reproduce.reproduce` with ``keep_going``); a job
 that reaches its time limit in the queue is requeued by submitit and resumes from its run
 folder's last checkpoint (:meth:`Worker.checkpoint`; checked with submitit's local
-executor, whose limit is signalled the same way).
+executor, whose limit is signalled the same way). The executor of this process
+(:class:`~drillbook.experiments.run.executors.ThisProcess`) calls :func:`run_job` itself.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class JobSpec:
     """What a worker runs: one row of a table with one seed, on a device, within a budget.
 
     Attributes:
-        table, row, seed: the job (:class:`~drillbook.experiments.run.reproduce.Job`).
+        table, row, seed: the job (:class:`~drillbook.experiments.run.jobs.Job`).
         device: where it trains (``cpu``, ``cuda``, ``cuda:1``; None: the default device
             where the worker runs).
         out, runs: the results folder and the run folders' root.
@@ -61,7 +63,7 @@ class JobSpec:
         label: what its console lines start with (``row 2/9 drill-4 [cuda:0]``).
         threads: the CPU threads torch may use (None: torch's default).
         way, rows: how it runs, for its result file's ``execution``
-            (:func:`~drillbook.experiments.run.reproduce.execution`): a process of its own
+            (:func:`~drillbook.experiments.run.documents.execution`): a process of its own
             (``process``, or ``process-mps`` under an MPS daemon) beside ``rows - 1`` others
             on its device.
     """
@@ -108,13 +110,15 @@ class JobSpec:
         return cls(**{**fields, "overrides": tuple(fields.get("overrides") or ())})
 
 
-def run_job(spec: JobSpec) -> str:
+def run_job(spec: JobSpec, budget_since: float | None = None) -> str:
     """Train the job in this process and write its result file (a failure's too); returns
-    the file's path. Its budget counts from the process's start (:func:`process_started`):
-    the scheduler's reserve for its evaluation is not spent on starting torch."""
+    the file's path. Its budget counts from ``budget_since`` (a :func:`time.monotonic`
+    instant; default: the process's start, :func:`process_started`, so that the
+    scheduler's reserve for its evaluation is not spent on starting torch)."""
     import torch
 
-    from .reproduce import execution, reproduce
+    from .documents import execution
+    from .reproduce import reproduce
 
     if spec.threads:
         torch.set_num_threads(spec.threads)
@@ -123,7 +127,8 @@ def run_job(spec: JobSpec) -> str:
                        overrides=list(spec.overrides), max_eval_tokens=spec.max_eval_tokens,
                        keep_going=True, label=spec.label,
                        execution=execution(spec.way, spec.rows),
-                       budget_since=process_started())
+                       budget_since=(process_started() if budget_since is None
+                                     else budget_since))
     return str(path)
 
 

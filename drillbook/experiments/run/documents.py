@@ -1,0 +1,155 @@
+"""A job's result document (:mod:`~drillbook.experiments.results.files`): the document
+of a row that trained (:func:`result_doc`), of one that could not end normally
+(:func:`failure_doc`, :func:`raised_doc`), and its parts: how the row was run
+(:func:`execution`), its stopping rule (:func:`plateau_block`), its learning curve
+(:func:`curve_of`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ...heads import HEADS
+from ...precision import precision_label, resolve_precision
+from ...provenance import device_name
+from ...runtime import resolve_device
+from ...train.distributed import rank_and_world_size
+from ...train.loop import TrainingLoop
+from ...train.plateau import rule_of
+from ...train.runs import LOG, read_log
+from ...train.tasks import task_of
+from ...train.ways import Way
+from ..bench.measure import is_out_of_memory
+from ..results import RESULT_FORMAT, write_result
+from ..results.fingerprint import training_fingerprint
+from ..tables import Row
+from .jobs import Job
+
+__all__ = ["ALONE", "WAYS", "curve_of", "earlier_finetuned", "execution", "failure_doc",
+           "plateau_block", "raised_doc", "result_doc", "result_status", "write_doc"]
+
+
+def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str | None,
+                seconds: float, run_dir: Path, budget_minutes: float | None,
+                execution: dict | None = None) -> dict:
+    """The result document of a job that could not end normally (``status`` ``failed``,
+    ``out-of-memory`` or ``deadline``, why in ``error``): what it was, and the epochs its
+    run folder's log recorded before it stopped."""
+    config = job.config
+    dev = resolve_device(device)
+    log = read_log(run_dir) if (run_dir / LOG).exists() else []
+    return {
+        "format": RESULT_FORMAT, "table": job.table, "row": job.row.name,
+        "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),
+        "seed": config.train.seed, "git_commit": source["commit"],
+        "git_dirty": source["dirty"], "device": device_name(dev), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "status": status, "error": error,
+        "epochs_done": len(log), "steps_done": log[-1]["step"] if log else 0,
+        "wall_seconds": round(seconds, 1), "budget_minutes": budget_minutes,
+        "precision": precision_label(resolve_precision(
+            config.train.amp, dev, mixture=HEADS[config.head.kind].is_mixture)),
+        "metrics": {}, "curve": curve_of(log), **plateau_block(config, reached=False),
+        "fingerprint": training_fingerprint(config),
+        **({"execution": execution} if execution else {}),
+    }
+
+
+def raised_doc(job: Job, err: BaseException, source: dict, *, device: str | None,
+               seconds: float, run_dir: Path, budget_minutes: float | None,
+               execution: dict | None = None) -> dict:
+    """:func:`failure_doc` of a job that raised ``err``: status ``out-of-memory`` or
+    ``failed``, the error on one line."""
+    status = "out-of-memory" if is_out_of_memory(err) else "failed"
+    return failure_doc(job, source, status=status, error=_one_line(err), device=device,
+                       seconds=seconds, run_dir=run_dir, budget_minutes=budget_minutes,
+                       execution=execution)
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's message on one line, with its class (at most 300 characters)."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {text}"[:300]
+
+
+def result_status(reason: str) -> str:
+    """A result file's status for a :class:`~drillbook.train.RunStatus` reason."""
+    return "budget" if reason in ("budget", "steps") else reason
+
+
+#: what a result file's curve keeps of each log record (those a record has)
+CURVE_KEYS = ("epoch", "step", "train_loss", "train_ppl", "val_loss", "val_ppl", "val_bleu",
+               "epoch_seconds", "elapsed_seconds", "tokens_per_second", "lr")
+
+
+def curve_of(log: list[dict]) -> list[dict]:
+    """A result file's learning curve: :data:`CURVE_KEYS` of each log record."""
+    return [{k: r[k] for k in CURVE_KEYS if k in r and r[k] is not None} for r in log]
+
+
+def earlier_finetuned(path: Path) -> dict | None:
+    """The ``finetuned`` block an earlier call wrote to ``path``, if any."""
+    if not path.exists():
+        return None
+    return json.loads(path.read_text()).get("finetuned")
+
+
+def result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dict, *,
+                status: str, epochs_done: int, budget_minutes: float | None, metrics: dict,
+                curve: list) -> dict:
+    """The result document of one row (:mod:`~drillbook.experiments.results.files`): what
+    was run, where, with which code, how far it got and what it measured. The papers'
+    numbers are not copied in: the report reads them from the record when it shows the
+    row."""
+    return {
+        "format": RESULT_FORMAT, "table": table, "row": row.name,
+        "config_name": config.name, "config": config.to_dict(), "config_hash": config.hash(),
+        "seed": config.train.seed, "git_commit": source["commit"],
+        "git_dirty": source["dirty"], "device": device_name(trainer.device),
+        "torch": torch.__version__, "cuda": torch.version.cuda, "status": status,
+        "epochs_done": epochs_done, "steps_done": trainer.step,
+        "wall_seconds": round(trainer.elapsed, 1), "budget_minutes": budget_minutes,
+        "precision": precision_label(trainer.precision), "world_size": trainer.world_size,
+        "metrics": metrics, "curve": curve,
+        **plateau_block(config, reached=status == "plateau"),
+        "fingerprint": training_fingerprint(config),
+    }
+
+
+#: how a row was run (a result file's ``execution``): ``way`` (``process``: a process of
+#: its own, ``process-mps``: such a process under an MPS daemon, ``graphs-on-streams`` or
+#: ``interleaved-eager``: with other rows in one process, :mod:`drillbook.train.rows`),
+#: ``rows`` (the rows sharing its device, itself included) and ``graphed`` (its steps
+#: replayed from CUDA graphs); the ways' words are :class:`~drillbook.train.ways.Way`'s
+WAYS = tuple(way.value for way in Way.records())
+
+
+def execution(way: str = Way.PROCESS, rows: int = 1, graphed: bool = False) -> dict:
+    """A result file's ``execution`` block (:data:`WAYS`)."""
+    if way not in WAYS:
+        raise ValueError(f"way must be one of {WAYS}, got {way!r}")
+    return {"way": Way(way).value, "rows": int(rows), "graphed": bool(graphed)}
+
+
+#: a row alone in a process of its own (what ``reproduce`` without ``--parallel`` does)
+ALONE = execution(Way.PROCESS)
+
+
+def plateau_block(config, *, reached: bool) -> dict:
+    """``{"plateau": {...}}`` for a result document of a row trained to its plateau
+    (``train.plateau_epochs``): the rule, in numbers and words, and whether it ended the
+    row (False: the row's epochs, its budget or the deadline came first); ``{}`` for a
+    row without a stopping rule."""
+    rule = rule_of(config.train, task_of(config).trainer.higher_is_better)
+    if rule is None:
+        return {}
+    return {"plateau": {**rule.as_dict(), "rule": rule.describe(), "reached": reached}}
+
+
+def write_doc(path: Path, doc: dict) -> Path:
+    """:func:`write_result`, by rank 0 alone when ``torchrun`` started several
+    processes (the others trained beside it)."""
+    if rank_and_world_size()[0] != 0:
+        return Path(path)
+    return write_result(path, doc)
