@@ -284,8 +284,8 @@ class Trainer(TrainingLoop):
             (t.accum_steps > 1, "it takes whole batches: leave train.accum_steps at 1"),
             (t.optimizer != "sgd", f"it updates with SGD and averaged SGD, not "
                                    f"train.optimizer={t.optimizer}: use train.optimizer=sgd"),
-            (bool(uncaptured), "; ".join(f"{p.name}: {p.not_captured}" for p in uncaptured)
-             + ": use train.amp=bf16 or fp32"),
+            (bool(uncaptured), "; ".join(f"{p.name} cannot be captured, {p.not_captured}"
+                                         for p in uncaptured) + ": use train.amp=bf16 or fp32"),
             (t.compile, "train.compile is another way to launch fewer kernels: set "
                         "train.compile=false"),
         ]
