@@ -39,31 +39,79 @@ import torch
 from .errors import ConfigError
 from .validation import check_choice
 
-__all__ = ["AMP_CHOICES", "OLD_SPELLINGS", "PRECISIONS", "Precision", "autocast",
-           "canonical_precision", "matmul_precision", "precision_label", "precision_named",
-           "resolve_precision"]
+__all__ = ["AMP_CHOICES", "AUTO_CHOICES", "OLD_SPELLINGS", "PRECISIONS", "Precision",
+           "amp_precisions", "autocast", "canonical_precision", "matmul_precision",
+           "precision_label", "precision_named", "resolve_precision"]
 
 
 @dataclass(frozen=True)
 class Precision:
-    """One precision (see the module's table).
+    """One precision (see the module's table), and what it needs of a training step:
+    every module asks its record, none compares its name.
 
     Attributes:
         name: its one name (``fp32``, ``bf16``, ``fp16``, ``tf32``).
         dtype: the autocast dtype (None: no autocast).
+        scaler: whether the step needs a gradient scaler (float16's narrow range), which
+            torch has for CUDA and CPU only.
+        tf32: whether the step's float32 matrix products use TF32 (:meth:`matmul`), which
+            needs an NVIDIA GPU of compute capability 8.0 or newer.
+        not_captured: why a step in this precision cannot be captured as a CUDA graph
+            (None: it can).
     """
 
     name: str
     dtype: torch.dtype | None
+    scaler: bool = False
+    tf32: bool = False
+    not_captured: str | None = None
+
+    @property
+    def capturable(self) -> bool:
+        """Whether the graph-ready step takes this precision (:mod:`drillbook.train.graphs`)."""
+        return self.not_captured is None
+
+    def autocast(self, device: torch.device | str, *, cache: bool = True
+                 ) -> contextlib.AbstractContextManager:
+        """Its autocast context on ``device`` (a no-op without a dtype). ``cache=False``
+        keeps no cache of cast weights: a cache filled while a CUDA graph is captured would
+        hold tensors of the graph's pool beyond it."""
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        device_type = torch.device(device).type
+        if cache:
+            return torch.autocast(device_type, dtype=self.dtype)
+        return torch.autocast(device_type, dtype=self.dtype, cache_enabled=False)
+
+    @contextlib.contextmanager
+    def matmul(self) -> Iterator[None]:
+        """Inside, float32 matrix products use TF32 if this precision says so (:attr:`tf32`);
+        otherwise nothing changes. Torch keeps this setting per process
+        (``torch.backends.cuda.matmul.allow_tf32``): it is restored on the way out, so code
+        outside (an evaluation, another run in the same process) is untouched. Wrap the
+        whole training step in it, the backward pass included."""
+        if not self.tf32:
+            yield
+            return
+        matmul = torch.backends.cuda.matmul
+        before = matmul.allow_tf32
+        matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            matmul.allow_tf32 = before
 
 
 #: the four precisions, by name
 PRECISIONS: dict[str, Precision] = {
     "fp32": Precision("fp32", None),
     "bf16": Precision("bf16", torch.bfloat16),
-    "fp16": Precision("fp16", torch.float16),
-    "tf32": Precision("tf32", None),
+    "fp16": Precision("fp16", torch.float16, scaler=True, not_captured=(
+        "its gradient scaler reads its overflow flag back every step")),
+    "tf32": Precision("tf32", None, tf32=True),
 }
+#: what ``train.amp=auto`` chooses between (:func:`resolve_precision`)
+AUTO_CHOICES = ("fp32", "bf16")
 #: what ``train.amp`` may say: a precision, or ``auto`` (:func:`resolve_precision`)
 AMP_CHOICES = (*PRECISIONS, "auto")
 #: the spellings of earlier releases, read as today's name: configs' ``train.amp``
@@ -82,14 +130,26 @@ def canonical_precision(name: str | bool) -> str:
     return name
 
 
-def precision_named(name: str, allowed: tuple[str, ...] | None = None) -> Precision:
-    """The precision ``name`` names (an old spelling too), one of ``allowed`` if given.
+def precision_named(name: str | Precision, allowed: tuple[str, ...] | None = None
+                    ) -> Precision:
+    """The precision ``name`` names (an old spelling too), one of ``allowed`` if given (a
+    :class:`Precision` is taken as its name).
 
     Raises:
         ConfigError: ``unknown precision 'x'; choose one of [...]``.
     """
+    if isinstance(name, Precision):
+        name = name.name
     names = list(allowed) if allowed is not None else list(PRECISIONS)
     return PRECISIONS[check_choice(canonical_precision(name), names, "precision")]
+
+
+def amp_precisions(amp: str | bool) -> list[Precision]:
+    """The precisions a ``train.amp`` value may resolve to on some device: itself, or
+    ``auto``'s choices (:data:`AUTO_CHOICES`); none for a value that is not one."""
+    amp = canonical_precision(amp)
+    names = AUTO_CHOICES if amp == "auto" else (amp,)
+    return [PRECISIONS[name] for name in names if name in PRECISIONS]
 
 
 def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = False) -> str:
@@ -126,16 +186,18 @@ def resolve_precision(amp: str, device: torch.device | str, *, mixture: bool = F
                           f"{', '.join(AMP_CHOICES)}")
     if amp == "auto":
         bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return "bf16" if mixture and bf16 else "fp32"
-    if amp == "fp16" and device.type not in ("cuda", "cpu"):
-        raise ConfigError(f"train.amp=fp16 needs a gradient scaler, which torch has for "
+        plain, mixed = AUTO_CHOICES
+        return mixed if mixture and bf16 else plain
+    precision = PRECISIONS[amp]
+    if precision.scaler and device.type not in ("cuda", "cpu"):
+        raise ConfigError(f"train.amp={amp} needs a gradient scaler, which torch has for "
                           f"cuda and cpu, not {device.type}; use train.amp=bf16 or fp32")
-    if amp == "tf32" and not (device.type == "cuda"
-                              and torch.cuda.get_device_capability(device)[0] >= 8):
-        raise ConfigError(f"train.amp=tf32 needs an NVIDIA GPU of compute capability 8.0 "
+    if precision.tf32 and not (device.type == "cuda"
+                               and torch.cuda.get_device_capability(device)[0] >= 8):
+        raise ConfigError(f"train.amp={amp} needs an NVIDIA GPU of compute capability 8.0 "
                           f"or newer (TF32 tensor cores), not {_describe(device)}; use "
                           f"train.amp=fp32 there")
-    return amp
+    return precision.name
 
 
 def _describe(device: torch.device) -> str:
@@ -145,36 +207,22 @@ def _describe(device: torch.device) -> str:
     return f"{torch.cuda.get_device_name(device)} ({major}.{minor})"
 
 
-def precision_label(precision: str) -> str:
-    """How result files and log records name a resolved precision: its one name (an old
-    spelling read as its name, :func:`canonical_precision`)."""
+def precision_label(precision: str | Precision) -> str:
+    """How result files and log records name a resolved precision (a name or its record):
+    its one name (an old spelling read as its name, :func:`canonical_precision`)."""
+    if isinstance(precision, Precision):
+        return precision.name
     return PRECISIONS[canonical_precision(precision)].name
 
 
-def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractContextManager:
-    """The autocast context of a resolved precision (``fp32``, ``bf16``, ``fp16``,
-    ``tf32``): a no-op context for ``fp32`` and ``tf32`` (whose products are set by
-    :func:`matmul_precision`)."""
-    dtype = PRECISIONS[canonical_precision(precision)].dtype
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=dtype)
+def autocast(precision: str | Precision, device: torch.device | str
+             ) -> contextlib.AbstractContextManager:
+    """The autocast context of a resolved precision (a name or its record): a no-op context
+    for ``fp32`` and ``tf32`` (whose products are set by :func:`matmul_precision`)."""
+    return precision_named(precision).autocast(device)
 
 
-@contextlib.contextmanager
-def matmul_precision(precision: str) -> Iterator[None]:
-    """Inside, float32 matrix products use TF32 for the ``tf32`` precision; for the others
-    nothing changes. Torch keeps this setting per process
-    (``torch.backends.cuda.matmul.allow_tf32``): it is restored on the way out, so code
-    outside (an evaluation, another run in the same process) is untouched. Wrap the whole
-    training step in it, the backward pass included."""
-    if precision != "tf32":
-        yield
-        return
-    matmul = torch.backends.cuda.matmul
-    before = matmul.allow_tf32
-    matmul.allow_tf32 = True
-    try:
-        yield
-    finally:
-        matmul.allow_tf32 = before
+def matmul_precision(precision: str | Precision) -> contextlib.AbstractContextManager:
+    """The precision's (a name or its record) :meth:`Precision.matmul`: TF32 matrix
+    products inside for ``tf32``, nothing changed for the others."""
+    return precision_named(precision).matmul()

@@ -269,3 +269,76 @@ def test_captured_evaluation_windows_give_the_eager_loss(tmp_path):
     assert forward.graphs and n == m
     assert first == pytest.approx(eager, rel=LOSS_RTOL)
     assert second == pytest.approx(eager, rel=LOSS_RTOL) and math.isfinite(second)
+
+
+# ------------------------------------------------------------------ one step body
+class _Regression:
+    """A task that carries nothing between steps and whose batch is a pair of tensors: a
+    linear model's mean squared error, each batch at its own learning-rate factor."""
+
+    def __init__(self, graph_ready: bool) -> None:
+        torch.manual_seed(3)
+        self.model = torch.nn.Linear(4, 2)
+        params = self.model.parameters()
+        self.optimizer = (GraphSGD(params, 0.3, 0.01) if graph_ready
+                          else torch.optim.SGD(params, lr=0.3, weight_decay=0.01))
+
+    def tokens(self, batch) -> int:
+        return batch[1].numel()
+
+    def lr_scale(self, batch) -> float:
+        return batch[0].shape[0] / 4
+
+    def loss(self, piece, part):
+        from drillbook.train.step import StepLoss
+
+        error = (self.model(piece[0]) - piece[1]).pow(2).mean()
+        return StepLoss(error * 1.5, error)
+
+    def carried_state(self):
+        return None
+
+    def carry_state(self, state) -> None:
+        assert state is None
+
+
+def test_the_graph_ready_step_is_the_plain_step_body_for_any_task():
+    """The graphed step runs the plain step's own body (a captured graph records that
+    function), for a task that carries no state and batches that are tuples of tensors:
+    on the CPU, eagerly, the same weights and losses to the bit, one shape per batch
+    size counted for capture."""
+    from drillbook.train.step import LocalReducer, OptimizerStep
+
+    assert GraphedStep._body is OptimizerStep._body
+    gen = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(n, 4, generator=gen), torch.randn(n, 2, generator=gen))
+               for n in (4, 3, 4, 4, 3)]
+    runs = []
+    for kind in (OptimizerStep, GraphedStep):
+        task = _Regression(graph_ready=kind is GraphedStep)
+        reducer = LocalReducer(task.model, math.inf, lambda *a: RuntimeError(a[0]))
+        step = kind(task, task.model, clip=0.5, parts=1, precision="fp32",
+                    device=torch.device("cpu"), scaler=None, reducer=reducer)
+        losses = [float(step(batch, i)) for i, batch in enumerate(batches)]
+        checked = [(c.step, c.tokens, c.loss) for c in reducer.check()]
+        runs.append((task.model.state_dict(), losses, checked, step))
+    (plain, losses, checked, _), (graphed, glosses, gchecked, gstep) = runs
+    assert all(torch.equal(plain[k], graphed[k]) for k in plain)
+    assert losses == glosses and checked == gchecked and len(checked) == len(batches)
+    assert gstep.eager_steps == len(batches) and not gstep.capture
+    assert sorted(n for shape, n in gstep.seen.items()) == [2, 3]
+
+
+def test_a_precision_says_what_it_needs_and_the_benchmarks_take_what_needs_nothing():
+    from drillbook.experiments.bench.measure import PRECISIONS as BENCH
+    from drillbook.precision import PRECISIONS, amp_precisions
+
+    needs = {p.name: (p.dtype, p.scaler, p.tf32, p.capturable) for p in PRECISIONS.values()}
+    assert needs == {"fp32": (None, False, False, True),
+                     "bf16": (torch.bfloat16, False, False, True),
+                     "fp16": (torch.float16, True, False, False),
+                     "tf32": (None, False, True, True)}
+    assert BENCH == ("fp32", "bf16")
+    assert [p.name for p in amp_precisions("auto")] == ["fp32", "bf16"]
+    assert [p.name for p in amp_precisions("off")] == ["fp32"]
+    assert amp_precisions("half") == []

@@ -79,6 +79,7 @@ def _say_training_cost(config, args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------ train, finetune
 def _cmd_train(args: argparse.Namespace) -> int:
     from ..train.distributed import distributed
+    from ..train.graphs import takes_graphs
     from ..train.tasks import task_of
 
     config = resolve_config(args)
@@ -86,9 +87,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
                        folder=True)
     args.interrupted = _interrupted_hint(out)
     task = task_of(config)
-    graphs = {"graphs": True} if args.cuda_graphs else {}
-    if args.cuda_graphs:
-        _check_cuda_graphs(config, task, args.device)
+    graphs = ({"graphs": True} if takes_graphs(task.trainer, config, args.device,
+                                               args.cuda_graphs or False,
+                                               flag="--cuda-graphs") else {})
     with distributed() as rank:  # under torchrun: this is one process of several
         trainer = task.trainer(config, out, device=args.device, resume=args.resume,
                                progress=False if args.quiet else None, **graphs)
@@ -98,20 +99,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if rank == 0:  # rank 0 reports for every process
         print(_stopped(config.name, status, task, out, args.resume))
     return 0
-
-
-def _check_cuda_graphs(config, task, device: str | None) -> None:
-    """A CommandError where ``train --cuda-graphs`` does not apply."""
-    from ..runtime import resolve_device
-    from ..train.graphs import capture_note
-    from ..train.lm import graph_problem
-
-    if not task.streams:
-        raise CommandError(f"--cuda-graphs is for language models, and {config.name} is a "
-                           f"{task.name} config; drop --cuda-graphs")
-    note = capture_note(resolve_device(device)) or graph_problem(config)
-    if note:
-        raise CommandError(f"--cuda-graphs: {note}; drop --cuda-graphs")
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:

@@ -17,15 +17,22 @@ launches, go out at once, and N runs' graphs replayed on N streams fill the GPU 
   back to the host, so it dispatches the same operations at every call of a given window
   length (tested on the CPU with the dispatch recorder of ``tests/test_sync.py``).
 
-:class:`GraphedStep` is that step for a language model's trainer (one process, no
-gradient accumulation, no fp16 scaler, SGD or averaged SGD). On the CPU it runs eagerly,
-bit-identical to :class:`~drillbook.train.step.OptimizerStep`. On CUDA each window length
-is run eagerly ``warmup`` times, then captured into a graph of its own (the graphs of one
-run share a memory pool: they never run at once) and replayed from then on; lengths seen
-fewer times run eagerly. A new optimiser (the NT-ASGD switch, an epoch-boundary decision
-taken outside any graph) drops the graphs: they are captured again after it.
-:class:`GraphedForward` does the same for the encoder's forward pass of evaluation
-windows (the head's loss stays outside the graph, with its caches).
+:class:`GraphedStep` is the training loop's own step
+(:class:`~drillbook.train.step.OptimizerStep`, the same body) made graph-ready, for a task
+that declares it can take it (its trainer's ``graph_ready``; today the language model's:
+one process, no gradient accumulation, a precision without a gradient scaler, SGD or
+averaged SGD). What the task carries between steps it hands over through its hooks
+(``carried_state``, ``carry_state``); the batch is any tree of tensors, one graph per
+shape. On the CPU it runs eagerly, bit-identical to the plain step. On CUDA each batch
+shape (a window length) is run eagerly ``warmup`` times, then captured into a graph of its
+own (the graphs of one run share a memory pool: they never run at once) and replayed from
+then on; shapes seen fewer times run eagerly. A new optimiser (the NT-ASGD switch, an
+epoch-boundary decision taken outside any graph) drops the graphs: they are captured again
+after it. :class:`GraphedForward` does the same for the encoder's forward pass of
+evaluation windows (the head's loss stays outside the graph, with its caches).
+
+:func:`takes_graphs` is the one place that decides whether a trainer takes the graph-ready
+step, before it is opened.
 """
 
 from __future__ import annotations
@@ -39,10 +46,11 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..errors import ConfigError
-from ..precision import PRECISIONS, matmul_precision
-from .step import largest_weight
+from ..runtime import resolve_device
+from .distributed import rank_and_world_size
+from .step import OptimizerStep, StepLoss, largest_weight
 
-__all__ = ["GraphedForward", "GraphedStep", "capture_note"]
+__all__ = ["GraphedForward", "GraphedStep", "capture_note", "takes_graphs"]
 
 
 def _copy_into(static: Any, values: Any) -> None:
@@ -57,15 +65,6 @@ def _pinned(tree: Any) -> Any:
     return tree_map(lambda t: t.detach().clone() if isinstance(t, Tensor) else t, tree)
 
 
-def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """The precision's autocast without its cache of cast weights (a cache filled during a
-    capture would hold tensors of the graph's pool beyond it)."""
-    dtype = PRECISIONS[precision].dtype
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype, cache_enabled=False)
-
-
 def capture_note(device: torch.device) -> str | None:
     """Why the steps on ``device`` cannot be captured as CUDA graphs (None if they can)."""
     if device.type != "cuda":
@@ -73,138 +72,191 @@ def capture_note(device: torch.device) -> str | None:
     return None
 
 
+def takes_graphs(trainer: type, config: Any, device: str | torch.device | None,
+                 asked: bool | None, *, flag: str | None = None) -> bool:
+    """Whether a ``trainer`` (a :class:`~drillbook.train.loop.TrainingLoop` subclass) of
+    ``config`` on ``device`` takes the graph-ready step: the one place that decides, before
+    a trainer is opened (``drillbook train --cuda-graphs``, the rows of
+    :func:`~drillbook.train.rows.open_rows`, ``Trainer(graphs=True)``).
+
+    Args:
+        asked: True: it must (refused in one line naming the fix where it cannot); None:
+            where it applies and is captured (a trainer with a graph-ready step, a config it
+            takes, a CUDA device); False: never.
+        flag: the command-line flag that asked: then it must also be captured (a CUDA
+            device), and the fix is to drop the flag.
+
+    Raises:
+        ConfigError: ``asked`` is True and the step does not apply.
+    """
+    if asked is False:
+        return False
+    device = resolve_device(device)
+    name = getattr(config, "name", "this")
+    if not trainer.graph_ready:
+        if asked is None:
+            return False
+        if flag is not None:
+            raise ConfigError(f"{flag} is for language models, and {name} is a "
+                              f"{config.task} config; drop {flag}")
+        raise ConfigError(f"the graphed step is a language model's, and {name!r} is a "
+                          f"{config.task} config: open it with graphs=None (where it "
+                          f"applies) or False")
+    why = trainer.graph_problem(config, rank_and_world_size()[1])
+    if asked is None:
+        return why is None and capture_note(device) is None
+    if flag is not None:
+        why = capture_note(device) or why
+        if why:
+            raise ConfigError(f"{flag}: {why}; drop {flag}")
+    if why:
+        raise ConfigError(why)
+    return True
+
+
 class _Captured:
-    """One window length's graph and the inputs it reads."""
+    """One batch shape's graph, the inputs it reads and the outputs it writes."""
 
-    def __init__(self, graph: torch.cuda.CUDAGraph, x: Tensor, y: Tensor, out: Any = None):
-        self.graph, self.x, self.y, self.out = graph, x, y, out
+    def __init__(self, graph: torch.cuda.CUDAGraph, inputs: Any, out: Any = None) -> None:
+        self.graph, self.inputs, self.out = graph, inputs, out
 
-    def replay(self, x: Tensor, y: Tensor | None = None) -> Any:
-        self.x.copy_(x)
-        if y is not None:
-            self.y.copy_(y)
+    def replay(self, inputs: Any) -> Any:
+        _copy_into(self.inputs, inputs)
         self.graph.replay()
         return self.out
 
 
-class GraphedStep:
-    """A language model's training step, graph-ready, captured per window length on CUDA.
+def _shape(tree: Any) -> tuple:
+    """The shapes of the tensors of a batch (or of one tensor): what one graph takes."""
+    return tuple(t.shape for t in tree_flatten(tree)[0] if isinstance(t, Tensor))
 
-    It takes the place of the loop's :class:`~drillbook.train.step.OptimizerStep` (the
-    same call, ``step(batch, number)``, and ``tokens``): ``p.grad`` zeroed in place; the
-    task's ``loss`` (from the pinned carried state) under autocast; backward;
-    ``clip_grad_norm_``; the optimiser's :meth:`~drillbook.train.optimizers.GraphSGD.update`
-    at the rate written just before (``lr x lr_scale(batch)``); the new carried state
-    copied into the pinned one; loss, reported loss and whether every weight is finite
-    written to a pinned vector, a copy of which is queued for the loop's checks
-    (:meth:`~drillbook.train.step.LocalReducer.record`).
+
+class GraphedStep(OptimizerStep):
+    """The training step of :class:`~drillbook.train.step.OptimizerStep`, graph-ready,
+    captured per batch shape (a language model's window length) on CUDA.
+
+    The body is the same function (:meth:`~drillbook.train.step.OptimizerStep._body`),
+    with what a graph cannot hold swapped out: ``p.grad`` zeroed in place (never set to
+    None); autocast without its cache of cast weights; the optimiser's
+    :meth:`~drillbook.train.optimizers.GraphSGD.update` at the rate written just before
+    it (``lr x lr_scale(batch)``, :meth:`_begin`); after the update, what the task
+    carries from step to step (its ``carried_state``, a language model's recurrent
+    state) copied into a pinned copy, and the loss, the reported loss and whether every
+    weight is finite written to a pinned vector, a copy of which is queued for the
+    loop's checks (:meth:`~drillbook.train.step.LocalReducer.record`).
 
     Args:
-        loop: a single-process training loop whose task carries ``hidden`` and has a
-            graph-ready optimiser (:mod:`drillbook.train.optimizers`).
+        task: a single-process task (:class:`~drillbook.train.hooks.TaskHooks`) with a
+            graph-ready optimiser (:mod:`drillbook.train.optimizers`); the rest as
+            :class:`~drillbook.train.step.OptimizerStep`'s (whole batches, no scaler).
         capture: capture CUDA graphs (default: on a CUDA device); False runs the same
             step eagerly.
-        warmup: eager steps of a window length before its graph is captured.
+        warmup: eager steps of a batch shape before its graph is captured.
 
     Attributes:
-        graphs: window length -> its captured step.
+        hidden: the pinned carried state (what the task carries between steps).
+        numbers: the pinned ``[loss, reported loss, finite]`` of the last step.
+        graphs: batch shape -> its captured step.
         eager_steps: steps run eagerly (warm-up, rare lengths, CPU).
         replays: steps replayed from a graph.
     """
 
-    def __init__(self, loop: Any, *, capture: bool | None = None, warmup: int = 2) -> None:
-        self.loop = loop
-        self.capture = loop.device.type == "cuda" if capture is None else capture
-        if self.capture and capture_note(loop.device):
-            raise ConfigError(f"{capture_note(loop.device)}; train without CUDA graphs")
+    def __init__(self, task: Any, model: torch.nn.Module, *, capture: bool | None = None,
+                 warmup: int = 2, **step: Any) -> None:
+        super().__init__(task, model, **step)
+        device = self.device
+        self.capture = device.type == "cuda" if capture is None else capture
+        if self.capture and capture_note(device):
+            raise ConfigError(f"{capture_note(device)}; train without CUDA graphs")
         self.warmup = warmup
-        hidden = loop.hidden
-        if hidden is None:
-            hidden = loop.model.init_hidden(loop.config.train.batch_size)
-        self.hidden = _pinned(hidden)
-        loop.hidden = self.hidden
-        self.params = list(loop.model.parameters())
-        self.numbers = torch.zeros(3, device=loop.device)
-        self.graphs: dict[int, _Captured] = {}
-        self.seen: collections.Counter[int] = collections.Counter()
+        self.hidden = _pinned(task.carried_state())
+        task.carry_state(self.hidden)
+        self.numbers = torch.zeros(3, device=device)
+        self.graphs: dict[tuple, _Captured] = {}
+        self.seen: collections.Counter[tuple] = collections.Counter()
         self.pool: Any = None
         #: where the step runs, is captured and replayed (on CUDA)
-        self.stream = torch.cuda.Stream(loop.device) if self.capture else None
+        self.stream = torch.cuda.Stream(device) if self.capture else None
         self._optimizer: torch.optim.Optimizer | None = None
-        self.tokens = 0
+        self._loss: StepLoss | None = None
         self.eager_steps = self.replays = 0
 
-    def __call__(self, batch: Any, step: int) -> Tensor:
-        loop = self.loop
-        optimizer = loop.optimizer
+    def _begin(self, batch: Any, step: int) -> None:
+        super()._begin(batch, step)
+        optimizer = self.task.optimizer
         if optimizer is not self._optimizer:  # a new optimiser: its state is new too
             self._optimizer, self.graphs, self.seen = optimizer, {}, collections.Counter()
-        self.tokens = loop.tokens(batch)
-        optimizer.set_lr(optimizer.param_groups[0]["lr"] * loop.lr_scale(batch))
-        if self.capture:  # warm-up, capture and replay on a side stream of their own
-            current = torch.cuda.current_stream(loop.device)
-            self.stream.wait_stream(current)
-            with torch.cuda.stream(self.stream):
-                self._run(batch)
-            current.wait_stream(self.stream)
-        else:
-            self._run(batch)
+        optimizer.set_lr(optimizer.param_groups[0]["lr"] * self.task.lr_scale(batch))
+
+    def _run(self, batch: Any) -> None:
+        if not self.capture:
+            self._replay_or_run(batch)
+            return
+        current = torch.cuda.current_stream(self.device)  # warm-up, capture and replay
+        self.stream.wait_stream(current)  # on a side stream of their own
+        with torch.cuda.stream(self.stream):
+            self._replay_or_run(batch)
+        current.wait_stream(self.stream)
+
+    def _end(self) -> Tensor:
         numbers = self.numbers.clone()
-        loop.reducer.record(step, self.tokens, [(numbers[0], numbers[1], 1.0)],
+        self.reducer.record(self._step, self.tokens, [(numbers[0], numbers[1], 1.0)],
                             numbers[2] != 0)
         return numbers[1]
 
-    def _run(self, batch: Any) -> None:
-        """Replay this length's graph, capture it if it is due, or run the step eagerly."""
-        length = batch.x.shape[0]
-        captured = self.graphs.get(length)
-        if captured is None and self.capture and self.seen[length] >= self.warmup:
-            captured = self._capture(length, batch)
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        return self.precision.autocast(self.device, cache=False)
+
+    def _zero_grads(self, optimizer: torch.optim.Optimizer) -> None:
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:
+            torch._foreach_zero_(grads)
+
+    def _piece(self, loss: StepLoss, share: float) -> None:
+        self._loss = loss
+
+    def _update(self, optimizer: torch.optim.Optimizer, batch: Any) -> None:
+        optimizer.update()  # at the rate _begin wrote
+
+    @torch.no_grad()
+    def _updated(self) -> None:
+        task, loss = self.task, self._loss
+        _copy_into(self.hidden, task.carried_state())
+        task.carry_state(self.hidden)
+        finite = torch.isfinite(largest_weight(self.params))
+        self.numbers.copy_(torch.stack([loss.loss.detach().float(),
+                                        loss.report.detach().float(), finite.float()]))
+        self._loss = None
+
+    def _replay_or_run(self, batch: Any) -> None:
+        """Replay this shape's graph, capture it if it is due, or run the body eagerly."""
+        shape = _shape(batch)
+        captured = self.graphs.get(shape)
+        if captured is None and self.capture and self.seen[shape] >= self.warmup:
+            captured = self._capture(shape, batch)
         if captured is not None:
-            captured.replay(batch.x, batch.y)
+            captured.replay(batch)
             self.replays += 1
         else:
             self._body(batch)
-            self.seen[length] += 1
+            self.seen[shape] += 1
             self.eager_steps += 1
 
-    def _body(self, batch: Any) -> None:
-        """The step itself: what runs eagerly and what a graph records."""
-        loop, params = self.loop, self.params
-        with matmul_precision(loop.precision):
-            loop.model.train()
-            grads = [p.grad for p in params if p.grad is not None]
-            if grads:
-                torch._foreach_zero_(grads)
-            with _autocast(loop.precision, loop.device):
-                loss = loop.loss(batch, 0)  # reads loop.hidden, rebinds it to the new state
-            loss.loss.backward()
-            if loop.config.train.clip:
-                torch.nn.utils.clip_grad_norm_(params, loop.config.train.clip)
-            loop.optimizer.update()
-            with torch.no_grad():
-                _copy_into(self.hidden, loop.hidden)
-                loop.hidden = self.hidden
-                finite = torch.isfinite(largest_weight(params))
-                self.numbers.copy_(torch.stack([loss.loss.detach().float(),
-                                                loss.report.detach().float(),
-                                                finite.float()]))
-
-    def _capture(self, length: int, batch: Any) -> _Captured:
-        """Record the step at this window length (the capture runs nothing), keep the
-        graph, and let the caller replay it for this batch."""
-        x, y = batch.x.clone(), batch.y.clone()
+    def _capture(self, shape: tuple, batch: Any) -> _Captured:
+        """Record the body at this batch shape (the capture runs nothing), keep the graph,
+        and let the caller replay it for this batch."""
+        inputs = _pinned(batch)
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
-                self._body(batch._replace(x=x, y=y))
+                self._body(inputs)
         except RuntimeError as err:
-            raise ConfigError(f"the training step at window length {length} could not be "
+            raise ConfigError(f"the training step at batch shape {list(shape)} could not be "
                               f"captured as a CUDA graph ({str(err).splitlines()[0][:160]}); "
                               f"train without CUDA graphs") from err
         if self.pool is None:
             self.pool = graph.pool()
-        self.graphs[length] = captured = _Captured(graph, x, y)
+        self.graphs[shape] = captured = _Captured(graph, inputs)
         return captured
 
 
@@ -275,5 +327,5 @@ class GraphedForward:
             out = self._forward(static)  # recorded, not run: the state is untouched
         if self.pool is None:
             self.pool = graph.pool()
-        self.graphs[x.shape[0]] = captured = _Captured(graph, static, static, out)
+        self.graphs[x.shape[0]] = captured = _Captured(graph, static, out)
         return captured

@@ -4,8 +4,8 @@
 them and calls them, and each task's trainer (the language model's
 :class:`~drillbook.train.lm.Trainer`, translation's
 :class:`~drillbook.train.translation.NMTTrainer`) overrides them. Ten are required;
-four (``lr_scale``, ``process_state``, ``load_process_state``, ``best``) have defaults
-that suit a task without the feature.
+six (``lr_scale``, ``carried_state``, ``carry_state``, ``process_state``,
+``load_process_state``, ``best``) have defaults that suit a task without the feature.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ class TaskHooks:
     * :meth:`split`: a batch cut into pieces for gradient accumulation;
     * :meth:`loss`: a :class:`~drillbook.train.step.StepLoss` for one piece;
     * :meth:`lr_scale`: the factor on ``train.lr`` for a batch's step (default 1);
+    * :meth:`carried_state` / :meth:`carry_state`: what the task carries from one step
+      to the next (the language model's recurrent state; default nothing), which the
+      graph-ready step keeps at a fixed address;
     * :meth:`end_epoch`: validate, save ``best.pt`` when it improved, and return the
       epoch's log record (it may add words to ``self.events`` for the console line and
       set ``self.finished`` to end training early);
@@ -54,8 +57,19 @@ class TaskHooks:
     ``max_loss`` (a reported training loss above it is divergence), ``token_weighted``
     (whether the epoch's training loss weights its batches by their tokens) and
     ``metric_line`` (the epoch record's metric in the console line, a format string over
-    the record, ``"val ppl {val_ppl:.2f}"``).
+    the record, ``"val ppl {val_ppl:.2f}"``) and ``graph_ready`` (whether it can take the
+    graph-ready step, :mod:`drillbook.train.graphs`, with :meth:`graph_problem` saying
+    for which configs).
     """
+
+    #: whether the task can take the graph-ready step (:mod:`drillbook.train.graphs`)
+    graph_ready: bool = False
+
+    @classmethod
+    def graph_problem(cls, config: Any, world_size: int = 1) -> str | None:
+        """Why ``config`` cannot take the graph-ready step, in one line naming the fix;
+        None when it can (asked only of a task that is :attr:`graph_ready`)."""
+        return None
 
     def build(self, state: dict[str, Any] | None) -> None:
         """Build the model, optimiser and data; ``state`` is the ``last.pt`` being resumed
@@ -87,6 +101,15 @@ class TaskHooks:
         """The factor on ``train.lr`` for this batch's step (AWD-LSTM: ``seq_len /
         bptt``)."""
         return 1.0
+
+    def carried_state(self) -> Any:
+        """What the task carries from one step to the next (a tree of tensors), made now if
+        it has none yet; None for a task that carries nothing (the default)."""
+        return None
+
+    def carry_state(self, state: Any) -> None:
+        """Carry ``state`` (a tree like :meth:`carried_state`'s) into the next step in
+        place of the task's own."""
 
     def end_epoch(self, seconds: float) -> dict[str, Any]:
         """Validate, save ``best.pt`` when it improved, and return the epoch's log record

@@ -38,11 +38,12 @@ from ..data import BPTTSampler, Corpus, batchify, load_corpus
 from ..errors import CheckpointError, ConfigError, DataError, MissingFileError, RunFolderError
 from ..metrics import MAX_LOSS, perplexity
 from ..models import LanguageModel, build_model, eval_windows
+from ..precision import amp_precisions
 from ..runtime import check_model_fits, read_back, resolve_device
 from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint, load_weights
-from .graphs import GraphedForward, GraphedStep
+from .graphs import GraphedForward
 from .loop import RunStatus, TrainingLoop
-from .optimizers import graph_optimizer
+from .optimizers import first_kind, make_optimizer
 from .runs import (
     BEST,
     CONFIG,
@@ -55,7 +56,7 @@ from .runs import (
 from .step import StepLoss
 
 __all__ = ["Trainer", "evaluate", "evaluate_lm_run", "finetune", "finetune_trainer",
-           "graph_problem", "load_lm_data", "load_lm_run", "split_stream", "training_loss"]
+           "load_lm_data", "load_lm_run", "split_stream", "training_loss"]
 
 
 def training_loss(model: LanguageModel, x: Tensor, y: Tensor, hidden, *, alpha: float,
@@ -150,8 +151,9 @@ class Trainer(TrainingLoop):
             with :mod:`~drillbook.train.optimizers`' SGD and averaged SGD), captured as
             CUDA graphs per window length on a CUDA device (evaluation windows too), run
             eagerly elsewhere (bit-identical to the plain step on the CPU). One process,
-            whole batches, SGD, precision ``fp32``, ``bf16`` or ``tf32``, no
-            ``train.compile``; anything else is refused before the folder is written.
+            whole batches, SGD, a precision that can be captured (not one with a
+            gradient scaler), no ``train.compile`` (:meth:`graph_problem`); anything else
+            is refused before the folder is written.
 
     ``last.pt`` holds, besides what the loop keeps (weights, optimiser, epoch, step, RNG,
     scaler): the optimiser's kind, the sampler (position and window-length generator),
@@ -170,6 +172,7 @@ class Trainer(TrainingLoop):
 
     checkpoint_format = LM_CHECKPOINT
     config_type = Config
+    graph_ready = True
     max_loss = MAX_LOSS
     metric_line = "val ppl {val_ppl:.2f}"
     val_bound = "twice a uniform guess's"
@@ -186,13 +189,11 @@ class Trainer(TrainingLoop):
                  init_from: str | Path | None = None, graphs: bool = False) -> None:
         if stage not in ("train", "finetune"):
             raise ValueError(f"stage must be 'train' or 'finetune', got {stage!r}")
-        self.stage, self._given, self.graphs = stage, (corpus, init_from), graphs
-        super().__init__(config, run_dir, device=device, resume=resume, progress=progress)
+        self.stage, self._given = stage, (corpus, init_from)
+        super().__init__(config, run_dir, device=device, resume=resume, progress=progress,
+                         graphs=graphs)
         #: what validation calls for the model's forward passes
-        self.eval_model: Any = self.model
-        if graphs:
-            self.stepper = GraphedStep(self)
-            self.eval_model = GraphedForward(self.model)
+        self.eval_model: Any = GraphedForward(self.model) if self.graphs else self.model
         if stage == "finetune" and init_from is not None and not resume:
             try:  # the loaded weights are the first best.pt: none worse is ever saved
                 if math.isfinite(self.best_val_loss):
@@ -212,8 +213,6 @@ class Trainer(TrainingLoop):
         init_from = init_from if state is None else None
         config = self.config
         t = config.train
-        if self.graphs and graph_problem(config, self.world_size):
-            raise ConfigError(graph_problem(config, self.world_size))
         self.corpus = corpus if corpus is not None else load_lm_data(config)
         vocab_size = len(self.corpus.vocab)
         check_model_fits(lambda: build_model(config, vocab_size), self.device,
@@ -245,8 +244,8 @@ class Trainer(TrainingLoop):
                                                                        LM_CHECKPOINT))
             load_weights(self.model, weights["model"], checkpoint=init_from,
                          config=Path(init_from).parent / CONFIG)
-        first = "adam" if t.optimizer == "adam" else "sgd"
-        self.optimizer = self._make_optimizer("asgd" if stage == "finetune" else first)
+        self.optimizer = self._make_optimizer("asgd" if stage == "finetune"
+                                              else first_kind(t.optimizer))
         self.hidden: Any = None if t.accum_steps == 1 else [None] * t.accum_steps
         self.val_history: list[float] = []
         self.best_val_loss = math.inf
@@ -269,16 +268,29 @@ class Trainer(TrainingLoop):
         return isinstance(self.optimizer, torch.optim.ASGD)
 
     def _make_optimizer(self, kind: str) -> torch.optim.Optimizer:
-        t, params = self.config.train, self.model.parameters()
-        if self.graphs:
-            return graph_optimizer(kind, params, t.lr, t.wdecay)
-        if kind == "sgd":
-            return torch.optim.SGD(params, lr=t.lr, weight_decay=t.wdecay)
-        if kind == "asgd":
-            return torch.optim.ASGD(params, lr=t.lr, t0=0, lambd=0.0, weight_decay=t.wdecay)
-        if kind == "adam":
-            return torch.optim.Adam(params, lr=t.lr, weight_decay=t.wdecay)
-        raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
+        t = self.config.train
+        return make_optimizer(kind, self.model.parameters(), t.lr, t.wdecay,
+                              graph_ready=self.graphs)
+
+    @classmethod
+    def graph_problem(cls, config: Config, world_size: int = 1) -> str | None:
+        """Why ``config`` cannot train with the graph-ready step (``Trainer(graphs=True)``,
+        ``drillbook train --cuda-graphs``), in one line naming the fix; None when it can
+        (:func:`~drillbook.train.graphs.takes_graphs` asks it)."""
+        t = config.train
+        uncaptured = [p for p in amp_precisions(t.amp) if not p.capturable]
+        problems = [
+            (world_size > 1, "it is one process's step: run it without torchrun"),
+            (t.accum_steps > 1, "it takes whole batches: leave train.accum_steps at 1"),
+            (t.optimizer != "sgd", f"it updates with SGD and averaged SGD, not "
+                                   f"train.optimizer={t.optimizer}: use train.optimizer=sgd"),
+            (bool(uncaptured), "; ".join(f"{p.name} cannot be captured, {p.not_captured}"
+                                         for p in uncaptured) + ": use train.amp=bf16 or fp32"),
+            (t.compile, "train.compile is another way to launch fewer kernels: set "
+                        "train.compile=false"),
+        ]
+        why = next((text for bad, text in problems if bad), None)
+        return None if why is None else f"the graph-ready training step does not apply: {why}"
 
     def _optimizer_kind(self) -> str:
         kinds = {torch.optim.ASGD: "asgd", torch.optim.Adam: "adam", torch.optim.SGD: "sgd"}
@@ -305,6 +317,21 @@ class Trainer(TrainingLoop):
 
     def process_state(self) -> dict[str, Any]:
         return {"hidden": self.hidden}  # this process's columns' carried state
+
+    def carried_state(self) -> Any:
+        """The LSTM state carried from window to window (zeros before the first window;
+        with ``train.accum_steps = k``, a list of the ``k`` slices' states)."""
+        columns, k = self.train_data.size(1), self.config.train.accum_steps
+        if k == 1:
+            if self.hidden is None:
+                self.hidden = self.model.init_hidden(columns)
+        else:
+            self.hidden = [self.model.init_hidden(columns // k) if h is None else h
+                           for h in self.hidden]
+        return self.hidden
+
+    def carry_state(self, state: Any) -> None:
+        self.hidden = state
 
     def load_process_state(self, state: dict[str, Any]) -> None:
         self.hidden = state["hidden"]
@@ -440,24 +467,6 @@ class Trainer(TrainingLoop):
 
     def best(self) -> dict[str, float]:
         return {"best_val_loss": self.best_val_loss}
-
-
-def graph_problem(config: Config, world_size: int = 1) -> str | None:
-    """Why ``config`` cannot train with the graph-ready step (``Trainer(graphs=True)``,
-    ``drillbook train --cuda-graphs``), in one line naming the fix; None when it can."""
-    t = config.train
-    problems = [
-        (world_size > 1, "it is one process's step: run it without torchrun"),
-        (t.accum_steps > 1, "it takes whole batches: leave train.accum_steps at 1"),
-        (t.optimizer != "sgd", f"it updates with SGD and averaged SGD, not "
-                               f"train.optimizer={t.optimizer}: use train.optimizer=sgd"),
-        (t.amp == "fp16", "fp16's gradient scaler reads its overflow flag back every step: "
-                          "use train.amp=bf16 or fp32"),
-        (t.compile, "train.compile is another way to launch fewer kernels: set "
-                    "train.compile=false"),
-    ]
-    why = next((text for bad, text in problems if bad), None)
-    return None if why is None else f"the graph-ready training step does not apply: {why}"
 
 
 def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str | None = None,

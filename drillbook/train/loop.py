@@ -32,11 +32,12 @@ from ..errors import (
     TrainingInterrupted,
 )
 from ..metrics import perplexity
-from ..precision import precision_label, resolve_precision
+from ..precision import Precision, precision_label, precision_named, resolve_precision
 from ..runtime import is_out_of_memory, resolve_device
 from .checkpoint import rng_state, set_rng_state
 from .console import epoch_line, progress_line, say, stop_on_signals
 from .distributed import DDP, CollectiveReducer, all_sum, rank_and_world_size
+from .graphs import GraphedStep, takes_graphs
 from .hooks import TaskHooks
 from .plateau import logged_plateau, rule_of
 from .runs import (
@@ -179,16 +180,24 @@ class TrainingLoop(TaskHooks):
         resume: continue from ``run_dir/last.pt``.
         progress: ``None``: a bar only on a terminal and one line per epoch on stderr;
             ``True``: a bar always; ``False``: nothing on the console.
+        graphs: take the graph-ready step (a task whose trainer has one,
+            :attr:`~drillbook.train.hooks.TaskHooks.graph_ready`); where it does not apply
+            it is refused before anything is written
+            (:func:`~drillbook.train.graphs.takes_graphs`, the one place that decides).
 
     Attributes:
-        precision: the resolved ``train.amp`` (``fp32``, ``bf16``, ``fp16`` or ``tf32``).
+        precision: the resolved ``train.amp``, its record
+            (:class:`~drillbook.precision.Precision`: ``fp32``, ``bf16``, ``fp16`` or
+            ``tf32``, and what each needs).
+        graphs: whether the step is the graph-ready one
+            (:class:`~drillbook.train.graphs.GraphedStep`).
         scaler: the fp16 gradient scaler, or None.
         model: the task's model (its weights are what is saved).
         forward_model: what the training step calls: the model, or its
             DistributedDataParallel wrapper.
-        stepper: the optimiser step (:class:`~drillbook.train.step.OptimizerStep`, or a
-            step of the same calls such as the graph-ready one of
-            :mod:`drillbook.train.graphs`).
+        stepper: the optimiser step (:class:`~drillbook.train.step.OptimizerStep`, or,
+            with ``graphs``, the same step body made graph-ready and captured on CUDA,
+            :class:`~drillbook.train.graphs.GraphedStep`).
         reducer: what the step shares with other processes and how its numbers are
             checked (:class:`~drillbook.train.step.LocalReducer` or
             :class:`~drillbook.train.distributed.CollectiveReducer`).
@@ -250,8 +259,11 @@ class TrainingLoop(TaskHooks):
 
     def __init__(self, config: SectionedConfig, run_dir: str | Path, *,
                  device: str | torch.device | None = None, resume: bool = False,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None, graphs: bool = False) -> None:
         self.check_config(config)
+        #: whether the step is the graph-ready one (refused here, before anything is
+        #: written, where it does not apply)
+        self.graphs = graphs and takes_graphs(type(self), config, device, True)
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
         self.label = ""
         self.rank, self.world_size = rank_and_world_size()
@@ -276,7 +288,7 @@ class TrainingLoop(TaskHooks):
             LocalReducer(self.model, self.max_loss, self._diverged) if self.world_size == 1
             else CollectiveReducer(self.model, self.device, self.max_loss, self._diverged))
         t = config.train
-        self.stepper = OptimizerStep(
+        self.stepper = (GraphedStep if self.graphs else OptimizerStep)(
             self, self.model, forward_model=self.forward_model, clip=t.clip,
             parts=t.accum_steps, precision=self.precision, device=self.device,
             scaler=self.scaler, reducer=self.reducer)
@@ -322,15 +334,15 @@ class TrainingLoop(TaskHooks):
         torch.manual_seed(t.seed)
         self.build(state)
         head = getattr(self.model, "head", None)
-        self.precision = resolve_precision(
-            t.amp, self.device, mixture=getattr(head, "is_mixture", False))
-        if self.precision == "fp16" and self.device.type == "cpu" and any(
+        self.precision: Precision = precision_named(resolve_precision(
+            t.amp, self.device, mixture=getattr(head, "is_mixture", False)))
+        if self.precision.dtype == torch.float16 and self.device.type == "cpu" and any(
                 isinstance(m, torch.nn.RNNBase) for m in self.model.modules()):
-            raise ConfigError("train.amp=fp16 on the CPU: torch's CPU LSTM has no "
-                              "float16 kernel; use train.amp=bf16 or fp32 here (fp16 "
-                              "is for CUDA)")
-        self.scaler = (torch.amp.GradScaler(self.device.type)
-                       if self.precision == "fp16" else None)
+            raise ConfigError(f"train.amp={self.precision.name} on the CPU: torch's CPU LSTM "
+                              f"has no float16 kernel; use train.amp=bf16 or fp32 here "
+                              f"(float16 is for CUDA)")
+        self.scaler = (torch.amp.GradScaler(self.device.type) if self.precision.scaler
+                       else None)
         if t.compile:
             self.model.compile()  # in place: state_dict keys stay the same
         self.forward_model: torch.nn.Module = self.model  # DDP's wrapper, with torchrun

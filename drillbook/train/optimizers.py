@@ -24,7 +24,9 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-__all__ = ["GraphASGD", "GraphSGD", "graph_optimizer"]
+from ..errors import ConfigError
+
+__all__ = ["GraphASGD", "GraphSGD", "first_kind", "graph_optimizer", "make_optimizer"]
 
 
 class _DeviceRate:
@@ -167,3 +169,30 @@ def graph_optimizer(kind: str, params: Iterable[Tensor], lr: float,
         return GraphASGD(params, lr, weight_decay)
     raise ValueError(f"the graph-ready step takes SGD or averaged SGD, not {kind!r}")
 
+
+
+def first_kind(optimizer: str) -> str:
+    """The kind a language-model run starts with for its ``train.optimizer``: ``"adam"``,
+    or ``"sgd"`` (NT-ASGD switches it to ``"asgd"`` later)."""
+    return "adam" if optimizer == "adam" else "sgd"
+
+
+def make_optimizer(kind: str, params: Iterable[Tensor], lr: float, weight_decay: float, *,
+                   graph_ready: bool = False) -> torch.optim.Optimizer:
+    """The optimiser of a language model's ``kind``: ``"sgd"``, ``"asgd"`` (NT-ASGD's
+    averaged SGD, ``t0 = 0``, ``lambd = 0``) or ``"adam"``, at ``lr`` with weight decay;
+    ``graph_ready``: :func:`graph_optimizer`'s instead (SGD and averaged SGD). What the
+    trainer and the step benchmark both build.
+
+    Raises:
+        ConfigError: another kind.
+    """
+    if graph_ready:
+        return graph_optimizer(kind, params, lr, weight_decay)
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    if kind == "asgd":
+        return torch.optim.ASGD(params, lr=lr, t0=0, lambd=0.0, weight_decay=weight_decay)
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")

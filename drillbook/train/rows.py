@@ -32,11 +32,8 @@ from typing import Any
 import torch
 
 from ..configs import SectionedConfig
-from ..errors import ConfigError
-from ..runtime import resolve_device
 from .checkpoint import rng_state, set_rng_state
-from .graphs import GraphedStep
-from .lm import Trainer, graph_problem
+from .graphs import GraphedStep, takes_graphs
 from .loop import RunStatus, TrainingLoop, stop_on_signals
 from .runs import has_checkpoint
 from .tasks import task_of
@@ -170,17 +167,8 @@ def open_rows(jobs: Sequence[tuple[SectionedConfig, str | Path]], *,
     try:
         for config, run_dir in jobs:
             task = task_of(config)
-            kwargs: dict[str, Any] = {}
-            if task.trainer is Trainer:
-                use = graphs
-                if graphs is None:
-                    use = (resolve_device(device).type == "cuda"
-                           and graph_problem(config) is None)
-                kwargs["graphs"] = bool(use)
-            elif graphs:
-                raise ConfigError(f"the graphed step is a language model's, and "
-                                  f"{config.name!r} is a {task.name} config: open it with "
-                                  f"graphs=None (where it applies) or False")
+            kwargs = ({"graphs": True} if takes_graphs(task.trainer, config, device, graphs)
+                      else {})
             trainers.append(task.trainer(config, run_dir, device=device, corpus=corpus,
                                          resume=has_checkpoint(run_dir), progress=progress,
                                          **kwargs))

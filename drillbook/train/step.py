@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from ..precision import autocast, matmul_precision
+from ..precision import Precision, precision_named
 from ..runtime import read_back
 from .runs import nonfinite_update
 
@@ -188,12 +188,21 @@ class OptimizerStep:
     each piece's loss (the task's ``loss``) is computed under autocast, handed to the
     reducer, multiplied by its share of the batch's tokens ``s_i`` (and, with several
     processes, by this process's share of them) and back-propagated, so that the
-    gradient is the one batch's mean. Then the gradients are unscaled (fp16), clipped to
-    ``clip`` (``torch.nn.utils.clip_grad_norm_``: ``g <- g min(1, clip / (||g|| + 1e-6))``)
-    and the optimiser steps at ``lr x lr_scale(batch)``; the reducer checks the weights.
-    With ``k = 1`` and precision ``fp32`` this is the plain float32 step: forward, loss,
-    backward, clip, step. Under ``train.amp=tf32`` the whole step, backward pass
-    included, runs with TF32 matrix products.
+    gradient is the one batch's mean. Then the gradients are unscaled (a precision with
+    a gradient scaler), clipped to ``clip`` (``torch.nn.utils.clip_grad_norm_``:
+    ``g <- g min(1, clip / (||g|| + 1e-6))``) and the optimiser steps at
+    ``lr x lr_scale(batch)``; the reducer checks the weights. With ``k = 1`` and precision
+    ``fp32`` this is the plain float32 step: forward, loss, backward, clip, step. Under a
+    precision with TF32 products (``train.amp=tf32``) the whole step, backward pass
+    included, runs with them (:meth:`~drillbook.precision.Precision.matmul`).
+
+    A call is three parts: :meth:`_begin` (outside any graph: the batch's tokens, the
+    reducer), :meth:`_run` (here :meth:`_body`, the step itself) and :meth:`_end` (the
+    step's numbers handed to the loop). :meth:`_body` is the one step body: the
+    graph-ready step (:class:`~drillbook.train.graphs.GraphedStep`) is this class with
+    :meth:`_run` capturing and replaying it, and the few operations a graph cannot hold
+    (a gradient set to None, the learning rate as a Python number, the numbers read
+    from the reducer) swapped for ones it can.
 
     Args:
         task: the loss, the pieces and the learning-rate factor (:class:`StepTask`); its
@@ -203,51 +212,96 @@ class OptimizerStep:
             DistributedDataParallel wrapper): given to the reducer's ``piece_context``.
         clip: the gradient-norm bound (0: no clipping).
         parts: ``k``.
-        precision: the resolved precision (:mod:`drillbook.precision`).
+        precision: the resolved precision, its record or its name
+            (:class:`~drillbook.precision.Precision`).
         device: where the model is.
-        scaler: the fp16 gradient scaler, or None.
+        scaler: the gradient scaler of a precision that needs one, or None.
         reducer: :class:`LocalReducer` or
             :class:`~drillbook.train.distributed.CollectiveReducer`.
         autocast_context: ``() -> context`` around each piece's loss (default the
-            precision's :func:`~drillbook.precision.autocast`).
+            precision's :meth:`~drillbook.precision.Precision.autocast`).
 
     Attributes:
         tokens: the last step's tokens, over every process.
     """
 
     def __init__(self, task: StepTask, model: torch.nn.Module, *, forward_model: Any = None,
-                 clip: float, parts: int, precision: str, device: torch.device,
+                 clip: float, parts: int, precision: Precision | str, device: torch.device,
                  scaler: torch.amp.GradScaler | None, reducer: Any,
                  autocast_context: Callable[[], contextlib.AbstractContextManager] | None
                  = None) -> None:
         self.task, self.model, self.clip, self.parts = task, model, clip, parts
         self.forward_model = model if forward_model is None else forward_model
-        self.precision, self.device, self.scaler, self.reducer = (precision, device, scaler,
-                                                                  reducer)
-        self.autocast = autocast_context or (lambda: autocast(precision, device))
+        self.precision = precision_named(precision)
+        self.device, self.scaler, self.reducer = device, scaler, reducer
+        self.autocast = autocast_context or self._autocast
+        self.params = list(model.parameters())
         self.tokens = 0
+        self._step = self._local_tokens = 0
+        self._scale = 1.0
 
     def __call__(self, batch: Any, step: int) -> Tensor | float:
         """Take step number ``step`` on ``batch`` (this process's share of it); returns the
         batch's reported loss (a device tensor for one process, a float for several)."""
-        with matmul_precision(self.precision):
-            return self._take(batch, step)
+        with self.precision.matmul():
+            self._begin(batch, step)
+            self._run(batch)
+            return self._end()
 
-    def _take(self, batch: Any, step: int) -> Tensor | float:
+    # ------------------------------------------------- the parts a graph changes
+    def _begin(self, batch: Any, step: int) -> None:
+        """Before the body, outside any graph: the batch's tokens, told to the reducer."""
+        self._step, self._local_tokens = step, self.task.tokens(batch)
+        self.tokens, self._scale = self.reducer.begin(step, self._local_tokens)
+
+    def _run(self, batch: Any) -> None:
+        """Run the step: here, :meth:`_body` eagerly."""
+        self._body(batch)
+
+    def _end(self) -> Tensor | float:
+        """After the body: the reducer checks the weights and gives the reported loss."""
+        return self.reducer.end()
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        return self.precision.autocast(self.device)
+
+    def _zero_grads(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.zero_grad(set_to_none=True)
+
+    def _piece(self, loss: StepLoss, share: float) -> None:
+        self.reducer.piece(loss, share)
+
+    def _update(self, optimizer: torch.optim.Optimizer, batch: Any) -> None:
+        """The optimiser's step at ``lr x lr_scale(batch)`` (through the scaler, if any)."""
+        group = optimizer.param_groups[0]
+        base_lr = group["lr"]
+        group["lr"] = base_lr * self.task.lr_scale(batch)
+        if self.scaler is not None:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        else:
+            optimizer.step()
+        group["lr"] = base_lr
+
+    def _updated(self) -> None:
+        """After the update, inside the body (what a graph-ready step keeps in place)."""
+
+    # ------------------------------------------------- the body
+    def _body(self, batch: Any) -> None:
+        """The step itself: zero the gradients, each piece's loss and backward pass,
+        unscale, clip, update. What runs eagerly and what a graph records."""
         task, reducer, scaler = self.task, self.reducer, self.scaler
         self.model.train()
-        pieces = [batch] if self.parts == 1 else task.split(batch, self.parts)
-        tokens = task.tokens(batch)
-        self.tokens, scale = reducer.begin(step, tokens)
         optimizer = task.optimizer
-        optimizer.zero_grad(set_to_none=True)
+        self._zero_grads(optimizer)
+        pieces = [batch] if self.parts == 1 else task.split(batch, self.parts)
         for part, piece in enumerate(pieces):
-            share = 1.0 if self.parts == 1 else task.tokens(piece) / tokens
+            share = 1.0 if self.parts == 1 else task.tokens(piece) / self._local_tokens
             with reducer.piece_context(self.forward_model, part == len(pieces) - 1):
                 with self.autocast():
                     loss = task.loss(piece, part)
-                reducer.piece(loss, share)
-                weight = share * scale
+                self._piece(loss, share)
+                weight = share * self._scale
                 objective = loss.loss if weight == 1.0 else loss.loss * weight
                 if scaler is not None:
                     objective = scaler.scale(objective)
@@ -255,14 +309,6 @@ class OptimizerStep:
         if scaler is not None:
             scaler.unscale_(optimizer)
         if self.clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
-        group = optimizer.param_groups[0]
-        base_lr = group["lr"]
-        group["lr"] = base_lr * task.lr_scale(batch)
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        group["lr"] = base_lr
-        return reducer.end()
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self._update(optimizer, batch)
+        self._updated()

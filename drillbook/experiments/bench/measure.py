@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ...atomic import write_json
 from ...errors import ConfigError
+from ...precision import PRECISIONS as ALL_PRECISIONS
 from ...precision import precision_named
 from ...runtime import is_out_of_memory
 from ...validation import check_choice
@@ -48,9 +49,10 @@ __all__ = [
 #: the ``format`` of every report this package writes
 BENCH_FORMAT = "drillbook-bench/2"
 
-#: ``precision`` values, names of :data:`drillbook.precision.PRECISIONS`: plain float32,
-#: or bf16 autocast around forward and loss
-PRECISIONS = ("fp32", "bf16")
+#: ``precision`` values, names of :data:`drillbook.precision.PRECISIONS`: those whose step is
+#: autocast alone around forward and loss (plain float32, bf16), not those that need a
+#: gradient scaler or a matmul mode, which the benchmarks' steps do not set up
+PRECISIONS = tuple(p.name for p in ALL_PRECISIONS.values() if not (p.scaler or p.tf32))
 
 #: ``clock`` values of :func:`time_call`: elapsed time, or the process's CPU time
 CLOCKS = ("wall", "cpu")

@@ -24,9 +24,10 @@ from torch import Tensor
 from ...configs import Config, ConfigError, TrainConfig
 from ...metrics import MAX_LOSS
 from ...models import LanguageModel, build_model
-from ...precision import autocast
+from ...precision import PRECISIONS, autocast
 from ...provenance import environment
 from ...train.lm import Trainer
+from ...train.optimizers import first_kind, make_optimizer
 from ...train.step import LocalReducer, OptimizerStep
 from ...validation import as_list
 from .heads import SIZES
@@ -89,7 +90,7 @@ def trainer_step(model: LanguageModel, optimizer: torch.optim.Optimizer, x: Tens
     detached state (it costs what a fresh state costs), the learning-rate scaling by the
     window length (``lr_scale`` 1). Returns the head's loss (detached)."""
     task = _Trained(model, optimizer, train)
-    step = OptimizerStep(task, model, clip=train.clip, parts=1, precision="fp32",
+    step = OptimizerStep(task, model, clip=train.clip, parts=1, precision=PRECISIONS["fp32"],
                          device=x.device, scaler=None,
                          reducer=LocalReducer(model, MAX_LOSS, _unchecked),
                          autocast_context=amp)
@@ -97,10 +98,10 @@ def trainer_step(model: LanguageModel, optimizer: torch.optim.Optimizer, x: Tens
 
 
 def start_optimizer(model: LanguageModel, train: TrainConfig) -> torch.optim.Optimizer:
-    """The optimiser the trainer starts with (SGD, or Adam), at the config's rate."""
-    if train.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=train.lr, weight_decay=train.wdecay)
-    return torch.optim.SGD(model.parameters(), lr=train.lr, weight_decay=train.wdecay)
+    """The optimiser the trainer starts with (SGD, or Adam), at the config's rate: the
+    trainer's own :func:`~drillbook.train.optimizers.make_optimizer`."""
+    return make_optimizer(first_kind(train.optimizer), model.parameters(), train.lr,
+                          train.wdecay)
 
 
 def _vocab_size(size: str | int) -> int:
