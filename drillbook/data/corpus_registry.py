@@ -183,6 +183,17 @@ def _m30k_files(pattern: str) -> dict[str, str]:
 _M30K_TOK_FILES = _m30k_files("tok/{split}.lc.norm.tok.{lang}")
 _M30K_RAW_FILES = _m30k_files("raw/{split}.{lang}.gz")
 
+def _multi30k(name: str, files: dict[str, str], sha256: dict[str, str],
+              description: str) -> CorpusSpec:
+    """A Multi30k entry: its files (in the folder ``multi30k``), their hashes and their
+    addresses, for every split and language."""
+    return CorpusSpec(
+        name=name, subdir="multi30k", files=files, sha256=sha256,
+        urls={f: _M30K_URL.format(f) for f in files.values()},
+        licence="research and teaching use; captions derived from Flickr30K",
+        description=description, languages=_M30K_LANGS)
+
+
 #: name -> :class:`CorpusSpec`. A new corpus is one entry here (and files under the root).
 CORPORA: Mapping[str, CorpusSpec] = MappingProxyType({
     "ptb": CorpusSpec(
@@ -220,25 +231,11 @@ CORPORA: Mapping[str, CorpusSpec] = MappingProxyType({
         licence="Creative Commons BY-SA 3.0 (the WikiText release)",
         description="WikiText-2 v1, tokenized (33,278 vocabulary)",
     ),
-    "multi30k": CorpusSpec(
-        name="multi30k",
-        subdir="multi30k",
-        files=_M30K_TOK_FILES,
-        sha256=_M30K_TOK_SHA256,
-        urls={f: _M30K_URL.format(f) for f in _M30K_TOK_FILES.values()},
-        licence="research and teaching use; captions derived from Flickr30K",
-        description="Multi30k task 1, en/de/fr, lowercased and tokenized (train 29,000 "
-                    "pairs, val 1,014, test_2016_flickr 1,000)",
-        languages=_M30K_LANGS,
-    ),
-    "multi30k-raw": CorpusSpec(
-        name="multi30k-raw",
-        subdir="multi30k",
-        files=_M30K_RAW_FILES,
-        sha256=_M30K_RAW_SHA256,
-        urls={f: _M30K_URL.format(f) for f in _M30K_RAW_FILES.values()},
-        licence="research and teaching use; captions derived from Flickr30K",
-        description="Multi30k task 1, en/de/fr, cased and untokenized (gzip)",
-        languages=_M30K_LANGS,
-    ),
+    "multi30k": _multi30k(
+        "multi30k", _M30K_TOK_FILES, _M30K_TOK_SHA256,
+        "Multi30k task 1, en/de/fr, lowercased and tokenized (train 29,000 pairs, val "
+        "1,014, test_2016_flickr 1,000)"),
+    "multi30k-raw": _multi30k(
+        "multi30k-raw", _M30K_RAW_FILES, _M30K_RAW_SHA256,
+        "Multi30k task 1, en/de/fr, cased and untokenized (gzip)"),
 })
