@@ -124,23 +124,24 @@ def _tables(folder: str | Path, heading: str, skip: list[str] = ()) -> list[str]
     return lines
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Columns:
     """What one table's rows show: the paper's numbers per row (main, fine-tuned, dynamic),
-    which optional column groups appear, and the metric's keys."""
+    which optional column groups appear (fine-tuning, dynamic evaluation, ranks, windows),
+    and the metric's keys."""
 
     table: Any
     task: Task
     paper: dict[str, dict]
     tuned: dict[str, dict]
+    has_ft: bool = False
     dyn: dict[str, dict]
+    has_dyn: bool = False
     seconds: dict[str, Any]
     speeds: list
     ranks: list
-    has_ft: bool
-    has_dyn: bool
-    ranked: bool
-    windowed: bool
+    ranked: bool = False
+    windowed: bool = False
 
     @property
     def valid(self) -> str:
