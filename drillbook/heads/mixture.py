@@ -26,7 +26,8 @@ from ..validation import (
     number,
     one_of,
 )
-from .base import DistributionHead, Features
+from .families import DistributionHead
+from .features import Features
 from .flops import FlopSize, HeadFlops
 from .fused import ScoreFactors, fused_cross_entropy, fused_mixture_nll
 from .softmax import EmbeddingHead
