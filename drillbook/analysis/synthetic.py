@@ -29,7 +29,8 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from ..heads.base import DistributionHead, Features, OutputHead
+from ..heads.base import Features, OutputHead
+from ..heads.families import DistributionHead
 from ..validation import POSITIVE_INT, SEED, Rule, integer, is_integer, number
 
 __all__ = ["FitResult", "SyntheticLanguage", "fit_head"]

@@ -32,17 +32,11 @@ A new head is its module and one line in :data:`~drillbook.heads.registry.PACKAG
 after checking its declarations (:mod:`drillbook.heads.registry`).
 """
 
-from .base import (
-    DistributionHead,
-    Features,
-    OutputHead,
-    ParamCounts,
-    SoftmaxFamilyHead,
-    VectorHead,
-)
+from .base import Features, OutputHead, ParamCounts
 from .bilinear import BilinearHead
 from .drill import DrillHead
 from .dual import DualHead
+from .families import DistributionHead, SoftmaxFamilyHead, VectorHead
 from .flops import HeadFlops
 from .mixture import DOCHead, MixtureHead, MoSHead
 from .registry import HEADS, RegistryView, build_head, register_head, unregister_head

@@ -18,10 +18,12 @@ term), as the trainers do. A :class:`Features` object carries ``h`` and the laye
 may be passed as ``h`` instead. Heads never keep global state and never pick a device:
 they run wherever their parameters live.
 
-What a head *is* is its type: a :class:`DistributionHead` (a distribution over the words:
-every head but one) or a :class:`VectorHead` (vMF), a :class:`SoftmaxFamilyHead` (one
-softmax over logits) or a :class:`~drillbook.heads.MixtureHead` (several, mixed), each
-with the calls its docstring lists. What it *needs*, and what the rest of the package needs
+What a head *is* is its type (:mod:`drillbook.heads.families`): a
+:class:`~drillbook.heads.DistributionHead` (a distribution over the words: every head but
+one) or a :class:`~drillbook.heads.VectorHead` (vMF), a
+:class:`~drillbook.heads.SoftmaxFamilyHead` (one softmax over logits) or a
+:class:`~drillbook.heads.MixtureHead` (several, mixed), each with the calls its docstring
+lists. What it *needs*, and what the rest of the package needs
 to know about it, is declared on its class (:attr:`~OutputHead.options`,
 :attr:`~OutputHead.reads_layers`, :attr:`~OutputHead.shares_embedding`,
 :attr:`~OutputHead.color`, :meth:`~OutputHead.flops`, :attr:`~OutputHead.tiny`,
@@ -42,7 +44,7 @@ import inspect
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -51,26 +53,11 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from ..validation import POSITIVE_INT, Rule, check_choice
 from .autocast import AUTOCAST_DTYPES, autocast_dtype
+from .features import Features, last_layer, with_layers
 from .flops import FlopSize, HeadFlops
-from .fused import ScoreFactors, Workspace, fusable, fused_cross_entropy
+from .fused import Workspace, fusable
 
-__all__ = ["AUTOCAST_DTYPES", "DistributionHead", "Features", "OutputHead", "ParamCounts",
-           "SoftmaxFamilyHead", "VectorHead", "autocast_dtype"]
-
-
-class Features(NamedTuple):
-    """What an encoder hands to a head.
-
-    Attributes:
-        last: the last layer's output, ``(..., d_hidden)``. This is ``h_t`` in every
-            paper's notation.
-        layers: all layer outputs, ``layers[0]`` the (dropped) input embedding and
-            ``layers[-1]`` the same tensor as ``last``; empty when the encoder does not
-            expose them.
-    """
-
-    last: Tensor
-    layers: tuple[Tensor, ...] = ()
+__all__ = ["AUTOCAST_DTYPES", "Features", "OutputHead", "ParamCounts", "autocast_dtype"]
 
 
 @dataclass(frozen=True)
@@ -100,29 +87,14 @@ def reads_back(target: Tensor) -> bool:
     return target.device.type == "cpu"
 
 
-def with_layers(features: Tensor | Features, layers=None) -> Tensor | Features:
-    """``features``, with the per-layer outputs ``layers`` attached when given (a
-    :class:`Features`); a ValueError for layers given twice."""
-    if layers is None:
-        return features
-    if isinstance(features, Features):
-        raise ValueError("the layer outputs were given twice: pass a tensor with layers=, "
-                         "or a Features, not both")
-    return Features(features, tuple(layers))
-
-
-def last_layer(features: Tensor | Features) -> Tensor:
-    """The ``(..., d_hidden)`` tensor a single-layer head reads."""
-    return features.last if isinstance(features, Features) else features
-
-
 class OutputHead(nn.Module):
     """Base of all output layers.
 
-    A head derives from one of the two kinds of output :class:`DistributionHead` (a
-    distribution over the ``V`` words: every head but vMF) and :class:`VectorHead` (a
-    vector in a fixed embedding space: vMF), and implements :meth:`log_prob` (or the
-    vector head's calls); everything else has a sound default. Each head also declares,
+    A head derives from one of the two kinds of output
+    :class:`~drillbook.heads.DistributionHead` (a distribution over the ``V`` words: every
+    head but vMF) and :class:`~drillbook.heads.VectorHead` (a vector in a fixed embedding
+    space: vMF), and implements :meth:`log_prob` (or the vector head's calls); everything
+    else has a sound default. Each head also declares,
     in the class attributes and class methods below, what it is, what it needs and what
     the package's other code needs to know about it (its FLOP count, its colour in the
     book's figures, small options for tests, its benchmark entries, its tutorial config):
@@ -148,14 +120,16 @@ class OutputHead(nn.Module):
     #: names declares options whose values the head checks itself.
     options: ClassVar[Mapping[str, Rule] | tuple[str, ...]] = {}
 
-    #: True for a :class:`DistributionHead`, False for a :class:`VectorHead` (set by the
-    #: type; :func:`~drillbook.heads.register_head` checks that it agrees): the head can
-    #: end a language model (perplexity, rank of the log-probability matrix) and be decoded
-    #: by beam search.
+    #: True for a :class:`~drillbook.heads.DistributionHead`, False for a
+    #: :class:`~drillbook.heads.VectorHead` (set by the type;
+    #: :func:`~drillbook.heads.register_head` checks that it agrees): the head can end a
+    #: language model (perplexity, rank of the log-probability matrix) and be decoded by
+    #: beam search.
     is_distribution: ClassVar[bool] = False
 
-    #: True for a :class:`SoftmaxFamilyHead` (set by the type): one softmax over per-word
-    #: scores, with ``logits`` and ``logits_subset`` (what sampled-softmax training scores).
+    #: True for a :class:`~drillbook.heads.SoftmaxFamilyHead` (set by the type): one
+    #: softmax over per-word scores, with ``logits`` and ``logits_subset`` (what
+    #: sampled-softmax training scores).
     has_logits: ClassVar[bool] = False
 
     #: True for a :class:`~drillbook.heads.MixtureHead` (set by the type): several
@@ -515,115 +489,3 @@ class OutputHead(nn.Module):
 
     def extra_repr(self) -> str:
         return f"vocab_size={self.vocab_size}, d_hidden={self.d_hidden}"
-
-
-class DistributionHead(OutputHead):
-    """A head whose :meth:`log_prob` is a normalised distribution over the ``V`` words and
-    whose :meth:`loss` is its mean negative log-likelihood: it can end a language model
-    (perplexity is ``exp`` of the mean loss; the log-probability matrix has a rank) and be
-    decoded by beam search. Every head but vMF."""
-
-    is_distribution = True
-
-
-class VectorHead(OutputHead):
-    """A head that predicts a vector in a fixed embedding space instead of a distribution
-    over words (vMF): :meth:`log_prob` raises, :meth:`loss` is a loss on vectors, and the
-    head provides the calls below and the unit-row table ``target_embeddings`` ``(V, m)``.
-    It cannot end a language model (no perplexity) and is decoded greedily, by nearest
-    neighbour."""
-
-    is_distribution = False
-
-    #: the frozen table of the words' unit vectors, ``(V, m)``
-    target_embeddings: Tensor
-
-    def predict_vectors(self, features: Tensor | Features) -> Tensor:
-        """The predicted vectors ``(..., m)``."""
-        raise NotImplementedError
-
-    def scores(self, features: Tensor | Features) -> Tensor:
-        """Every word's score ``(..., V)``, higher is better; not normalised over words."""
-        raise NotImplementedError
-
-    def decode(self, features: Tensor | Features) -> Tensor:
-        """The best word's id at every position ``(...)`` (nearest neighbour)."""
-        raise NotImplementedError
-
-    def _log_prob(self, features: Tensor | Features) -> Tensor:
-        raise NotImplementedError(
-            f"{type(self).__name__} predicts word vectors and has no log_prob: use "
-            f"scores(features) (..., V), decode(features) or loss(features, target)")
-
-    def score_values(self, positions: int) -> int:
-        """0: training scores no word (the loss reads the target's vector only)."""
-        return 0
-
-
-class SoftmaxFamilyHead(DistributionHead):
-    """A head whose distribution is one softmax over per-word scores (logits).
-
-    ``p(w | h) = softmax(s(h))_w`` with ``s(h) in R^V``. Subclasses implement
-    ``_logits``; :meth:`logits`, :meth:`log_prob` and :meth:`loss` follow (the loss
-    uses the fused ``cross_entropy`` on the logits, never ``log`` of a probability).
-
-    Whatever the score function, if ``s(h) = W g(h) + b`` for a feature map ``g`` of size
-    ``d``, the ``N x V`` logit matrix of ``N`` contexts has rank at most ``d + 1``: this
-    is the softmax bottleneck (DOC paper, Sec. 3).
-    """
-
-    has_logits = True
-
-    def logits(self, features: Tensor | Features, layers=None) -> Tensor:
-        """Unnormalised scores, shape ``(..., V)`` (``layers`` as for :meth:`log_prob`)."""
-        return self._logits(with_layers(features, layers))
-
-    def _logits(self, features: Tensor | Features) -> Tensor:
-        """:meth:`logits` once the layers are attached; every such head implements it."""
-        raise NotImplementedError
-
-    def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
-        """The scores of the words ``ids`` only, shape ``(..., len(ids))``: equal to
-        ``logits(features)[..., ids]``. Heads override it to compute just those columns
-        (sampled-softmax training, the joint-embedding paper's Sec. 3.2)."""
-        return self.logits(features)[..., ids]
-
-    def score_factors(self, features: Tensor | Features) -> ScoreFactors | None:
-        """The scores as a matrix product, ``logits = map(context @ words^T + bias)``
-        (:class:`~drillbook.heads.fused.ScoreFactors`), which the fused loss reads instead
-        of the logits; dropout is sampled as :meth:`logits` samples it. None (default): the
-        head's scores are no such product, and its loss takes the plain path. A subclass
-        that overrides ``_logits`` without overriding this too takes the plain path (its
-        parent's factors would not be its scores)."""
-        return None
-
-    @classmethod
-    def factors_describe_logits(cls) -> bool:
-        """Whether :meth:`score_factors` is declared where ``_logits`` is, or below it:
-        only then do the factors describe this class's scores."""
-        def owner(name: str) -> type:
-            return next(k for k in cls.__mro__ if name in vars(k))
-
-        factors = owner("score_factors")
-        return factors is not SoftmaxFamilyHead and issubclass(factors, owner("_logits"))
-
-    def _log_prob(self, features: Tensor | Features) -> Tensor:
-        return torch.log_softmax(self._logits(features), dim=-1)
-
-    def _mean_nll(self, features: Tensor | Features, flat_target: Tensor,
-                  ignore_index: int) -> Tensor:
-        if self.factors_describe_logits() and self._fuses(last_layer(features),
-                                                          self._dtype_probe()):
-            factors = self.score_factors(features)
-            if factors is not None:
-                return fused_cross_entropy(factors, flat_target, ignore_index,
-                                           chunk_bytes=self.fused_chunk_bytes,
-                                           workspace=self._workspace)
-        # the plain path (the reference): log-softmax + NLL on the whole (n, V) logits
-        scores = self._logits(features).reshape(-1, self.vocab_size)
-        return F.cross_entropy(scores, flat_target, ignore_index=ignore_index)
-
-    def _dtype_probe(self) -> Tensor:
-        """A parameter of the head (its dtype and device decide, with the features',
-        whether the fused loss applies)."""
-        return next(self.parameters())

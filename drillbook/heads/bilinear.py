@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..validation import BOOLEAN
-from .base import Features, SoftmaxFamilyHead
+from .families import SoftmaxFamilyHead
+from .features import Features
 from .flops import FlopSize, HeadFlops
 from .fused import ScoreFactors
 from .label_encoder import (

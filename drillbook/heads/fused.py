@@ -351,7 +351,7 @@ def fused_mixture_nll(vectors: Tensor, log_prior: Tensor, words: Tensor, bias: T
 
     Shapes: vectors ``(n, J, d)``, log_prior ``(n, J)`` (normalised over ``J``), words
     ``(V, d)``, bias ``(V,)``, target ``(n,)``. Equal, with its gradients, to the mean of
-    the per-position NLL of :func:`~drillbook.heads.mixture.mixture_log_prob`.
+    the per-position NLL of :func:`~drillbook.heads.mixing.mixture_log_prob`.
     """
     keep = target != ignore_index
     safe = target.masked_fill(~keep, 0)

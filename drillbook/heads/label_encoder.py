@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..validation import PROBABILITY, check_choice, one_of
-from .base import Features, SoftmaxFamilyHead
+from .families import SoftmaxFamilyHead
+from .features import Features
 from .fused import ScoreFactors
 from .label_cache import LabelCache
 from .softmax import EmbeddingHead

@@ -14,7 +14,8 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..validation import POSITIVE_INT, Rule, check_choice
-from .base import DistributionHead, OutputHead, SoftmaxFamilyHead, VectorHead
+from .base import OutputHead
+from .families import DistributionHead, SoftmaxFamilyHead, VectorHead
 from .mixture import MixtureHead
 
 __all__ = ["HEADS", "PACKAGE_HEADS", "RegistryView", "build_head", "language_model_refusal",

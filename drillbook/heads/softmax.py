@@ -13,7 +13,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..validation import BOOLEAN
-from .base import Features, OutputHead, SoftmaxFamilyHead
+from .base import OutputHead
+from .families import SoftmaxFamilyHead
+from .features import Features
 from .flops import FlopSize, HeadFlops
 from .fused import ScoreFactors
 

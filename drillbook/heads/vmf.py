@@ -18,7 +18,8 @@ from torch import Tensor, nn
 from ..errors import DataError
 from ..losses import DECODE_METRICS, LOSSES, log_cm, max_margin_loss, nearest_neighbour
 from ..validation import BOOLEAN, Rule, check_choice, integer, number, one_of
-from .base import Features, VectorHead
+from .families import VectorHead
+from .features import Features
 from .flops import FlopSize, HeadFlops
 
 __all__ = ["VMFHead"]

@@ -117,6 +117,19 @@ def make_batches(
         "no sorting").check(sort_within, "sort_within")
     if len(pairs) == 0:
         raise ValueError("make_batches got no sentence pairs; pass a non-empty split")
+    src_ids, tgt_ids = _pair_ids(pairs, src_vocab, tgt_vocab)
+    groups = _groups(src_ids, tgt_ids, batch_size=int(batch_size), shuffle=shuffle,
+                     seed=seed, sort_within=sort_within)
+    return [_batch(group, src_ids, tgt_ids, src_vocab, tgt_vocab) for group in groups]
+
+
+def _pair_ids(pairs: Sequence[Pair], src_vocab: NMTVocab, tgt_vocab: NMTVocab
+              ) -> tuple[list[list[int]], list[list[int]]]:
+    """The source and the target ids of every pair.
+
+    Raises:
+        ValueError: a sentence is empty (the message gives the pair's position).
+    """
     src_ids = [src_vocab.ids(s) for s, _ in pairs]
     tgt_ids = [tgt_vocab.ids(t) for _, t in pairs]
     for i, (s, t) in enumerate(zip(src_ids, tgt_ids, strict=True)):
@@ -127,8 +140,13 @@ def make_batches(
                 f"token (drop the pair, or read the files with read_parallel_files, which "
                 f"reports the line)"
             )
+    return src_ids, tgt_ids
 
-    n, batch_size = len(pairs), int(batch_size)
+
+def _groups(src_ids: list[list[int]], tgt_ids: list[list[int]], *, batch_size: int,
+            shuffle: bool, seed: int, sort_within: int | None) -> list[list[int]]:
+    """The pairs' positions cut into batches (steps 1 to 3 of :func:`make_batches`)."""
+    n = len(src_ids)
     gen = torch.Generator().manual_seed(int(seed))
     order = torch.randperm(n, generator=gen).tolist() if shuffle else list(range(n))
     groups: list[list[int]] = []
@@ -140,20 +158,22 @@ def make_batches(
         groups += [chunk[j: j + batch_size] for j in range(0, len(chunk), batch_size)]
     if shuffle:
         groups = [groups[k] for k in torch.randperm(len(groups), generator=gen).tolist()]
+    return groups
 
-    batches = []
+
+def _batch(group: list[int], src_ids: list[list[int]], tgt_ids: list[list[int]],
+           src_vocab: NMTVocab, tgt_vocab: NMTVocab) -> TranslationBatch:
+    """The padded batch of the pairs at positions ``group``, longest source first."""
     bos, eos, pad = tgt_vocab.bos_id, tgt_vocab.eos_id, tgt_vocab.pad_id
-    for group in groups:
-        group = sorted(group, key=lambda i: -len(src_ids[i]))  # stable: longest first
-        batches.append(TranslationBatch(
-            src=_pad([src_ids[i] for i in group], src_vocab.pad_id),
-            src_lengths=torch.tensor([len(src_ids[i]) for i in group], dtype=torch.long),
-            tgt_in=_pad([[bos, *tgt_ids[i]] for i in group], pad),
-            tgt_out=_pad([[*tgt_ids[i], eos] for i in group], pad),
-            tgt_lengths=torch.tensor([len(tgt_ids[i]) + 1 for i in group], dtype=torch.long),
-            pair_ids=torch.tensor(group, dtype=torch.long),
-        ))
-    return batches
+    group = sorted(group, key=lambda i: -len(src_ids[i]))  # stable: longest first
+    return TranslationBatch(
+        src=_pad([src_ids[i] for i in group], src_vocab.pad_id),
+        src_lengths=torch.tensor([len(src_ids[i]) for i in group], dtype=torch.long),
+        tgt_in=_pad([[bos, *tgt_ids[i]] for i in group], pad),
+        tgt_out=_pad([[*tgt_ids[i], eos] for i in group], pad),
+        tgt_lengths=torch.tensor([len(tgt_ids[i]) + 1 for i in group], dtype=torch.long),
+        pair_ids=torch.tensor(group, dtype=torch.long),
+    )
 
 
 def padding_fraction(batches: Iterable[TranslationBatch]) -> float:

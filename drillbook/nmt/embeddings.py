@@ -132,13 +132,45 @@ def target_embeddings(
         ValueError: ``vectors`` is not 2-d, ``words`` and ``vectors`` differ in length,
             or ``words`` has duplicates.
     """
+    table_in, row_of = _pretrained_table(words, vectors)
+    m = table_in.shape[1]
+    vocab_words = vocab.words
+    unk, outside = _unk_vector(table_in, row_of, vocab_words)
+
+    n_special = len(SPECIALS)
+    rows = [row_of.get(w) for w in vocab_words[n_special:]]
+    found = torch.tensor([r is not None for r in rows], dtype=torch.bool)
+    table = torch.zeros(len(vocab), m)
+    body = unk.expand(len(rows), m).clone()
+    if bool(found.any()):
+        body[found] = table_in[[r for r in rows if r is not None]]
+    table[n_special:] = body
+    table[vocab.unk_id] = unk
+
+    scale = None
+    if not normalise:
+        scale = table[n_special:][found].norm(dim=1).mean() if bool(found.any()) else 1.0
+    table[vocab.eos_id] = _eos_direction(m, eos_seed, scale)
+    if normalise:
+        table = F.normalize(table, dim=1)
+    return table, _coverage(vocab, table, rows, found, outside)
+
+
+def _pretrained_table(words: Sequence[str], vectors: np.ndarray | Tensor
+                      ) -> tuple[Tensor, dict[str, int]]:
+    """The pretrained vectors as a float32 ``(N, m)`` tensor and each word's row, once the
+    words are shown to line up with the rows, one each.
+
+    Raises:
+        ValueError: ``vectors`` is not 2-d, the lengths differ, or a word repeats.
+    """
     table_in = torch.as_tensor(vectors)
     if table_in.dim() != 2:
         raise ValueError(
             f"vectors must be a 2-d (N, m) table, one row per word; got shape "
             f"{tuple(table_in.shape)}"
         )
-    n, m = table_in.shape
+    n = table_in.shape[0]
     if len(words) != n:
         raise ValueError(
             f"words and vectors must line up, one word per row: got {len(words):,} words "
@@ -151,57 +183,54 @@ def target_embeddings(
             f"the pretrained words must be unique; duplicated: {dupes[:10]}"
             f"{' ...' if len(dupes) > 10 else ''}. Keep one vector per word."
         )
-    table_in = table_in.float()
+    return table_in.float(), row_of
 
-    vocab_words = vocab.words
-    # <unk>: mean of the pretrained vectors of the words outside the vocabulary
+
+def _unk_vector(table_in: Tensor, row_of: dict[str, int], vocab_words: Sequence[str]
+                ) -> tuple[Tensor, int]:
+    """``<unk>``'s vector, the mean of the pretrained vectors of the words outside the
+    vocabulary (all of them when every pretrained word is inside), and how many it
+    averages."""
+    n = table_in.shape[0]
     inside = sorted({row_of[w] for w in vocab_words if w in row_of})
     total = table_in.sum(0, dtype=torch.float64)
     outside = n - len(inside)
     if outside > 0:
         inside_sum = table_in[inside].sum(0, dtype=torch.float64) if inside else 0.0
-        unk = ((total - inside_sum) / outside).float()
-    else:  # the table was built from this very vocabulary: fall back to the global mean
-        unk = (total / n).float()
-        outside = n
+        return ((total - inside_sum) / outside).float(), outside
+    # the table was built from this very vocabulary: fall back to the global mean
+    return (total / n).float(), n
 
-    n_special = len(SPECIALS)
-    rows = [row_of.get(w) for w in vocab_words[n_special:]]
-    found = torch.tensor([r is not None for r in rows], dtype=torch.bool)
-    table = torch.zeros(len(vocab), m)
-    body = unk.expand(len(rows), m).clone()
-    if bool(found.any()):
-        body[found] = table_in[[r for r in rows if r is not None]]
-    table[n_special:] = body
-    table[vocab.unk_id] = unk
 
+def _eos_direction(m: int, eos_seed: int, scale) -> Tensor:
+    """``<eos>``'s fixed random unit direction in ``m`` dimensions, drawn from a generator
+    seeded with ``eos_seed`` (times ``scale`` when one is given)."""
     gen = torch.Generator().manual_seed(int(eos_seed))
     eos = torch.randn(m, generator=gen, dtype=torch.float64)
     eos = (eos / eos.norm()).float()
-    if not normalise:
-        scale = table[n_special:][found].norm(dim=1).mean() if bool(found.any()) else 1.0
-        eos = eos * scale
-    table[vocab.eos_id] = eos
-    if normalise:
-        table = F.normalize(table, dim=1)
+    return eos if scale is None else eos * scale
 
+
+def _coverage(vocab: NMTVocab, table: Tensor, rows: list[int | None], found: Tensor,
+              outside: int) -> dict:
+    """The ``coverage`` report of :func:`target_embeddings` (plain numbers)."""
+    n_special = len(SPECIALS)
     counts = vocab.counts[n_special:]
     total_count = int(counts.sum())
     others = torch.cat([table[:vocab.eos_id], table[vocab.eos_id + 1:]])
     cosines = F.normalize(others, dim=1) @ F.normalize(table[vocab.eos_id], dim=0)
     n_found = int(found.sum())
-    coverage = {
+    return {
         "vocab_words": len(rows),
         "found": n_found,
         "missing": len(rows) - n_found,
         "type_coverage": n_found / len(rows) if rows else 1.0,
         "token_coverage": (int(counts[found].sum()) / total_count) if total_count else None,
-        "missing_words": [w for w, r in zip(vocab_words[n_special:], rows, strict=True)
+        "missing_words": [w for w, r in zip(vocab.words[n_special:], rows, strict=True)
                           if r is None],
         "unk_mean_over": outside,
         "eos_max_cosine": float(cosines.max()) if cosines.numel() else 0.0,
     }
-    return table, coverage
 
 
 def train_word2vec(

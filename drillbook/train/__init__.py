@@ -3,7 +3,9 @@ several processes; the hooks a task implements, :mod:`~drillbook.train.hooks`; o
 optimiser step, :mod:`~drillbook.train.step`), resumable run folders with atomic checkpoints
 (:mod:`~drillbook.train.runs`, :mod:`~drillbook.train.checkpoint`), the AWD-LSTM recipe
 (:mod:`~drillbook.train.lm`), translation (:mod:`~drillbook.train.translation`), dynamic
-evaluation (:mod:`~drillbook.train.dynamic`), the record of what differs between the two
+evaluation (:mod:`~drillbook.train.dynamic`, its update in
+:mod:`~drillbook.train.dynamic_update`, its resumable state in
+:mod:`~drillbook.train.dynamic_state`), the record of what differs between the two
 tasks (:mod:`~drillbook.train.tasks`), the graph-ready step and its optimisers
 (:mod:`~drillbook.train.graphs`, :mod:`~drillbook.train.optimizers`) and several runs
 trained in one process (:mod:`~drillbook.train.rows`)."""

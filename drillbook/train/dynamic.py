@@ -4,36 +4,102 @@ The evaluation stream is cut into segments of ``bptt`` tokens, read in order wit
 recurrent state carried across them. Each segment is first *scored* with the current
 weights, then the gradient of its loss moves the weights before the next one is scored:
 a word seen once becomes more probable the next time it occurs, and nothing is learnt
-from a segment before it has been scored. :func:`dynamic_evaluate` gives the update and how
-it matches the authors' code; :func:`evaluate_run` evaluates a run folder, searching the
-authors' grid first if asked.
+from a segment before it has been scored. :func:`dynamic_evaluate` reads a stream so,
+:func:`search` searches the authors' grid, and :func:`evaluate_run` evaluates a run folder,
+searching the grid first if asked. The update and its statistics are in
+:mod:`drillbook.train.dynamic_update`, the resumable state in
+:mod:`drillbook.train.dynamic_state`; every name is importable from here.
+
+The update is Krause et al.'s RMS-normalised rule with a decay towards the trained weights
+``θ_g`` (their Sec. 5, where the three formulas below are numbered equations; the
+letters are theirs):
+
+* gradient statistics on the training text, before evaluation::
+
+      MS_g = 1/N_b  Σ_{k=1..N_b} (∇L_k)²        per parameter entry
+
+  over ``N_b`` training batches (dropout off, the state carried, the mean loss of each
+  batch: the authors' ``gradstat``, batch size 100, segments of 5 tokens);
+* the decay rate of every entry is scaled by its RMS gradient relative to the average
+  one, and capped at 1 so that a decay step never overshoots ``θ_g``::
+
+      RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))
+      r        = min(λ · RMS_norm, 1)
+
+* the update after segment ``s_i``::
+
+      θ_i = θ_{i-1} − η ∇L(s_i) / (sqrt(MS_g) + ε) + r ⊙ (θ_g − θ_{i-1})
+
+  with ``∇L(s_i)`` the gradient of the segment's mean negative log-likelihood at
+  ``θ_{i-1}``; both terms are computed from ``θ_{i-1}``.
+
+Agreement with the authors' code (``benkrause/dynamic-evaluation`` ``dynamiceval.py``,
+which the DRILL repository ships unchanged but for its model's output; the MoS
+repository ships its earlier version):
+
+* ``avg`` is the mean over parameter *tensors* of each tensor's mean RMS, every tensor
+  weighing the same whatever its size, as the code computes it (``gsum / count``);
+* the cap is applied as the code does, ``λ · min(RMS_norm, 1/λ)``;
+* the evaluation stream is one sequence (batch size 1), the segment loss is the mean
+  over its tokens, and the perplexity weights each segment by its number of targets;
+* hyperparameters: :data:`DEFAULT_LR`, :data:`DEFAULT_LAMBDA`, :data:`DEFAULT_EPS` and
+  the search grid :func:`search_grid` are the code's defaults (its ``--grid``), the grid
+  scaled by ``bptt / 5`` as the code scales it.
+
+Differences: the evaluation stream and the training statistics are read to their last
+target with the package's windows (:func:`drillbook.data.get_batch`, the code's windows),
+where the code's loops stop one row early when a segment ends exactly at the last-but-one
+row. The MoS
+repository's older script sums the squared gradients instead of averaging them and does
+not divide ``avg`` by the number of tensors (its ``--ms`` flag restores the mean); the
+README of the newer script gives the conversion (``--oldhyper``, here
+:func:`old_hyperparameters`), which the MoS authors' settings need (PTB: ``lr 0.002``,
+``lamb 0.075``, ``epsilon 0.001``; WikiText-2: ``lr 0.002``, ``lamb 0.02``,
+``epsilon 0.002``).
+
+Every head of :data:`drillbook.heads.HEADS` that can end a language model works: the
+update touches only ``model.parameters()`` (a tied embedding once), in place and under
+``no_grad``, which bumps each tensor's version, so the label caches of the DRILL and dual
+heads (:class:`~drillbook.heads.label_cache.LabelCache`) never serve ``g_out(E)`` of older
+weights.
+
+A long evaluation is resumable: :func:`dynamic_evaluate` writes a state file every
+``save_every`` segments (atomically, :func:`~drillbook.train.checkpoint.save_atomic`) with
+the position in the stream, the adapted and the trained weights, the gradient statistics,
+the accumulated loss and token count, the carried state and the random-number state; a
+resumed evaluation ends at the same number as an uninterrupted one.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-import warnings
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..data import batchify, get_batch
-from ..errors import CheckpointError, ConfigError, DataError, RunFolderError
+from ..errors import ConfigError, DataError, RunFolderError
 from ..metrics import perplexity
 from ..models import LanguageModel
-from .checkpoint import (
-    LM_DYNAMIC_EVAL,
-    load_checkpoint,
-    rng_state,
-    save_atomic,
-    set_rng_state,
+from .checkpoint import LM_DYNAMIC_EVAL, load_checkpoint
+from .dynamic_state import Progress, StateFile, evaluation_settings, resumed_state
+from .dynamic_update import (
+    DEFAULT_BPTT,
+    DEFAULT_EPS,
+    DEFAULT_GRAD_BATCH_SIZE,
+    DEFAULT_LAMBDA,
+    DEFAULT_LR,
+    DynamicUpdate,
+    GradientStats,
+    gradient_statistics,
+    native_cpu_rnn,
+    old_hyperparameters,
+    search_grid,
+    trainable_parameters,
 )
 from .lm import evaluate, load_lm_run
 
@@ -41,221 +107,6 @@ __all__ = ["DEFAULT_BPTT", "DEFAULT_EPS", "DEFAULT_GRAD_BATCH_SIZE", "DEFAULT_LA
            "DEFAULT_LR", "DynamicResult", "DynamicUpdate", "GradientStats", "SearchResult",
            "check_request", "dynamic_evaluate", "evaluate_run", "gradient_statistics",
            "old_hyperparameters", "search", "search_grid"]
-
-#: η of the authors' ``dynamiceval.py`` (tuned for AWD-LSTM on PTB)
-DEFAULT_LR = 5e-5
-#: λ of the authors' ``dynamiceval.py``
-DEFAULT_LAMBDA = 2e-3
-#: ε of the authors' ``dynamiceval.py``
-DEFAULT_EPS = 2e-5
-#: segment length (and the training statistics' window length) of the authors' code
-DEFAULT_BPTT = 5
-#: batch size of the training-gradient statistics in the authors' code
-DEFAULT_GRAD_BATCH_SIZE = 100
-#: the authors' search grid at ``bptt = 5`` (``--grid``): learning rates and λ
-_LR_GRID = (3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4)
-_LAMBDA_GRID = (1e-3, 2e-3, 3e-3, 5e-3)
-
-
-def search_grid(bptt: int = DEFAULT_BPTT) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The authors' grid of learning rates and decay rates for segments of ``bptt``
-    tokens: their values at 5 tokens scaled by ``bptt / 5`` (as their code scales them)."""
-    scale = bptt / DEFAULT_BPTT
-    return (tuple(x * scale for x in _LR_GRID), tuple(x * scale for x in _LAMBDA_GRID))
-
-
-def old_hyperparameters(lr: float, lamb: float, eps: float, *, tensors: int,
-                        batches: int) -> tuple[float, float, float]:
-    """``(η, λ, ε)`` of this rule that reproduce the first version of the authors' script
-    (the one the MoS repository ships) run with ``lr``, ``lamb``, ``eps``.
-
-    That version took ``sqrt`` of the *sum* of the ``N_b`` squared gradients, not of their
-    mean, and divided by the *sum* over the ``n`` parameter tensors of their mean RMS, not by
-    the average. So its denominator is ``sqrt(N_b) sqrt(MS_g) + ε_old`` and its decay rate
-    ``λ_old RMS_norm / n``, which is this rule with::
-
-        η = η_old / sqrt(N_b),   ε = ε_old / sqrt(N_b),   λ = λ_old / n
-
-    (the authors' ``--oldhyper``; the caps agree: ``λ_old · RMS_norm / n <= 1``).
-
-    Args:
-        tensors: ``n``, the number of parameter tensors (``len(list(model.parameters()))``;
-            the authors' models may count theirs differently).
-        batches: ``N_b``, the training batches of the statistics
-            (:attr:`GradientStats.batches`).
-    """
-    root = math.sqrt(batches)
-    return lr / root, lamb / tensors, eps / root
-
-
-def _parameters(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
-    """The trainable parameters, each tensor once (a tied embedding is one parameter)."""
-    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-
-
-@contextmanager
-def _native_cpu_rnn(device: torch.device) -> Iterator[None]:
-    """On CPU, run the LSTM with PyTorch's native kernel rather than oneDNN's.
-
-    With autograd on, oneDNN's LSTM prepares its weights anew at every call: measured on a
-    PTB AWD-LSTM (3 layers, 1150 units) reading one stream in segments of 5 tokens, its
-    forward pass took 8 times as long as the native one. The setting is put back on exit.
-    """
-    if device.type != "cpu" or not torch.backends.mkldnn.is_available():
-        yield
-        return
-    with warnings.catch_warnings():  # torch announces oneDNN's TF32 on every switch
-        warnings.filterwarnings("ignore", message=".*TF32 acceleration on top of oneDNN.*")
-        with torch.backends.mkldnn.flags(enabled=False):
-            yield
-
-
-# ------------------------------------------------------------------ gradient statistics
-@dataclass
-class GradientStats:
-    """``sqrt(MS_g)`` of every parameter (Sec. 5), measured on the training text.
-
-    Attributes:
-        rms: parameter name -> ``sqrt(MS_g)``, the parameter's shape.
-        batches: ``N_b``, the number of training batches averaged.
-    """
-
-    rms: dict[str, Tensor]
-    batches: int
-
-    def average(self) -> float:
-        """``avg(sqrt(MS_g))``: the mean over parameter tensors of each tensor's mean RMS
-        (every tensor weighs the same, as in the authors' code)."""
-        means = [float(r.double().mean()) for r in self.rms.values() if r.numel()]
-        return sum(means) / len(means)
-
-    def rms_norm(self) -> dict[str, Tensor]:
-        """``RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))`` (Sec. 5), per parameter."""
-        avg = self.average()
-        if not avg > 0:
-            raise DataError("every training gradient is zero, so the gradient statistics "
-                            "cannot scale the update; measure them on more training text")
-        return {n: r / avg for n, r in self.rms.items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Tensors and numbers only (a state file loads with ``weights_only=True``)."""
-        return {"rms": dict(self.rms), "batches": self.batches}
-
-    @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> GradientStats:
-        """The statistics :meth:`state_dict` saved."""
-        return cls(dict(state["rms"]), int(state["batches"]))
-
-
-def gradient_statistics(model: LanguageModel, data: Tensor, bptt: int = DEFAULT_BPTT,
-                        max_batches: int | None = None) -> GradientStats:
-    """``MS_g`` (Sec. 5) of ``model`` on a batchified training stream, as its square root.
-
-    The model is in eval mode (no dropout) and its weights do not change; the state is
-    carried across the windows of ``bptt`` rows, and every window's gradient is that of
-    its mean loss.
-
-    Args:
-        model: the trained language model.
-        data: the training stream, batchified ``(T, B)`` (the authors use ``B = 100``).
-        bptt: window length.
-        max_batches: average over the first this many windows only (None: all).
-
-    Raises:
-        DataError: the stream is too short for one window.
-    """
-    params = _parameters(model)
-    sums = {n: torch.zeros_like(p) for n, p in params}
-    was_training = model.training
-    model.eval()
-    hidden = model.init_hidden(data.shape[1])
-    batches = 0
-    try:
-        with torch.enable_grad(), _native_cpu_rnn(data.device):
-            for i in range(0, data.shape[0] - 1, bptt):
-                if max_batches is not None and batches >= max_batches:
-                    break
-                x, y = get_batch(data, i, bptt)
-                model.zero_grad(set_to_none=True)
-                out = model(x, hidden)
-                model.head.loss(out.features, y).backward()
-                with torch.no_grad():
-                    for n, p in params:
-                        if p.grad is not None:
-                            sums[n].addcmul_(p.grad, p.grad)
-                hidden = model.encoder.detach_hidden(out.hidden)
-                batches += 1
-    finally:
-        model.zero_grad(set_to_none=True)
-        model.train(was_training)
-    if batches == 0:
-        raise DataError(f"the training stream of shape {tuple(data.shape)} is too short for "
-                        f"one window of gradient statistics; use a smaller batch size")
-    return GradientStats({n: (s / batches).sqrt() for n, s in sums.items()}, batches)
-
-
-# ------------------------------------------------------------------ the update
-class DynamicUpdate:
-    """The update of Sec. 5 for every parameter of ``model``, from the gradients in ``.grad``.
-
-    ``θ ← θ − η g / (sqrt(MS_g) + ε) + min(λ RMS_norm, 1) ⊙ (θ_g − θ)``
-
-    Args:
-        model: the module whose parameters are updated in place.
-        stats: ``sqrt(MS_g)`` of the same parameters (:func:`gradient_statistics`).
-        lr: ``η`` (0: no learning; with ``lr = 0`` the weights stay at ``θ_g``).
-        lamb: ``λ``, the decay rate towards ``θ_g`` (0: no decay).
-        eps: ``ε``.
-        theta_g: the weights to decay towards; default a copy of the current ones.
-
-    Raises:
-        ConfigError: a negative rate, a non-positive ``eps``, or statistics of other
-            parameters.
-    """
-
-    def __init__(self, model: nn.Module, stats: GradientStats, *, lr: float, lamb: float,
-                 eps: float = DEFAULT_EPS, theta_g: dict[str, Tensor] | None = None) -> None:
-        for name, value in (("lr", lr), ("lamb", lamb)):
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"dynamic evaluation: {name} must be a finite number >= 0, "
-                                  f"got {value}")
-        if not (math.isfinite(eps) and eps > 0):
-            raise ConfigError(f"dynamic evaluation: eps must be a positive number, got {eps}")
-        self.params = _parameters(model)
-        names = [n for n, _ in self.params]
-        if sorted(names) != sorted(stats.rms):
-            raise ConfigError("the gradient statistics were measured on other parameters "
-                              "than the model's; measure them on this model "
-                              "(gradient_statistics)")
-        self.lr, self.lamb, self.eps = float(lr), float(lamb), float(eps)
-        device = self.params[0][1].device if self.params else None
-        norm = stats.rms_norm()
-        self.denominator = {n: (stats.rms[n] + self.eps).to(device) for n in names}
-        # r = λ · min(RMS_norm, 1/λ): the authors' capped decay rate, at most 1
-        self.rate = {n: (norm[n].clamp(max=1 / self.lamb) * self.lamb if self.lamb
-                         else torch.zeros_like(norm[n])).to(device) for n in names}
-        if theta_g is None:
-            theta_g = {n: p.detach().clone() for n, p in self.params}
-        self.theta_g = theta_g
-
-    @torch.no_grad()
-    def step(self) -> None:
-        """Apply the update once, in place (a parameter without a gradient only decays).
-
-        Two fused passes per tensor: ``θ + r ⊙ (θ_g − θ)`` as ``lerp``, then the gradient
-        term, which does not depend on ``θ``: both terms read ``θ_{i-1}``.
-        """
-        for name, p in self.params:
-            if self.lamb:
-                p.lerp_(self.theta_g[name], self.rate[name])
-            if p.grad is not None and self.lr:
-                p.addcdiv_(p.grad, self.denominator[name], value=-self.lr)
-
-    @torch.no_grad()
-    def reset(self) -> None:
-        """Put ``θ_g`` back into the parameters (in place: label caches see it)."""
-        for name, p in self.params:
-            p.copy_(self.theta_g[name])
 
 
 # ------------------------------------------------------------------ evaluation
@@ -288,24 +139,6 @@ class DynamicResult:
         return perplexity(self.loss)
 
 
-def _fingerprint(data: Tensor) -> str:
-    """A checksum of a stream, so that a state file is never resumed on other text."""
-    ids = data.detach().to("cpu", torch.int64).contiguous().numpy().tobytes()
-    return f"{tuple(data.shape)}:{hashlib.sha256(ids).hexdigest()[:16]}"
-
-
-def _weights_fingerprint(model: nn.Module) -> str:
-    """A checksum of a model's weights, so that a state file is never resumed on other
-    weights (those of a run trained further since, or of another run)."""
-    digest = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        digest.update(name.encode())
-        digest.update(str(tuple(tensor.shape)).encode())
-        digest.update(tensor.detach().to("cpu").contiguous().view(-1).view(torch.uint8)
-                      .numpy().tobytes())
-    return digest.hexdigest()[:16]
-
-
 def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | None = None,
                      *, lr: float = DEFAULT_LR, lamb: float = DEFAULT_LAMBDA,
                      eps: float = DEFAULT_EPS, bptt: int = DEFAULT_BPTT,
@@ -319,64 +152,10 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
     the recurrent state is carried. The model's weights are put back to the trained ones
     ``θ_g`` when this returns (or raises), so the caller's model is unchanged.
 
-    The update is Krause et al.'s RMS-normalised rule with a decay towards the trained weights
-    ``θ_g`` (their Sec. 5, where the three formulas below are numbered equations; the
-    letters are theirs):
-
-    * gradient statistics on the training text, before evaluation::
-
-          MS_g = 1/N_b  Σ_{k=1..N_b} (∇L_k)²        per parameter entry
-
-      over ``N_b`` training batches (dropout off, the state carried, the mean loss of each
-      batch: the authors' ``gradstat``, batch size 100, segments of 5 tokens);
-    * the decay rate of every entry is scaled by its RMS gradient relative to the average
-      one, and capped at 1 so that a decay step never overshoots ``θ_g``::
-
-          RMS_norm = sqrt(MS_g) / avg(sqrt(MS_g))
-          r        = min(λ · RMS_norm, 1)
-
-    * the update after segment ``s_i``::
-
-          θ_i = θ_{i-1} − η ∇L(s_i) / (sqrt(MS_g) + ε) + r ⊙ (θ_g − θ_{i-1})
-
-      with ``∇L(s_i)`` the gradient of the segment's mean negative log-likelihood at
-      ``θ_{i-1}``; both terms are computed from ``θ_{i-1}``.
-
-    Agreement with the authors' code (``benkrause/dynamic-evaluation`` ``dynamiceval.py``,
-    which the DRILL repository ships unchanged but for its model's output; the MoS
-    repository ships its earlier version):
-
-    * ``avg`` is the mean over parameter *tensors* of each tensor's mean RMS, every tensor
-      weighing the same whatever its size, as the code computes it (``gsum / count``);
-    * the cap is applied as the code does, ``λ · min(RMS_norm, 1/λ)``;
-    * the evaluation stream is one sequence (batch size 1), the segment loss is the mean
-      over its tokens, and the perplexity weights each segment by its number of targets;
-    * hyperparameters: :data:`DEFAULT_LR`, :data:`DEFAULT_LAMBDA`, :data:`DEFAULT_EPS` and
-      the search grid :func:`search_grid` are the code's defaults (its ``--grid``), the grid
-      scaled by ``bptt / 5`` as the code scales it.
-
-    Differences: the evaluation stream and the training statistics are read to their last
-    target with the package's windows (:func:`drillbook.data.get_batch`, the code's windows),
-    where the code's loops stop one row early when a segment ends exactly at the last-but-one
-    row. The MoS
-    repository's older script sums the squared gradients instead of averaging them and does
-    not divide ``avg`` by the number of tensors (its ``--ms`` flag restores the mean); the
-    README of the newer script gives the conversion (``--oldhyper``, here
-    :func:`old_hyperparameters`), which the MoS authors' settings need (PTB: ``lr 0.002``,
-    ``lamb 0.075``, ``epsilon 0.001``; WikiText-2: ``lr 0.002``, ``lamb 0.02``,
-    ``epsilon 0.002``).
-
-    Every head of :data:`drillbook.heads.HEADS` that can end a language model works: the
-    update touches only ``model.parameters()`` (a tied embedding once), in place and under
-    ``no_grad``, which bumps each tensor's version, so the label caches of the DRILL and dual
-    heads (:class:`~drillbook.heads.label_cache.LabelCache`) never serve ``g_out(E)`` of older
-    weights.
-
-    A long evaluation is resumable: :func:`dynamic_evaluate` writes a state file every
-    ``save_every`` segments (atomically, :func:`~drillbook.train.checkpoint.save_atomic`) with
-    the position in the stream, the adapted and the trained weights, the gradient statistics,
-    the accumulated loss and token count, the carried state and the random-number state; a
-    resumed evaluation ends at the same number as an uninterrupted one.
+    The update is Krause et al.'s RMS-normalised rule with a decay towards ``θ_g``; the
+    docstring of :mod:`drillbook.train.dynamic` gives it and how it matches the authors'
+    code. With ``state_path`` the evaluation is resumable (a state file is written every
+    ``save_every`` segments, :mod:`drillbook.train.dynamic_state`).
 
     Args:
         model: the trained language model (any head that ends one).
@@ -407,32 +186,12 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
         raise ConfigError(f"dynamic evaluation: bptt and save_every must be positive "
                           f"integers, got {bptt} and {save_every}")
     path = None if state_path is None else Path(state_path)
-    params = _parameters(model)
-    device = params[0][1].device
-    settings = {"lr": float(lr), "lamb": float(lamb), "eps": float(eps), "bptt": int(bptt),
-                "max_tokens": max_tokens, "stream": _fingerprint(data)}
-    if path is not None:  # (computed only where a state file is written or read)
-        settings["weights"] = _weights_fingerprint(model)
+    device = trainable_parameters(model)[0][1].device
+    settings = evaluation_settings(model, data, lr=lr, lamb=lamb, eps=eps, bptt=bptt,
+                                   max_tokens=max_tokens, weights=path is not None)
     state = None
     if resume and path is not None and path.exists():
-        state = load_checkpoint(path, device, formats=(LM_DYNAMIC_EVAL,),
-                                fix="delete it to start the evaluation again")
-        if state["settings"].get("weights") != settings["weights"]:
-            raise CheckpointError(f"{path} was made from other weights than these (the run "
-                                  f"trained further since, or it is another run's); delete "
-                                  f"it to evaluate these weights afresh")
-        if state["settings"] != settings:
-            was = state["settings"]
-            changed = ", ".join(f"{k}={was.get(k)} (now {settings[k]})" for k in settings
-                                if was.get(k) != settings[k])
-            raise CheckpointError(f"{path} was written with other settings: {changed}; "
-                                  f"resume with the same ones, or delete it to start again")
-        saved = GradientStats.from_state_dict(state["stats"])
-        if stats is not None and any(not torch.equal(stats.rms[n].to(device), saved.rms[n])
-                                     for n in saved.rms if n in stats.rms):
-            raise CheckpointError(f"{path} was written with other gradient statistics; resume "
-                                  f"without new ones, or delete it to start again")
-        stats = saved
+        state, stats = resumed_state(path, device, settings, stats)
     if stats is None:
         raise ConfigError("dynamic evaluation needs the training-gradient statistics "
                           "(gradient_statistics) unless it resumes from a state file")
@@ -442,61 +201,63 @@ def dynamic_evaluate(model: LanguageModel, data: Tensor, stats: GradientStats | 
     was_training = model.training
     model.eval()
     try:
-        if state is None:
-            hidden = model.init_hidden(data.shape[1])
-            row, windows, total, count, finished = 0, 0, 0.0, 0, False
-        else:
-            model.load_state_dict(state["model"])  # in place: version counters move
-            hidden = state["hidden"]
-            row, windows = state["row"], state["windows"]
-            total, count, finished = state["total"], state["count"], state["finished"]
-            set_rng_state(state["rng"]["cpu"], state["rng"]["cuda"])
-
-        def save(done: bool) -> None:
-            if path is not None:
-                cpu, cuda = rng_state()
-                save_atomic({"format": LM_DYNAMIC_EVAL, "settings": settings,
-                             "stats": stats.state_dict(), "theta_g": update.theta_g,
-                             "model": model.state_dict(), "hidden": hidden, "row": row,
-                             "windows": windows, "total": total, "count": count,
-                             "finished": done, "rng": {"cpu": cpu, "cuda": cuda},
-                             "extra": extra or {}},
-                            path)
-
-        done_here = 0
-        while not finished:
-            if row >= data.shape[0] - 1 or (max_tokens is not None and count >= max_tokens):
-                finished = True
-                save(True)
-                break
-            if max_windows is not None and done_here >= max_windows:
-                save(False)
-                break
-            x, y = get_batch(data, row, bptt)
-            model.zero_grad(set_to_none=True)
-            with torch.enable_grad(), _native_cpu_rnn(device):
-                out = model(x, hidden)
-                loss = model.head.loss(out.features, y)
-                total += float(loss.detach()) * y.numel()  # scored before anything is learnt
-                count += y.numel()
-                if update.lr:  # with lr = 0 the weights never leave θ_g
-                    loss.backward()
-            update.step()
-            hidden = model.encoder.detach_hidden(out.hidden)
-            row += x.shape[0]
-            windows += 1
-            done_here += 1
-            if windows % save_every == 0:
-                save(False)
+        progress = (Progress(model.init_hidden(data.shape[1])) if state is None
+                    else Progress.restore(model, state))
+        _read_stream(model, data, update, progress, StateFile(path, settings, stats, update,
+                                                              extra),
+                     bptt=bptt, max_tokens=max_tokens, max_windows=max_windows,
+                     save_every=save_every)
     finally:
         model.zero_grad(set_to_none=True)
         update.reset()
         model.train(was_training)
-    if count == 0:
+    if progress.count == 0:
         raise DataError(f"the evaluation stream of shape {tuple(data.shape)} is too short "
                         f"for one segment: it needs at least two tokens per column")
-    return DynamicResult(total / count, count, windows, float(lr), float(lamb), float(eps),
-                         int(bptt), finished)
+    return DynamicResult(progress.total / progress.count, progress.count, progress.windows,
+                         float(lr), float(lamb), float(eps), int(bptt), progress.finished)
+
+
+def _read_stream(model: LanguageModel, data: Tensor, update: DynamicUpdate,
+                 progress: Progress, state: StateFile, *, bptt: int,
+                 max_tokens: int | None, max_windows: int | None, save_every: int) -> None:
+    """Score and learn from the segments of ``data`` from ``progress`` on, until the stream
+    or ``max_tokens`` is read (the state is then written as finished) or ``max_windows``
+    segments were read in this call; the state is also written every ``save_every``
+    segments."""
+    done_here = 0
+    while not progress.finished:
+        if (progress.row >= data.shape[0] - 1
+                or (max_tokens is not None and progress.count >= max_tokens)):
+            progress.finished = True
+            state.save(model, progress, True)
+            break
+        if max_windows is not None and done_here >= max_windows:
+            state.save(model, progress, False)
+            break
+        _score_and_learn(model, data, update, progress, bptt)
+        done_here += 1
+        if progress.windows % save_every == 0:
+            state.save(model, progress, False)
+
+
+def _score_and_learn(model: LanguageModel, data: Tensor, update: DynamicUpdate,
+                     progress: Progress, bptt: int) -> None:
+    """Score the segment at ``progress.row`` with the current weights, then move them by its
+    gradient (:meth:`DynamicUpdate.step`) and carry the state to the next segment."""
+    x, y = get_batch(data, progress.row, bptt)
+    model.zero_grad(set_to_none=True)
+    with torch.enable_grad(), native_cpu_rnn(update.params[0][1].device):
+        out = model(x, progress.hidden)
+        loss = model.head.loss(out.features, y)
+        progress.total += float(loss.detach()) * y.numel()  # scored before anything is learnt
+        progress.count += y.numel()
+        if update.lr:  # with lr = 0 the weights never leave θ_g
+            loss.backward()
+    update.step()
+    progress.hidden = model.encoder.detach_hidden(out.hidden)
+    progress.row += x.shape[0]
+    progress.windows += 1
 
 
 # ------------------------------------------------------------------ hyperparameter search
@@ -631,30 +392,12 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
         earlier = load_checkpoint(path, dev, formats=(LM_DYNAMIC_EVAL,),
                                   fix="delete it to start the evaluation again")
     if earlier is not None:  # its statistics and chosen pair; other settings are refused
-        stats = GradientStats.from_state_dict(earlier["stats"])
-        if old_hyper:
-            lr, lamb, eps = old_hyperparameters(lr, lamb, eps, tensors=len(stats.rms),
-                                                batches=stats.batches)
-        found = earlier["extra"].get("search")
-        lr = earlier["settings"]["lr"] if lr is None else lr
-        lamb = earlier["settings"]["lamb"] if lamb is None else lamb
+        stats, found, (lr, lamb, eps) = _kept_choice(earlier, lr, lamb, eps, old_hyper)
     else:
-        train = batchify(corpus.train, grad_batch_size).to(dev)
-        stats = gradient_statistics(model, train, bptt, grad_batches)
-        found = None
-        if do_search:
-            valid = batchify(corpus.valid, 1).to(dev)
-            result = search(model, valid, stats, lrs=None if lrs is None else list(lrs),
-                            lambdas=None if lambdas is None else list(lambdas), eps=eps,
-                            bptt=bptt, max_tokens=search_tokens)
-            found = {"table": result.table, "best_lr": result.lr, "best_lamb": result.lamb,
-                     "valid_ppl": result.best["ppl"], "tokens": result.best["tokens"]}
-            lr, lamb = result.lr, result.lamb
-        lr = DEFAULT_LR if lr is None else lr
-        lamb = DEFAULT_LAMBDA if lamb is None else lamb
-        if old_hyper:
-            lr, lamb, eps = old_hyperparameters(lr, lamb, eps, tensors=len(stats.rms),
-                                                batches=stats.batches)
+        stats, found, (lr, lamb, eps) = _measured_choice(
+            model, corpus, lr, lamb, eps, bptt=bptt, grad_batch_size=grad_batch_size,
+            grad_batches=grad_batches, do_search=do_search, lrs=lrs, lambdas=lambdas,
+            search_tokens=search_tokens, old_hyper=old_hyper)
     r = dynamic_evaluate(model, data, stats, lr=lr, lamb=lamb, eps=eps, bptt=bptt,
                          max_tokens=max_tokens, state_path=path, save_every=save_every,
                          resume=resume, extra={"search": found} if found else None)
@@ -669,3 +412,48 @@ def evaluate_run(run_dir: str | Path, *, split: str = "test", which: str = "best
     if found:
         out["search"] = found
     return out
+
+
+def _kept_choice(earlier: dict[str, Any], lr: float | None, lamb: float | None, eps: float,
+                 old_hyper: bool) -> tuple[GradientStats, dict | None,
+                                           tuple[float, float, float]]:
+    """The gradient statistics, the search result and ``(lr, lamb, eps)`` of an evaluation
+    resumed from its state file ``earlier`` (the values not given are the file's)."""
+    stats = GradientStats.from_state_dict(earlier["stats"])
+    if old_hyper:
+        lr, lamb, eps = old_hyperparameters(lr, lamb, eps, tensors=len(stats.rms),
+                                            batches=stats.batches)
+    found = earlier["extra"].get("search")
+    lr = earlier["settings"]["lr"] if lr is None else lr
+    lamb = earlier["settings"]["lamb"] if lamb is None else lamb
+    return stats, found, (lr, lamb, eps)
+
+
+def _measured_choice(model: LanguageModel, corpus, lr: float | None, lamb: float | None,
+                     eps: float, *, bptt: int, grad_batch_size: int,
+                     grad_batches: int | None, do_search: bool,
+                     lrs: Iterable[float] | None, lambdas: Iterable[float] | None,
+                     search_tokens: int | None, old_hyper: bool
+                     ) -> tuple[GradientStats, dict | None, tuple[float, float, float]]:
+    """The gradient statistics measured on the training split, the search result on the
+    validation split (when ``do_search``, else None) and the ``(lr, lamb, eps)`` to
+    evaluate with (the search's pair, else the given or default values; converted from the
+    first script's when ``old_hyper``)."""
+    dev = next(model.parameters()).device
+    train = batchify(corpus.train, grad_batch_size).to(dev)
+    stats = gradient_statistics(model, train, bptt, grad_batches)
+    found = None
+    if do_search:
+        valid = batchify(corpus.valid, 1).to(dev)
+        result = search(model, valid, stats, lrs=None if lrs is None else list(lrs),
+                        lambdas=None if lambdas is None else list(lambdas), eps=eps,
+                        bptt=bptt, max_tokens=search_tokens)
+        found = {"table": result.table, "best_lr": result.lr, "best_lamb": result.lamb,
+                 "valid_ppl": result.best["ppl"], "tokens": result.best["tokens"]}
+        lr, lamb = result.lr, result.lamb
+    lr = DEFAULT_LR if lr is None else lr
+    lamb = DEFAULT_LAMBDA if lamb is None else lamb
+    if old_hyper:
+        lr, lamb, eps = old_hyperparameters(lr, lamb, eps, tensors=len(stats.rms),
+                                            batches=stats.batches)
+    return stats, found, (lr, lamb, eps)

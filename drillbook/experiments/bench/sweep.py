@@ -127,10 +127,7 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
     stopped: dict[str, str] = {}
     rows = []
     for vocab_size in sizes:
-        gen = torch.Generator().manual_seed(seed)
-        hidden = torch.randn(tokens, d, generator=gen).to(device).requires_grad_(True)
-        target = torch.randint(0, vocab_size, (tokens,), generator=gen).to(device)
-        queries = torch.randn(decode_positions, d, generator=gen).to(device)
+        inputs = _sweep_inputs(vocab_size, tokens, d, decode_positions, seed, device)
         measured = {}
         for name, (kind, options) in heads.items():
             row = {"name": name, "kind": kind, "options": options, "vocab_size": vocab_size,
@@ -139,40 +136,12 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
             if name in stopped:
                 rows.append({**row, "skipped": stopped[name]})
                 continue
-            log.info("bench sweep: %s at V=%s, d=%d, %d positions", name, f"{vocab_size:,}",
-                     d, tokens)
-            try:
-                torch.manual_seed(seed)
-                head = build_head(kind, vocab_size=vocab_size, d_hidden=d,
-                                  **with_random_table(kind, vocab_size, options)).to(device)
-                loss = torch.compile(head.loss) if compile else head.loss
-                first = time_once(partial(_train_once, loss, hidden, target, precision),
-                                  device)
-                if max_seconds is not None and first > max_seconds:
-                    reason = f"a training step took {first:.1f} s > max_seconds={max_seconds}"
-                    stopped[name] = f"V={vocab_size}: {reason}"
-                    rows.append({**row, "skipped": reason})
-                    continue
-                row.update(_measure(head, loss, hidden, target, queries, device,
-                                    repeats=repeats, warmup=max(warmup - 1, 0),
-                                    precision=precision))
-            except (RuntimeError, MemoryError) as err:
-                if not is_out_of_memory(err):
-                    raise
-                stopped[name] = f"V={vocab_size} ran out of memory"
-                rows.append({**row, "skipped": out_of_memory_note(err)})
-                continue
-            finally:
-                head = loss = None
-                hidden.grad = None
-                free_memory(device)
-            measured[name] = row
+            row = _measure_head(row, inputs, device, stopped, seed=seed, compile=compile,
+                                max_seconds=max_seconds, repeats=repeats, warmup=warmup)
+            if "skipped" not in row:
+                measured[name] = row
             rows.append(row)
-        base = measured.get("softmax")
-        for row in measured.values():
-            row["train_speedup"] = base["train_step_s"] / row["train_step_s"] if base else None
-            row["decode_speedup"] = (base["decode_token_s"] / row["decode_token_s"]
-                                     if base else None)
+        _add_speedups(measured)
     return {"format": BENCH_FORMAT, "mode": "sweep", "environment": environment(device),
             "settings": {"vocab_sizes": sizes, "d": d, "dim": dim, "tokens": tokens,
                          "decode_positions": decode_positions,
@@ -180,3 +149,59 @@ def vocab_sweep(vocab_sizes: Sequence[int] = SWEEP_SIZES, *, d: int = 1024, dim:
                          "precision": precision, "max_seconds": max_seconds,
                          "baseline": "softmax", "compile": compile},
             "rows": rows}
+
+
+def _sweep_inputs(vocab_size: int, tokens: int, d: int, decode_positions: int, seed: int,
+                  device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """The features (with a gradient), targets and decoding queries of one vocabulary size,
+    drawn from a generator seeded with ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(tokens, d, generator=gen).to(device).requires_grad_(True)
+    target = torch.randint(0, vocab_size, (tokens,), generator=gen).to(device)
+    queries = torch.randn(decode_positions, d, generator=gen).to(device)
+    return hidden, target, queries
+
+
+def _measure_head(row: dict, inputs: tuple[Tensor, Tensor, Tensor], device: torch.device,
+                  stopped: dict[str, str], *, seed: int, compile: bool,
+                  max_seconds: float | None, repeats: int, warmup: int) -> dict:
+    """``row`` (one head at one size) with its measurements, or a copy marked ``skipped``
+    when its first training step is too slow or it runs out of memory; then the head's
+    name goes into ``stopped`` (its larger sizes are skipped too)."""
+    name, kind, vocab_size = row["name"], row["kind"], row["vocab_size"]
+    precision = row["precision"]
+    hidden, target, queries = inputs
+    log.info("bench sweep: %s at V=%s, d=%d, %d positions", name, f"{vocab_size:,}",
+             row["d"], row["tokens"])
+    try:
+        torch.manual_seed(seed)
+        head = build_head(kind, vocab_size=vocab_size, d_hidden=row["d"],
+                          **with_random_table(kind, vocab_size, row["options"])).to(device)
+        loss = torch.compile(head.loss) if compile else head.loss
+        first = time_once(partial(_train_once, loss, hidden, target, precision), device)
+        if max_seconds is not None and first > max_seconds:
+            reason = f"a training step took {first:.1f} s > max_seconds={max_seconds}"
+            stopped[name] = f"V={vocab_size}: {reason}"
+            return {**row, "skipped": reason}
+        row.update(_measure(head, loss, hidden, target, queries, device, repeats=repeats,
+                            warmup=max(warmup - 1, 0), precision=precision))
+    except (RuntimeError, MemoryError) as err:
+        if not is_out_of_memory(err):
+            raise
+        stopped[name] = f"V={vocab_size} ran out of memory"
+        return {**row, "skipped": out_of_memory_note(err)}
+    finally:
+        head = loss = None
+        hidden.grad = None
+        free_memory(device)
+    return row
+
+
+def _add_speedups(measured: dict[str, dict]) -> None:
+    """Each measured row's ``train_speedup`` and ``decode_speedup``: the softmax's time over
+    its own (None without a measured softmax)."""
+    base = measured.get("softmax")
+    for row in measured.values():
+        row["train_speedup"] = base["train_step_s"] / row["train_step_s"] if base else None
+        row["decode_speedup"] = (base["decode_token_s"] / row["decode_token_s"]
+                                 if base else None)

@@ -1,5 +1,6 @@
-"""Result files: one schema for every trained row (:mod:`~.files`), what the chapters and
-the report read from them, and how they are shown."""
+"""Result files: one schema for every trained row (:mod:`~.schema`, written and read by
+:mod:`~.files`), what the chapters and the report read from them, and how they are
+shown."""
 
 from .files import (
     ANALYSES,

@@ -1,5 +1,5 @@
 """What a result file carries for the chapters beyond the metrics: the ``analyses``
-block (:data:`~drillbook.experiments.results.files.ANALYSES`), computed from a trained run
+block (:data:`~drillbook.experiments.results.schema.ANALYSES`), computed from a trained run
 by its task's function (:data:`TASK_ANALYSES`, :func:`result_analyses`). They live with the
 result files, above the trainers: the trainers train, and what a result file shows of a
 trained model is read here with :mod:`drillbook.analysis`."""

@@ -5,7 +5,9 @@ reports (``drillbook report``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...errors import ResultFileError
 from ...train.tasks import Task
@@ -122,92 +124,143 @@ def _tables(folder: str | Path, heading: str, skip: list[str] = ()) -> list[str]
     return lines
 
 
-def _table_lines(name: str, docs: list[dict], heading: str, *, folder=None,
-                 runs: dict[str, list[dict]] | None = None, title: bool = True) -> list[str]:
-    """The Markdown table of one table's result files ``docs`` (a ``window`` column where
-    they name one), then its spread across seeds: of the seed folders under ``folder``,
-    or of ``runs`` (row -> its seeds' documents)."""
-    lines: list[str] = []
-    table = table_of(name)
-    check_same_code(name, docs)  # one arithmetic trained the rows, or the book names it
-    rows = sorted(docs, key=lambda d: (table.order(d["row"]), d["row"]))
-    spec = {d["row"]: table.row(d["row"]) for d in rows}
-    paper = {row: r.paper_values("main") if r else {} for row, r in spec.items()}
-    tuned = {row: r.paper_values("finetuned") if r else {} for row, r in spec.items()}
-    dyn = {row: r.paper_values("dynamic") if r else {} for row, r in spec.items()}
-    has_dyn = any(dyn.values()) or any("dynamic" in d for d in rows)
-    task = result_task(rows[0])  # a table's rows are of one task
-    valid, test = f"val_{task.metric_key}", f"test_{task.metric_key}"
-    seconds = {d["row"]: d["metrics"].get("seconds_per_epoch") for d in rows}
-    has_ft = any(r and r.finetunes for r in spec.values()) or any(
-        "finetuned" in d for d in rows)
-    speeds, ranks = table.columns_beside("speed"), table.columns_beside("rank")
-    ranked = table.rank or bool(ranks) or any("rank_tol_1" in d["metrics"] for d in rows)
-    header = ["row", "config", "budget (min)", "status", "epochs", "valid", "test",
-              "paper valid", "paper test"]
-    if has_ft:
-        header += ["ft status", "ft epochs", "ft valid", "ft test", "paper ft valid",
-                   "paper ft test"]
-    if has_dyn:
-        header += ["dyn valid", "dyn test", "paper dyn valid", "paper dyn test"]
-    header += ["s/epoch", "x baseline"]
-    header += [c.header for c in speeds]
-    if ranked:
-        header += ["rank (tol 1)", "rank (numpy tol)", "positions",
-                   *[c.header for c in ranks]]
-    intro = (f"Metric: {task.metric}. `paper valid`/`paper test`: the paper's number for "
-             "the main run (before fine-tuning), a dash where the paper gives none.")
-    signatures = sorted({d["bleu_signature"] for d in rows if "bleu_signature" in d})
-    if signatures:
-        intro += (" `valid`: BLEU of the tokenised text (it selects the checkpoint); "
-                  "`test`: sacreBLEU of the detokenised translations against the raw "
-                  "references, signature " + ", ".join(f"`{s}`" for s in signatures)
-                  + ".")
-    if has_ft:
-        intro += (" `ft`: after AWD-LSTM's fine-tuning stage, our run next to the "
-                  "paper's (the papers' headline numbers are after it).")
-    if has_dyn:
-        intro += (" `dyn`: the fine-tuned run with dynamic evaluation (Krause et al., "
-                  "2018; learning rate and lambda searched on the validation split).")
-    intro += (" The speed ratio divides by the `tied` (or `<corpus>-awd-lstm`) row of "
-              "the same table. Seconds per epoch are each row's own wall-clock time: "
-              "rows run at different times on a shared machine are not a speed "
-              "comparison (`drillbook bench` measures ratios in one process).")
-    windowed = any("window" in d for d in rows)
-    if windowed:
-        header.append("window")
-    lines += [*([f"{heading} {name}", ""] if title else []), intro, "",
-              "| " + " | ".join([*header, "device"]) + " |",
-              "|" + "---|" * (len(header) + 1)]
-    for d in rows:
-        m, p, t = d["metrics"], paper[d["row"]], tuned[d["row"]]
-        base = seconds.get(table.baseline_of(d["row"]))
+@dataclass(kw_only=True)
+class _Columns:
+    """What one table's rows show: the paper's numbers per row (main, fine-tuned, dynamic),
+    which optional column groups appear (fine-tuning, dynamic evaluation, ranks, windows),
+    and the metric's keys."""
+
+    table: Any
+    task: Task
+    paper: dict[str, dict]
+    tuned: dict[str, dict]
+    has_ft: bool = False
+    dyn: dict[str, dict]
+    has_dyn: bool = False
+    seconds: dict[str, Any]
+    speeds: list
+    ranks: list
+    ranked: bool = False
+    windowed: bool = False
+
+    @property
+    def valid(self) -> str:
+        """The validation metric's key in a document's ``metrics``."""
+        return f"val_{self.task.metric_key}"
+
+    @property
+    def test(self) -> str:
+        """The test metric's key in a document's ``metrics``."""
+        return f"test_{self.task.metric_key}"
+
+    @classmethod
+    def of(cls, table, rows: list[dict]) -> _Columns:
+        """The columns of ``table``'s result documents ``rows``."""
+        spec = {d["row"]: table.row(d["row"]) for d in rows}
+        dyn = {row: r.paper_values("dynamic") if r else {} for row, r in spec.items()}
+        ranks = table.columns_beside("rank")
+        return cls(
+            table=table, task=result_task(rows[0]),  # a table's rows are of one task
+            paper={row: r.paper_values("main") if r else {} for row, r in spec.items()},
+            tuned={row: r.paper_values("finetuned") if r else {} for row, r in spec.items()},
+            dyn=dyn, seconds={d["row"]: d["metrics"].get("seconds_per_epoch") for d in rows},
+            speeds=table.columns_beside("speed"), ranks=ranks,
+            has_ft=any(r and r.finetunes for r in spec.values()) or any(
+                "finetuned" in d for d in rows),
+            has_dyn=any(dyn.values()) or any("dynamic" in d for d in rows),
+            ranked=table.rank or bool(ranks) or any("rank_tol_1" in d["metrics"]
+                                                    for d in rows),
+            windowed=any("window" in d for d in rows))
+
+    def header(self) -> list[str]:
+        """The column headings (but the last, ``device``)."""
+        header = ["row", "config", "budget (min)", "status", "epochs", "valid", "test",
+                  "paper valid", "paper test"]
+        if self.has_ft:
+            header += ["ft status", "ft epochs", "ft valid", "ft test", "paper ft valid",
+                       "paper ft test"]
+        if self.has_dyn:
+            header += ["dyn valid", "dyn test", "paper dyn valid", "paper dyn test"]
+        header += ["s/epoch", "x baseline"]
+        header += [c.header for c in self.speeds]
+        if self.ranked:
+            header += ["rank (tol 1)", "rank (numpy tol)", "positions",
+                       *[c.header for c in self.ranks]]
+        if self.windowed:
+            header.append("window")
+        return header
+
+    def intro(self, rows: list[dict]) -> str:
+        """The paragraph above the table: the metric and what the columns mean."""
+        intro = (f"Metric: {self.task.metric}. `paper valid`/`paper test`: the paper's "
+                 "number for the main run (before fine-tuning), a dash where the paper "
+                 "gives none.")
+        signatures = sorted({d["bleu_signature"] for d in rows if "bleu_signature" in d})
+        if signatures:
+            intro += (" `valid`: BLEU of the tokenised text (it selects the checkpoint); "
+                      "`test`: sacreBLEU of the detokenised translations against the raw "
+                      "references, signature " + ", ".join(f"`{s}`" for s in signatures)
+                      + ".")
+        if self.has_ft:
+            intro += (" `ft`: after AWD-LSTM's fine-tuning stage, our run next to the "
+                      "paper's (the papers' headline numbers are after it).")
+        if self.has_dyn:
+            intro += (" `dyn`: the fine-tuned run with dynamic evaluation (Krause et al., "
+                      "2018; learning rate and lambda searched on the validation split).")
+        intro += (" The speed ratio divides by the `tied` (or `<corpus>-awd-lstm`) row of "
+                  "the same table. Seconds per epoch are each row's own wall-clock time: "
+                  "rows run at different times on a shared machine are not a speed "
+                  "comparison (`drillbook bench` measures ratios in one process).")
+        return intro
+
+    def cells(self, d: dict) -> list[str]:
+        """The cells of one result document's row (but the last, its device)."""
+        valid, test = self.valid, self.test
+        m, p, t = d["metrics"], self.paper[d["row"]], self.tuned[d["row"]]
+        base = self.seconds.get(self.table.baseline_of(d["row"]))
         own = m.get("seconds_per_epoch")
         cells = [d["row"], f"`{d['config_name']}`", fmt(d["budget_minutes"], 1),
                  d["status"], str(d["epochs_done"]), fmt(m.get(valid)),
                  fmt(m.get(test)), fmt(p.get(valid)), fmt(p.get(test))]
-        if has_ft:
+        if self.has_ft:
             ft = d.get("finetuned") or {}
             fm = ft.get("metrics", {})
             cells += [fmt(ft.get("status")), fmt(ft.get("epochs_done")),
                       fmt(fm.get(valid)), fmt(fm.get(test)), fmt(t.get(valid)),
                       fmt(t.get(test))]
-        if has_dyn:
-            dm, dp = (d.get("dynamic") or {}).get("metrics", {}), dyn[d["row"]]
+        if self.has_dyn:
+            dm, dp = (d.get("dynamic") or {}).get("metrics", {}), self.dyn[d["row"]]
             cells += [fmt(dm.get(valid)), fmt(dm.get(test)), fmt(dp.get(valid)),
                       fmt(dp.get(test))]
         cells += [fmt(own, 1), fmt(own / base if own and base else None)]
-        cells += [fmt(p.get(c.metric), c.digits) for c in speeds]
-        if ranked:
+        cells += [fmt(p.get(c.metric), c.digits) for c in self.speeds]
+        if self.ranked:
             cells += [fmt(m.get("rank_tol_1")), fmt(m.get("rank_numpy_tol")),
                       fmt(m.get("rank_positions")),
-                      *[fmt(p.get(c.metric), c.digits) for c in ranks]]
-        if windowed:
+                      *[fmt(p.get(c.metric), c.digits) for c in self.ranks]]
+        if self.windowed:
             cells.append(d.get("window", "-"))
-        lines.append("| " + " | ".join([*cells, d["device"]]) + " |")
+        return cells
+
+
+def _table_lines(name: str, docs: list[dict], heading: str, *, folder=None,
+                 runs: dict[str, list[dict]] | None = None, title: bool = True) -> list[str]:
+    """The Markdown table of one table's result files ``docs`` (a ``window`` column where
+    they name one), then its spread across seeds: of the seed folders under ``folder``,
+    or of ``runs`` (row -> its seeds' documents)."""
+    table = table_of(name)
+    check_same_code(name, docs)  # one arithmetic trained the rows, or the book names it
+    rows = sorted(docs, key=lambda d: (table.order(d["row"]), d["row"]))
+    columns = _Columns.of(table, rows)
+    header = columns.header()
+    lines = [*([f"{heading} {name}", ""] if title else []), columns.intro(rows), "",
+             "| " + " | ".join([*header, "device"]) + " |",
+             "|" + "---|" * (len(header) + 1)]
+    for d in rows:
+        lines.append("| " + " | ".join([*columns.cells(d), d["device"]]) + " |")
     lines.append("")
     runs = runs if runs is not None else seed_runs(folder, name)
-    lines += _seeds_section(runs, name, task, heading + "#")
+    lines += _seeds_section(runs, name, columns.task, heading + "#")
     return lines
 
 
