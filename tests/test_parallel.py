@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -89,6 +90,41 @@ def test_a_workers_budget_counts_from_its_process_start():
     # the worker's training budget includes its start-up (torch's import, the corpus):
     # the instant it counts from is this process's start, before this module was imported
     assert process_started() <= IMPORTED <= time.monotonic()
+
+
+def _processes_naming(text: str) -> list[str]:
+    """The command lines of this machine's processes that contain ``text``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        if text in line:
+            found.append(line)
+    return found
+
+
+@needs_data
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the processes from /proc")
+def test_a_reproduce_stopped_by_sigterm_leaves_no_worker_behind(tmp_path):
+    # each worker runs in a session of its own, which a signal to the command does not
+    # reach: the command stops them before it ends, as a shell's kill or a queue sends it
+    command = subprocess.Popen(
+        [sys.executable, "-m", "drillbook.cli", "reproduce", "tutorial", "--rows", "tied",
+         "--parallel", "1", "--devices", "cpu", "--deadline-minutes", "2", "--set", *TINY,
+         "--out", str(tmp_path / "results"), "--runs", str(tmp_path / "runs")],
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        for line in command.stderr:
+            if "epoch 1/1000" in line:  # its worker is training
+                break
+        assert len(_processes_naming(str(tmp_path / "runs"))) == 2  # the command, its worker
+        command.send_signal(signal.SIGTERM)
+        assert command.wait(timeout=60) == 130  # interrupted
+    finally:
+        command.kill()
+    assert _processes_naming(str(tmp_path / "runs")) == []
 
 
 def _worker(*argv: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -29,10 +29,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,18 +204,22 @@ class _TableQueue:
     def run(self, out: Path, runs: Path, **options: Any) -> list[Path]:
         """Start, watch and stop the jobs until none is left; the result files."""
         self.out, self.runs, self.options = out, runs, options
-        while self.queue or self.running:
-            self._fill()
-            if not self.queue and not self.running:
-                break
-            if time.monotonic() >= self.deadline:
-                _stop(self.running)
-            for worker in [w for w in self.running if w.handle.poll() is not None]:
-                self.running.remove(worker)
-                _settle(worker, self.source, out, runs, self.docs)
-            if self.queue and time.monotonic() >= self.deadline:
-                self._close()
-            time.sleep(0.2)
+        with _interrupted_by_sigterm():
+            try:
+                while self.queue or self.running:
+                    self._fill()
+                    if not self.queue and not self.running:
+                        break
+                    if time.monotonic() >= self.deadline:
+                        _stop(self.running)
+                    for worker in [w for w in self.running if w.handle.poll() is not None]:
+                        self.running.remove(worker)
+                        _settle(worker, self.source, out, runs, self.docs)
+                    if self.queue and time.monotonic() >= self.deadline:
+                        self._close()
+                    time.sleep(0.2)
+            finally:  # interrupted (Ctrl-C, SIGTERM) or failed: no worker outlives the call
+                _stop([w for w in self.running if w.handle.poll() is None])
         for index, doc in self.docs.items():
             write_result(self.jobs[index - 1].result_path(out), doc)
         ran = [job for job in self.jobs
@@ -315,6 +321,26 @@ def say_summary(ran: Sequence[Job], out: Path, seconds: float,
               f"time left and wait for the next window"
               + (f": {', '.join(job.name for job in waiting)}" if waiting else ""),
               file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _interrupted_by_sigterm() -> Iterator[None]:
+    """SIGTERM raises :class:`KeyboardInterrupt` here, as Ctrl-C does, so the queue stops
+    its workers (each in a session of its own, which the signal does not reach) before
+    the call ends; the previous handler is restored after. Only in the main thread,
+    where signal handlers live."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt(f"{signal.Signals(signum).name}: the workers are stopped")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stop(running: list[Running]) -> None:
