@@ -135,11 +135,11 @@ class GraphedStep(OptimizerStep):
     """The training step of :class:`~drillbook.train.step.OptimizerStep`, graph-ready,
     captured per batch shape (a language model's window length) on CUDA.
 
-    The body is the same function (:meth:`~drillbook.train.step.OptimizerStep._body`),
+    The body is the same function (``OptimizerStep._body``),
     with what a graph cannot hold swapped out: ``p.grad`` zeroed in place (never set to
     None); autocast without its cache of cast weights; the optimiser's
     :meth:`~drillbook.train.optimizers.GraphSGD.update` at the rate written just before
-    it (``lr x lr_scale(batch)``, :meth:`_begin`); after the update, what the task
+    it (``lr x lr_scale(batch)``, ``_begin``); after the update, what the task
     carries from step to step (its ``carried_state``, a language model's recurrent
     state) copied into a pinned copy, and the loss, the reported loss and whether every
     weight is finite written to a pinned vector, a copy of which is queued for the

@@ -261,8 +261,8 @@ class TrainingLoop(TaskHooks):
                  device: str | torch.device | None = None, resume: bool = False,
                  progress: bool | None = None, graphs: bool = False) -> None:
         self.check_config(config)
-        #: whether the step is the graph-ready one (refused here, before anything is
-        #: written, where it does not apply)
+        # whether the step is the graph-ready one (refused here, before anything is
+        # written, where it does not apply)
         self.graphs = graphs and takes_graphs(type(self), config, device, True)
         self.config, self.run_dir, self.progress = config, Path(run_dir), progress
         self.label = ""

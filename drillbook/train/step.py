@@ -196,11 +196,11 @@ class OptimizerStep:
     precision with TF32 products (``train.amp=tf32``) the whole step, backward pass
     included, runs with them (:meth:`~drillbook.precision.Precision.matmul`).
 
-    A call is three parts: :meth:`_begin` (outside any graph: the batch's tokens, the
-    reducer), :meth:`_run` (here :meth:`_body`, the step itself) and :meth:`_end` (the
-    step's numbers handed to the loop). :meth:`_body` is the one step body: the
+    A call is three parts: ``_begin`` (outside any graph: the batch's tokens, the
+    reducer), ``_run`` (here ``_body``, the step itself) and ``_end`` (the
+    step's numbers handed to the loop). ``_body`` is the one step body: the
     graph-ready step (:class:`~drillbook.train.graphs.GraphedStep`) is this class with
-    :meth:`_run` capturing and replaying it, and the few operations a graph cannot hold
+    ``_run`` capturing and replaying it, and the few operations a graph cannot hold
     (a gradient set to None, the learning rate as a Python number, the numbers read
     from the reducer) swapped for ones it can.
 
@@ -255,7 +255,7 @@ class OptimizerStep:
         self.tokens, self._scale = self.reducer.begin(step, self._local_tokens)
 
     def _run(self, batch: Any) -> None:
-        """Run the step: here, :meth:`_body` eagerly."""
+        """Run the step: here, ``_body`` eagerly."""
         self._body(batch)
 
     def _end(self) -> Tensor | float:

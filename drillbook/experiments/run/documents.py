@@ -84,7 +84,7 @@ CURVE_KEYS = ("epoch", "step", "train_loss", "train_ppl", "val_loss", "val_ppl",
 
 
 def curve_of(log: list[dict]) -> list[dict]:
-    """A result file's learning curve: :data:`CURVE_KEYS` of each log record."""
+    """A result file's learning curve: ``CURVE_KEYS`` of each log record."""
     return [{k: r[k] for k in CURVE_KEYS if k in r and r[k] is not None} for r in log]
 
 

@@ -86,7 +86,7 @@ class Interleaved:
         self.wave.append((job, spec, handle))
         return handle
 
-    def drop(self, handle: _InWave) -> None:
+    def drop(self, handle: Handle) -> None:
         """Leave a job out of the wave (stopped before it trained)."""
         self.wave = [item for item in self.wave if item[2] is not handle]
 

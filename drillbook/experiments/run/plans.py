@@ -98,8 +98,8 @@ class Sharing:
 
     @property
     def name(self) -> str:
-        """``processes``, ``graphs-assumed``: the way's :attr:`~drillbook.train.ways.Way.
-        sharing` name (``--sharing``)."""
+        """``processes``, ``graphs-assumed``: the way's sharing name
+        (:attr:`drillbook.train.ways.Way.sharing`, ``--sharing``)."""
         return str(self.way.sharing)
 
     def ratio(self, n: int) -> float:

@@ -75,8 +75,9 @@ def reproduce(table: str, *, rows: list[str] | None = None,
             failure: that is raised either way (a scheduler's worker stopped at the
             deadline then gets its ``deadline`` file from the scheduler).
         label: what the console lines start with (default ``row i/n NAME``).
-        execution: how the row was run, recorded in its result file (:func:`execution`;
-            default: a process of its own, alone on its device).
+        execution: how the row was run, recorded in its result file
+            (:func:`~drillbook.experiments.run.documents.execution`; default: a process of
+            its own, alone on its device).
         budget_since: the :func:`time.monotonic` instant the first row's
             ``budget_minutes`` count from (default: when its training opens). A worker
             passes its process's start, so that its start-up and corpus loading come out

@@ -30,7 +30,7 @@ from typing import Any
 
 from ...errors import ConfigError, DrillbookError, TrainingInterrupted
 
-__all__ = ["JobSpec", "Worker", "main", "run_job"]
+__all__ = ["JobSpec", "Worker", "main", "process_started", "run_job"]
 
 #: the worker's exit statuses: a bad spec (one line on stderr), a job asked to stop
 EXIT_BAD_SPEC, EXIT_INTERRUPTED = 2, 130
