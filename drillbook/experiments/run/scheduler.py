@@ -206,18 +206,7 @@ class _TableQueue:
         self.out, self.runs, self.options = out, runs, options
         with _interrupted_by_sigterm():
             try:
-                while self.queue or self.running:
-                    self._fill()
-                    if not self.queue and not self.running:
-                        break
-                    if time.monotonic() >= self.deadline:
-                        _stop(self.running)
-                    for worker in [w for w in self.running if w.handle.poll() is not None]:
-                        self.running.remove(worker)
-                        _settle(worker, self.source, out, runs, self.docs)
-                    if self.queue and time.monotonic() >= self.deadline:
-                        self._close()
-                    time.sleep(0.2)
+                self._watch(out, runs)
             finally:  # interrupted (Ctrl-C, SIGTERM) or failed: no worker outlives the call
                 _stop([w for w in self.running if w.handle.poll() is None])
         for index, doc in self.docs.items():
@@ -226,6 +215,21 @@ class _TableQueue:
                if (job.row.name, job.seed) not in self.skip and job not in self.waiting]
         say_summary(ran, out, time.monotonic() - self.start, self.skip, self.waiting)
         return [job.result_path(out) for job in ran]
+
+    def _watch(self, out: Path, runs: Path) -> None:
+        """Start jobs as places free up, settle those that end, stop them at the deadline."""
+        while self.queue or self.running:
+            self._fill()
+            if not self.queue and not self.running:
+                break
+            if time.monotonic() >= self.deadline:
+                _stop(self.running)
+            for worker in [w for w in self.running if w.handle.poll() is not None]:
+                self.running.remove(worker)
+                _settle(worker, self.source, out, runs, self.docs)
+            if self.queue and time.monotonic() >= self.deadline:
+                self._close()
+            time.sleep(0.2)
 
     def _fill(self) -> None:
         """Start jobs while a place is free and the deadline is ahead."""
