@@ -108,11 +108,12 @@ package: $(STAMP)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-compile $(DIST)/*.whl
 	cd $(WHEEL_VENV) && bin/python $(abspath tools/smoke_test.py)
 
+# --durations: the run's log names its slowest tests and chapters (where CI's time goes)
 test: $(STAMP)
 	$(MAKE) lint
 	$(MAKE) package
 	$(MAKE) book-check
-	DRILLBOOK_CHECK_FIGURES=1 $(PYTEST) tests notebooks $(NBVAL)
+	DRILLBOOK_CHECK_FIGURES=1 $(PYTEST) tests notebooks $(NBVAL) --durations=40
 
 # constraints.txt's pins, from this venv: after changing the extras (its comments kept)
 lock: $(STAMP)
