@@ -23,6 +23,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export DRILLBOOK_PROFILE ?= auto
 
 .PHONY: help venv book book-check test lint unit notebooks package sync lock clean evidence \
+        durations \
         rehearse-evidence
 
 help:
@@ -33,6 +34,7 @@ help:
 	@echo "make sync    regenerate notebooks/*.ipynb from the .py:percent sources"
 	@echo "             (NB=notebooks/02_tied_joint_drill.py for just one)"
 	@echo "make clean   remove _build (keeps .venv)"
+	@echo "make durations  the whole suite, writing each file's seconds to tests/durations.json"
 	@echo "make evidence MINUTES=9 OUT=evidence AUTHORS=../awd-lstm-lm MOS=../mos"
 	@echo "             a GPU window: concurrency, the steps against the authors', the plans"
 	@echo "             to their plateau, the paper-size rows, the chapters, all within"
@@ -78,8 +80,10 @@ lint: $(STAMP)
 # the two apart).
 TEST_JOBS     ?= logical
 CHECK_THREADS := 1
+# --no-loadscope-reorder: the files go out in the order tests/conftest.py gives them, the
+# longest (tests/durations.json) first, so that both workers finish together.
 PYTEST := OMP_NUM_THREADS=$(CHECK_THREADS) MKL_NUM_THREADS=$(CHECK_THREADS) \
-          $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
+          $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder
 NBVAL  := --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 unit: $(STAMP)
@@ -114,6 +118,11 @@ test: $(STAMP)
 	$(MAKE) package
 	$(MAKE) book-check
 	DRILLBOOK_CHECK_FIGURES=1 $(PYTEST) tests notebooks $(NBVAL) --durations=40
+
+# tests/durations.json: the seconds of each test file and chapter in a run of the whole
+# suite, which orders the files of the next runs
+durations: $(STAMP)
+	DRILLBOOK_RECORD_DURATIONS=1 DRILLBOOK_CHECK_FIGURES=1 $(PYTEST) tests notebooks $(NBVAL)
 
 # constraints.txt's pins, from this venv: after changing the extras (its comments kept)
 lock: $(STAMP)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import statistics
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -71,10 +74,65 @@ def nothing_outlives_the_tests():
 
 def pytest_collection_modifyitems(items):
     """Mark every test that is skipped without CUDA as ``cuda``, so that a GPU machine runs
-    just those (``pytest -m cuda``, what ``make evidence`` does first)."""
+    just those (``pytest -m cuda``, what ``make evidence`` does first), and put the files
+    that took longest first (:func:`longest_files_first`)."""
     for item in items:
         if any("CUDA" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
             item.add_marker(pytest.mark.cuda)
+    longest_files_first(items, file_seconds())
+
+
+#: seconds each test file and chapter took in a measured run of the whole suite (`make
+#: durations` writes it); it orders the files, nothing else
+DURATIONS = Path(__file__).with_name("durations.json")
+#: set (to anything) to write :data:`DURATIONS` at the end of the run
+RECORD_DURATIONS = "DRILLBOOK_RECORD_DURATIONS"
+
+
+def file_seconds() -> dict[str, float]:
+    """The seconds per file of :data:`DURATIONS` (``{}`` when it is missing or unreadable)."""
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text())["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def longest_files_first(items: list, seconds: dict[str, float]) -> None:
+    """Sort ``items`` (in place) by their file's measured seconds, longest first, each
+    file's own items in their order; a file not measured counts as the median one.
+
+    ``make test`` hands whole files to its workers (``--dist loadfile``) in this order
+    (``--no-loadscope-reorder``): the long files start first and the short ones fill the
+    end, so that the workers finish together instead of one running a long file alone.
+    """
+    if not seconds:
+        return
+    unknown = statistics.median(seconds.values())
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::")[0], i)
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], unknown),
+                                 first[item.nodeid.split("::")[0]]))
+
+
+_spent: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report):
+    """Add up each file's seconds (setup, call and teardown; under xdist the controller
+    receives every worker's reports)."""
+    _spent[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_sessionfinish(session):
+    """Write :data:`DURATIONS` when :data:`RECORD_DURATIONS` is set (from the one process
+    that saw every report: the controller under xdist)."""
+    if os.environ.get(RECORD_DURATIONS) and not hasattr(session.config, "workerinput"):
+        files = dict(sorted(((k, round(v, 1)) for k, v in _spent.items()),
+                            key=lambda kv: -kv[1]))
+        DURATIONS.write_text(json.dumps(
+            {"about": "seconds per file in one run of the whole suite (make durations); "
+                      "orders the files, longest first", "files": files}, indent=1) + "\n")
 
 
 @pytest.fixture
