@@ -208,6 +208,17 @@ def _interrupt_at(trainer, monkeypatch, step: int, times: int) -> None:
     monkeypatch.setattr(trainer, "train_step", step_and_interrupt)
 
 
+@pytest.fixture
+def ctrl_c():
+    """SIGINT as Python sets it up in a terminal (Ctrl-C raises KeyboardInterrupt), whatever
+    this test process inherited: started in the background by a shell, it ignores
+    SIGINT."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
+
+
+@pytest.mark.usefixtures("ctrl_c")
 def test_one_interrupt_stops_after_the_step_and_saves_it(tmp_path, monkeypatch):
     trainer = make(tmp_path / "run", tiny_config(epochs=1_000_000))
     _interrupt_at(trainer, monkeypatch, step=2, times=1)
@@ -217,6 +228,7 @@ def test_one_interrupt_stops_after_the_step_and_saves_it(tmp_path, monkeypatch):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_a_second_interrupt_stops_at_once(tmp_path, monkeypatch):
     trainer = make(tmp_path / "run", tiny_config(epochs=1_000_000))
     _interrupt_at(trainer, monkeypatch, step=2, times=2)
