@@ -13,12 +13,14 @@ from drillbook.analysis import head_flops
 from drillbook.heads import HEADS, Features, build_head
 
 V, D, T, B = 97, 12, 5, 3
-CASES = [("softmax", {}), ("tied", {}), ("sigsoftmax", {}), ("bilinear", {}),
+CASES = [("softmax", {}), ("softmax", {"context_map": True}), ("tied", {}), ("sigsoftmax", {}),
+         ("bilinear", {}),
          ("dual", {"d_joint": 7}), ("drill", {"depth": 3}), ("mos", {"n_experts": 4}),
          ("mos", {"n_experts": 4, "mix": "logits"}),
          ("doc", {"vectors_per_layer": [1, 2, 3], "layer_sizes": [D, 9, D]}),
          ("vmf", {"dim": 10})]
-IDS = [kind + ("-" + o["mix"] if "mix" in o else "") for kind, o in CASES]
+IDS = [kind + ("-" + o["mix"] if "mix" in o else "") + ("-mapped" if "context_map" in o else "")
+       for kind, o in CASES]
 
 
 def _head_and_inputs(kind: str, options: dict):

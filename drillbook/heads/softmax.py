@@ -31,46 +31,70 @@ class SoftmaxHead(SoftmaxFamilyHead):
     (``bias``, shape ``(V,)``) owned by the head, so the dedicated parameter count
     is ``C_base = V (d_h + 1)``.
 
+    With ``context_map``, one more trained ``d_h x d_h`` matrix ``M`` (``context_map``,
+    ``M ~ U(-0.1, 0.1)`` as the bilinear head's ``W``) maps the context first:
+
+    .. math::  p(y_t \\mid y_{1}^{t-1}) \\propto \\exp(W^\\top M h_t + b)
+
+    The same functions as without it (``W^T M`` is one ``V x d_h`` matrix), written as a
+    product of two trained matrices: the untied counterpart of the bilinear head's
+    ``E W h``, which shows what the second matrix alone does to training (the translation
+    chapter's early updates). ``C = V (d_h + 1) + d_h^2``.
+
     Args:
         vocab_size: ``V``.
         d_hidden: ``d_h``.
         bias: learn the per-word bias ``b`` (default ``True``).
+        context_map: map the context with a trained ``M`` first (default ``False``).
 
     Shapes:
         hidden ``(..., d_h)`` -> logits ``(..., V)``.
     """
 
     kind = "softmax"
-    options: ClassVar[dict] = {"bias": BOOLEAN}
+    options: ClassVar[dict] = {"bias": BOOLEAN, "context_map": BOOLEAN}
     color = "#666666"  # grey: the untied baseline
 
     @classmethod
     def _flops(cls, size: FlopSize, options: dict) -> HeadFlops:
-        return size.scores(size.d_hidden)  # W is (V, d_h)
+        if options.get("context_map"):  # M h, then W is (V, d_h)
+            return size.scores(size.d_hidden, context=2 * size.tokens * size.d_hidden ** 2)
+        return size.scores(size.d_hidden)
 
-    def __init__(self, vocab_size: int, d_hidden: int, *, bias: bool = True) -> None:
+    def __init__(self, vocab_size: int, d_hidden: int, *, bias: bool = True,
+                 context_map: bool = False) -> None:
         super().__init__(vocab_size, d_hidden)
         bias = self.check_option("bias", bias)
         self.weight = nn.Parameter(torch.empty(vocab_size, d_hidden))
         self.bias = nn.Parameter(torch.empty(vocab_size)) if bias else None
+        self.context_map = (nn.Parameter(torch.empty(d_hidden, d_hidden))
+                            if self.check_option("context_map", context_map) else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """AWD-LSTM's decoder init: ``W ~ U(-0.1, 0.1)``, ``b = 0``."""
+        """AWD-LSTM's decoder init: ``W ~ U(-0.1, 0.1)``, ``b = 0``; then
+        ``M ~ U(-0.1, 0.1)`` where there is one."""
         nn.init.uniform_(self.weight, -0.1, 0.1)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
+        if self.context_map is not None:
+            nn.init.uniform_(self.context_map, -0.1, 0.1)
+
+    def _context(self, features: Tensor | Features) -> Tensor:
+        """``h``, or ``M h`` with the context map: ``(..., d_h)``."""
+        hidden = self._hidden(features)
+        return hidden if self.context_map is None else F.linear(hidden, self.context_map)
 
     def _logits(self, features: Tensor | Features) -> Tensor:
-        return F.linear(self._hidden(features), self.weight, self.bias)
+        return F.linear(self._context(features), self.weight, self.bias)
 
     def score_factors(self, features: Tensor | Features) -> ScoreFactors:
-        """``h``, ``W``, ``b``."""
-        return ScoreFactors(self._hidden(features), self.weight, self.bias)
+        """``h`` (or ``M h``), ``W``, ``b``."""
+        return ScoreFactors(self._context(features), self.weight, self.bias)
 
     def logits_subset(self, features: Tensor | Features, ids: Tensor) -> Tensor:
         bias = None if self.bias is None else self.bias[ids]
-        return F.linear(self._hidden(features), self.weight[ids], bias)
+        return F.linear(self._context(features), self.weight[ids], bias)
 
     def output_embeddings(self) -> Tensor:
         return self.weight
