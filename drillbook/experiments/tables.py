@@ -462,6 +462,22 @@ def _laptop_nmt(names: Sequence[str]) -> list[Row]:
     return [Row(n, rows[n].config, (*rows[n].overrides, *LAPTOP_NMT_SIZE)) for n in names]
 
 
+def _first_updates_nmt() -> list[Row]:
+    """The first 400 updates of the laptop's translation model (:data:`LAPTOP_NMT_SIZE`,
+    no plateau rule), an epoch being 100 updates and validation BLEU read after each on the
+    first 200 validation sentences: the tied and untied softmax, the bilinear head
+    ``E W h + b`` and the untied softmax behind a trained context map ``W^T M h + b``
+    (:class:`~drillbook.heads.SoftmaxHead`'s ``context_map``), which write the same
+    functions as the head without it as a product of two trained matrices."""
+    early = ("model.emb_size=128", "model.hidden=128", "train.lr=0.003",
+             "train.max_batches_per_epoch=100", "train.max_eval_pairs=200")
+    return [Row("softmax-tied", "multi30k/de-en-softmax-tied", early),
+            Row("softmax", "multi30k/de-en-softmax", early),
+            Row("bilinear", "multi30k/de-en-bilinear", early),
+            Row("softmax-mapped", "multi30k/de-en-softmax",
+                (*early, "head.options.context_map=true"))]
+
+
 def _laptop_nmt_table(name: str, rows: Sequence[str], seeds: tuple[int, ...], what: str,
                       baseline: str | None = None,
                       extra: Callable[[], Sequence[Row]] = tuple) -> _Declaration:
@@ -528,6 +544,11 @@ def _declarations() -> dict[str, Callable[[], Table]]:
         _declare("multi30k-joint", lambda: (Row(h, f"multi30k/de-en-{c}") for h, c in (
             ("softmax", "softmax"), ("tied", "softmax-tied"), ("bilinear", "bilinear"),
             ("dual", "dual"), ("drill", "drill"))), baseline="tied"),
+        # why some translation heads start faster: the first 400 updates of the laptop's
+        # translation model, validation BLEU after each 100, with and without a second
+        # trained matrix in the output layer
+        _declare("first-updates-nmt", _first_updates_nmt, epochs=4, device="cpu",
+                 baseline="softmax-tied"),
         # a CPU-sized table: the tests and a first look
         _declare("tutorial", lambda: (Row("tied", "tutorial/ptb-tied"),
                                       Row("drill", "tutorial/ptb-drill")),
