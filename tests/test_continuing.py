@@ -14,10 +14,10 @@ from test_parallel import needs_data
 from drillbook.cli import main
 from drillbook.experiments.results import gpu_union, is_final
 from drillbook.experiments.results.evidence import plan_results
-from drillbook.experiments.run.continuing import final_jobs
 from drillbook.experiments.run.documents import failure_doc
 from drillbook.experiments.run.jobs import table_jobs
 from drillbook.experiments.run.launchers import Handle
+from drillbook.experiments.run.plan_runner import final_jobs
 from drillbook.experiments.run.plans import SHARINGS, pack_windows
 from drillbook.experiments.run.scheduler import run_parallel
 from drillbook.experiments.tables import PLANS, TABLES

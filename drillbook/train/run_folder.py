@@ -22,7 +22,6 @@ from ..errors import (
     MissingFileError,
     RunFolderError,
     RunFolderExistsError,
-    TrainingDiverged,
 )
 from .checkpoint import (
     load_checkpoint,
@@ -34,9 +33,9 @@ from .checkpoint import (
 from .lock import LOCK, RunLock
 
 __all__ = ["BEST", "CONFIG", "FINETUNE", "LAST", "LOCK", "LOG", "FollowerFolder", "LoadedRun",
-           "PendingCheckpoint", "RunFolder", "RunLock", "apply_learning_rate",
-           "checkpoint_path", "diverged", "has_checkpoint", "in_use", "nonfinite_update",
-           "open_run_folder", "read_log", "read_run_config", "read_run_dict", "resume_command"]
+           "PendingCheckpoint", "RunFolder", "RunLock", "checkpoint_path", "has_checkpoint",
+           "in_use", "open_run_folder", "read_log", "read_run_config", "read_run_dict",
+           "resume_command"]
 
 LAST, BEST, CONFIG, LOG = "last.pt", "best.pt", "config.json", "log.jsonl"
 #: the folder inside a run that its fine-tuning stage writes by default
@@ -493,35 +492,6 @@ class LoadedRun(NamedTuple):
 
 
 # ------------------------------------------------------------------ helpers
-def apply_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set ``lr`` after ``optimizer.load_state_dict`` (which restores the saved one).
-
-    Averaged SGD keeps its step size per parameter as well (``eta``, the previous step's
-    ``lr``): it is scaled by the same factor, so a lower ``train.lr`` on resume applies
-    from the first step.
-    """
-    for group in optimizer.param_groups:
-        old, group["lr"] = group["lr"], lr
-        if isinstance(optimizer, torch.optim.ASGD) and old != lr:
-            for p in group["params"]:
-                eta = optimizer.state.get(p, {}).get("eta")
-                if eta is not None:
-                    eta.mul_(lr / old)
-
-
-def nonfinite_update(module: torch.nn.Module) -> str | None:
-    """None when every parameter of ``module`` is finite (one device sync), else what
-    went wrong in words (``"the update made encoder.w, head.b non-finite"``)."""
-    named = list(module.named_parameters())
-    if not named:
-        return None
-    flags = torch.stack([torch.isfinite(p).all() for _, p in named])
-    if bool(flags.all()):
-        return None
-    bad = [n for (n, _), ok in zip(named, flags.tolist(), strict=True) if not ok]
-    return f"the update made {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} non-finite"
-
-
 def checkpoint_path(run_dir: Path, which: str) -> Path:
     """``run_dir/best.pt`` or ``run_dir/last.pt``, which must exist.
 
@@ -556,28 +526,3 @@ def has_checkpoint(run_dir: str | Path) -> bool:
     that lets the same call start a run or continue it (``Trainer(config, folder,
     resume=has_checkpoint(folder))``)."""
     return (Path(run_dir) / LAST).exists()
-
-
-def diverged(what: str, *, epoch: int, step: int, lr: float, folder: RunFolder,
-             resumable: bool = True) -> TrainingDiverged:
-    """The error a trainer raises when ``what`` (e.g. ``"the loss became nan"``) happened:
-    where the last sane checkpoint is, and the resume that continues from it.
-
-    ``resumable``: whether ``last.pt`` may be offered. A trainer offers it only where its
-    state's own loss was not seen to be insane (it is not the state that diverged); where
-    there is no such state, the advice is to start again at a lower rate."""
-    smaller = f"train.lr={lr / 2:g}"
-    if folder.saved_step is not None and resumable:
-        advice = (f"{folder.last} holds the last sane state (step {folder.saved_step}): "
-                  f"resume it with a smaller step size, the same command plus --resume "
-                  f"--set {smaller} (train.clip may be lowered the same way)")
-    elif folder.saved_step is not None:
-        advice = (f"{folder.last} (step {folder.saved_step}) is the state that diverged and "
-                  f"no earlier one was kept: start the run again with --set {smaller} (or a "
-                  f"lower train.clip) into a new --out folder, or into this one once you "
-                  f"have removed it")
-    else:
-        advice = (f"no checkpoint was written yet: start again with --set {smaller} "
-                  f"(or a lower train.clip)")
-    return TrainingDiverged(f"training diverged: {what} at epoch {epoch}, step {step} "
-                            f"(train.lr={lr:g}); {advice}")

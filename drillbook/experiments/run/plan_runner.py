@@ -1,4 +1,4 @@
-"""Plans that continue from window to window.
+"""The plan runner: what is left of a plan that continues from window to window.
 
 A plan whose rows train to their plateau
 (:attr:`~drillbook.experiments.tables.Plan.to_plateau`) rarely fits one GPU window whole.
