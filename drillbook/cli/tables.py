@@ -223,7 +223,9 @@ def _together(together: str | None, devices: list, *, launcher: str) -> Any:
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from ..experiments.run.plans import fit_models, format_predictions, predict
+    from ..experiments.run.cost_model import fit_models
+    from ..experiments.run.dry_run import format_predictions
+    from ..experiments.run.plans import predict
     from ..experiments.tables import PLANS, Plan
 
     plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
