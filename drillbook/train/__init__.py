@@ -15,7 +15,7 @@ from ..metrics import MAX_LOSS, perplexity
 from .checkpoint import load_checkpoint, save_atomic
 from .lm import Trainer, evaluate, finetune, training_loss
 from .loop import RunStatus
-from .run_folder import LoadedRun, has_checkpoint, read_log
+from .run_files import LoadedRun, has_checkpoint, read_log
 from .tasks import TASKS, Task, load_run, task_of
 from .translation import NMTTrainer, translation_loss
 

@@ -44,7 +44,7 @@ from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint, load_weights
 from .graphs import GraphedForward
 from .loop import RunStatus, TrainingLoop
 from .optimizers import first_kind, make_optimizer
-from .run_folder import (
+from .run_files import (
     BEST,
     CONFIG,
     FINETUNE,

@@ -29,7 +29,7 @@ from ..nmt.vocab import SPECIALS, NMTVocab
 from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
 from .loop import TrainingLoop
-from .run_folder import CONFIG, LoadedRun, checkpoint_path, read_run_config
+from .run_files import CONFIG, LoadedRun, checkpoint_path, read_run_config
 from .step import StepLoss
 
 __all__ = ["NMTTrainer", "TranslationVocabs", "build_vocabs", "check_negative_sampling",

@@ -18,7 +18,7 @@ from ...runtime import resolve_device
 from ...train.distributed import rank_and_world_size
 from ...train.loop import TrainingLoop
 from ...train.plateau import rule_of
-from ...train.run_folder import LOG, read_log
+from ...train.run_files import LOG, read_log
 from ...train.tasks import task_of
 from ...train.ways import Way
 from ..bench.measure import is_out_of_memory

@@ -9,8 +9,8 @@ is read, so that the tables that list every head take a head registered later to
 (:mod:`~drillbook.experiments.run.plans`) sizes their windows and
 :mod:`~drillbook.experiments.results.report` shows them beside the papers', each reading a
 table's properties from here and nowhere else. The records are declared in
-``drillbook.experiments.tables.records``, the book's tables in
-``drillbook.experiments.tables.declarations``."""
+:mod:`~drillbook.experiments.tables.records`, the book's tables in
+:mod:`~drillbook.experiments.tables.declarations`."""
 
 from __future__ import annotations
 
