@@ -14,11 +14,12 @@ from test_parallel import needs_data
 from drillbook.cli import main
 from drillbook.experiments.results import gpu_union, is_final
 from drillbook.experiments.results.evidence import plan_results
-from drillbook.experiments.run.continuing import final_jobs
+from drillbook.experiments.run.devices import SHARINGS
 from drillbook.experiments.run.documents import failure_doc
 from drillbook.experiments.run.jobs import table_jobs
 from drillbook.experiments.run.launchers import Handle
-from drillbook.experiments.run.plans import SHARINGS, pack_windows
+from drillbook.experiments.run.plan_runner import final_jobs
+from drillbook.experiments.run.plans import pack_windows
 from drillbook.experiments.run.scheduler import run_parallel
 from drillbook.experiments.tables import PLANS, TABLES
 
@@ -258,6 +259,7 @@ def test_a_cpu_plan_skips_its_committed_final_rows_and_times_the_rest_here(tmp_p
     the next sitting; the dry run on the CPU prints only the rows left, each timed by the
     planner on this CPU (here a stand-in time), and the core-hours they need."""
     from drillbook.experiments.run import plans
+    from drillbook.experiments.run.dry_run import format_predictions
 
     plan = PLANS["laptop-lm"]
     jobs = table_jobs("laptop-lm", seeds=list(plan.seeds))
@@ -278,7 +280,7 @@ def test_a_cpu_plan_skips_its_committed_final_rows_and_times_the_rest_here(tmp_p
     p = left[0]
     assert p.steps_per_epoch == 426 and 42.6 < p.epoch_seconds < 46
     assert p.seconds == pytest.approx(20 * p.epoch_seconds + 20)
-    text = plans.format_predictions(plan, left, device_class="cpu", deadline_minutes=120,
-                                    parallel=2)
+    text = format_predictions(plan, left, device_class="cpu", deadline_minutes=120,
+                              parallel=2)
     assert f"{len(left)} row(s) left, 2 at once (one thread each) on this CPU" in text
     assert "core-hours" in text and "tied seed 142" in text

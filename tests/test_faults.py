@@ -41,7 +41,8 @@ from drillbook.train import (
     save_atomic,
 )
 from drillbook.train import checkpoint as checkpoint_module
-from drillbook.train.runs import RunLock, apply_learning_rate
+from drillbook.train.optimizers import apply_learning_rate
+from drillbook.train.run_folder import RunLock
 
 
 def drill_config(**train) -> Config:

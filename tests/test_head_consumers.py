@@ -57,7 +57,7 @@ from drillbook.nmt.model import Seq2Seq
 from drillbook.plotting import HEAD_COLORS
 from drillbook.train import NMTTrainer, Trainer, evaluate
 from drillbook.train.lm import split_stream
-from drillbook.train.runs import LoadedRun
+from drillbook.train.run_files import LoadedRun
 from drillbook.train.translation import TranslationVocabs
 
 pytestmark = pytest.mark.usefixtures("one_thread")

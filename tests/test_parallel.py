@@ -22,8 +22,9 @@ from drillbook.experiments.results import (
     pack_results,
     unpack_results,
 )
+from drillbook.experiments.run.cost_model import fit_step_model, measured_steps
 from drillbook.experiments.run.launchers import SubmititLauncher, executor_parameters
-from drillbook.experiments.run.plans import fit_step_model, measured_steps, predict
+from drillbook.experiments.run.plans import predict
 from drillbook.experiments.run.scheduler import run_parallel, training_budget
 from drillbook.experiments.run.worker import JobSpec, Worker, process_started
 from drillbook.experiments.tables import PLANS
@@ -296,7 +297,7 @@ def test_the_sharing_cost_is_what_the_committed_window_measured():
     from statistics import mean
 
     from drillbook.experiments.results import gpu_results, read_result
-    from drillbook.experiments.run.plans import SHARING_COST
+    from drillbook.experiments.run.devices import SHARING_COST
 
     folder = gpu_results("fp32", table="gpu-ptb")
     predictions = predict(PLANS["gpu-ptb"], parallel=4, deadline_minutes=5.65)

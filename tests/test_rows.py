@@ -18,7 +18,7 @@ from drillbook.errors import ConfigError, TrainingDiverged
 from drillbook.heads import HEADS
 from drillbook.train import NMTTrainer, Trainer, read_log
 from drillbook.train.graphs import GraphedStep
-from drillbook.train.rows import EXECUTIONS, open_rows, train_together
+from drillbook.train.interleaver import EXECUTIONS, open_rows, train_together
 from drillbook.train.step import OptimizerStep
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

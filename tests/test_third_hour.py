@@ -339,7 +339,7 @@ def test_changing_the_head_on_the_command_line_follows_the_advice(capsys):
 
 def test_a_run_of_an_unregistered_head_says_how_to_register_it(tmp_path):
     from drillbook.heads import TiedHead, register_head, unregister_head
-    from drillbook.train.runs import read_run_config
+    from drillbook.train.run_files import read_run_config
 
     config = apply_overrides(get_config("tutorial/ptb-tied"), ["head.options={}"]).to_dict()
     config["head"]["kind"] = "third-hour"

@@ -229,7 +229,7 @@ def profile_steps(call, n: int, device: torch.device, top: int) -> dict:
         with_collect(collect)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--authors", type=Path, required=True,
                         help="a checkout of zihangdai/mos")
@@ -246,17 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true",
                         help="a small model (a rehearsal on a CPU); the loop is the same")
     parser.add_argument("--out", type=Path, default=Path("authors-mos.json"))
-    args = parser.parse_args(argv)
-    if not (args.authors / "model.py").is_file():
-        parser.error(f"{args.authors} holds no model.py: give a checkout of zihangdai/mos")
-    ptb = args.data or Path(os.environ.get("DRILLBOOK_DATA", "data")) / "ptb"
-    if not (ptb / "ptb.train.txt").is_file():
-        parser.error(f"{ptb} holds no ptb.train.txt: give --data FOLDER (or set "
-                     f"DRILLBOOK_DATA)")
-    s = {**LOGGED, **(TINY if args.tiny else {})}
-    device = torch.device(args.device)
+    return parser
+
+
+def _their_step(authors: Path, ptb: Path, s: dict, device: torch.device) -> TheirTrain:
+    """Their MoS model and training step on PTB, warmed up."""
     torch.manual_seed(s["seed"])
-    their_data, their_model = their_modules(args.authors.resolve())
+    their_data, their_model = their_modules(authors.resolve())
     corpus = their_corpus(their_data, ptb)
     train_data = batchify(corpus.train, s["batch_size"], device)
     model = their_model.RNNModel("LSTM", len(corpus.dictionary), s["emsize"], s["nhid"],
@@ -265,13 +261,24 @@ def main(argv: list[str] | None = None) -> int:
                                  s["dropoutl"], s["n_experts"]).to(device)
     step = TheirTrain(model, train_data, s)
     timed(step, 3, device)  # warm-up: cuDNN plans, the allocator
+    return step
+
+
+def _collect_alone(collects: int) -> tuple[int, float]:
+    """The objects the collector tracks in a process like theirs, and the milliseconds
+    of one ``gc.collect()`` alone."""
     tracked = len(gc.get_objects())
     began = time.perf_counter()
-    for _ in range(args.collects):
+    for _ in range(collects):
         _REAL_COLLECT()
-    collect_ms = 1000 * (time.perf_counter() - began) / args.collects
+    collect_ms = 1000 * (time.perf_counter() - began) / collects
     print(f"a process like theirs: {tracked:,} objects tracked by the collector; "
           f"gc.collect() alone {collect_ms:.1f} ms", flush=True)
+    return tracked, collect_ms
+
+
+def _rounds(step: TheirTrain, args: argparse.Namespace, device: torch.device) -> list[dict]:
+    """Each round: their step with their per-batch ``gc.collect()``, then without."""
     rounds = []
     for r in range(args.rounds):
         row = {"round": r}
@@ -283,17 +290,21 @@ def main(argv: list[str] | None = None) -> int:
         rounds.append(row)
         print(f"round {r}: {row['with_gc_ms']:.2f} ms per step with their gc.collect(), "
               f"{row['without_gc_ms']:.2f} ms without", flush=True)
-    best = {k: min(r[k] for r in rounds) for k in ("with_gc_ms", "without_gc_ms")}
-    share = 1 - best["without_gc_ms"] / best["with_gc_ms"]
+    return rounds
+
+
+def _profiles(step: TheirTrain, args: argparse.Namespace, device: torch.device) -> dict:
+    """Their step's kernels profiled with their ``gc.collect()`` and without."""
     profiles = {}
     if args.profile:
         profiles["with-gc"] = profile_steps(step, args.profile, device, args.top)
         with_collect(_nothing)
         profiles["without-gc"] = profile_steps(step, args.profile, device, args.top)
         with_collect(_REAL_COLLECT)
-    print(f"\nfastest round: {best['with_gc_ms']:.2f} ms per step with their per-batch "
-          f"gc.collect(), {best['without_gc_ms']:.2f} ms without: the collector takes "
-          f"{100 * share:.0f}% of their step ({collect_ms:.1f} ms per call alone)")
+    return profiles
+
+
+def _print_profiles(profiles: dict) -> None:
     for name, p in profiles.items():
         print(f"\n{name}: {p['device_ms_per_call']:.2f} ms of kernels per step (wall "
               f"{p['wall_ms_per_call']:.2f} ms, profiled; gc.collect "
@@ -301,6 +312,29 @@ def main(argv: list[str] | None = None) -> int:
               f"{p['launches_per_call']:.0f} launches")
         for k in p["top"]:
             print(f"  {k['ms_per_call']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not (args.authors / "model.py").is_file():
+        parser.error(f"{args.authors} holds no model.py: give a checkout of zihangdai/mos")
+    ptb = args.data or Path(os.environ.get("DRILLBOOK_DATA", "data")) / "ptb"
+    if not (ptb / "ptb.train.txt").is_file():
+        parser.error(f"{ptb} holds no ptb.train.txt: give --data FOLDER (or set "
+                     f"DRILLBOOK_DATA)")
+    s = {**LOGGED, **(TINY if args.tiny else {})}
+    device = torch.device(args.device)
+    step = _their_step(args.authors, ptb, s, device)
+    tracked, collect_ms = _collect_alone(args.collects)
+    rounds = _rounds(step, args, device)
+    best = {k: min(r[k] for r in rounds) for k in ("with_gc_ms", "without_gc_ms")}
+    share = 1 - best["without_gc_ms"] / best["with_gc_ms"]
+    profiles = _profiles(step, args, device)
+    print(f"\nfastest round: {best['with_gc_ms']:.2f} ms per step with their per-batch "
+          f"gc.collect(), {best['without_gc_ms']:.2f} ms without: the collector takes "
+          f"{100 * share:.0f}% of their step ({collect_ms:.1f} ms per call alone)")
+    _print_profiles(profiles)
     doc = {"format": "drillbook-authors-mos/1", "device": str(device),
            "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
                            else "cpu"),

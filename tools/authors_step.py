@@ -271,102 +271,139 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def awd_side(args, device: torch.device) -> dict:
-    """The AWD-LSTM: drillbook's step and evaluation window against the authors', side by
-    side in this process (the module notes)."""
-    config = apply_overrides(get_config("ptb/awd-lstm"), ["train.log_interval=100000",
-                                                          *args.set])
-    torch.manual_seed(config.train.seed)
-    with tempfile.TemporaryDirectory() as work:
-        ours = Trainer(config, Path(work) / "run", device=str(device), progress=False)
-        net, criterion = authors_model(args.authors, config, len(ours.corpus.vocab), device)
-        theirs = AuthorsStep(net, criterion, config, config.train.batch_size, device)
-        batches = [b for _, b in zip(range(args.steps), ours.batches(), strict=False)]
-        valid = ours.valid_data[:args.eval_windows * config.train.bptt + 1]
-        graphed = (Trainer(config, Path(work) / "graphed", device=str(device),
-                           corpus=ours.corpus, progress=False, graphs=True)
-                   if args.graphed else None)
+class _Contenders:
+    """drillbook's trainer (and its graphed twin, with ``--graphed``) and the authors'
+    step on the same batches and validation windows: each step and evaluation a call of
+    the step's index, as :func:`timed` takes them."""
 
-        def our_step(i: int) -> None:
-            ours.train_step(batches[i % len(batches)])
+    def __init__(self, args, device: torch.device, config, work: Path) -> None:
+        self.config = config
+        self.ours = Trainer(config, work / "run", device=str(device), progress=False)
+        net, criterion = authors_model(args.authors, config, len(self.ours.corpus.vocab),
+                                       device)
+        self.theirs = AuthorsStep(net, criterion, config, config.train.batch_size, device)
+        self.batches = [b for _, b in zip(range(args.steps), self.ours.batches(),
+                                          strict=False)]
+        self.valid = self.ours.valid_data[:args.eval_windows * config.train.bptt + 1]
+        self.graphed = (Trainer(config, work / "graphed", device=str(device),
+                                corpus=self.ours.corpus, progress=False, graphs=True)
+                        if args.graphed else None)
 
-        def graphed_step(i: int) -> None:
-            graphed.train_step(batches[i % len(batches)])
+    def our_step(self, i: int) -> None:
+        self.ours.train_step(self.batches[i % len(self.batches)])
 
-        def their_step(i: int) -> None:
-            batch = batches[i % len(batches)]
-            theirs(batch.x, batch.y)
+    def graphed_step(self, i: int) -> None:
+        self.graphed.train_step(self.batches[i % len(self.batches)])
 
-        def our_eval(i: int) -> None:
-            evaluate(ours.model, valid, config.train.bptt)
+    def their_step(self, i: int) -> None:
+        batch = self.batches[i % len(self.batches)]
+        self.theirs(batch.x, batch.y)
 
-        def their_eval(i: int) -> None:
-            theirs.evaluate(valid, config.train.bptt)
+    def our_eval(self, i: int) -> None:
+        evaluate(self.ours.model, self.valid, self.config.train.bptt)
 
-        for call in (our_step, their_step, our_eval):
-            # warm-up: cuDNN plans, the allocator
-            timed(call, 10 if call is not our_eval else 1, device)
-        if graphed is not None:  # every length of the batches run enough to be captured
-            timed(graphed_step, (graphed.stepper.warmup + 1) * len(batches), device)
-            graphed.check_steps()
-        operations = {"drillbook": count_operations(our_step), "authors":
-                      count_operations(their_step)}
-        if graphed is not None:
-            operations["drillbook-graphed"] = count_operations(graphed_step)
-            graphed.check_steps()
-        ours.check_steps()
-        totals = {name: sum(c.values()) for name, c in operations.items()}
-        print(f"operations dispatched by one training step: {totals['drillbook']} "
-              f"(drillbook) against {totals['authors']} (authors); where they differ:")
-        for op in sorted(set().union(*operations.values()),
-                         key=lambda op: operations["authors"][op] - operations["drillbook"][op]):
-            a, b = operations["drillbook"][op], operations["authors"][op]
-            if a != b:
-                print(f"  {op:<28} {a:4d} {b:4d}")
-        rounds = [{"round": r} for r in range(args.rounds)]
-        for row in rounds:
-            row["ours_train_ms"] = 1000 * timed(our_step, args.steps, device)
-            row["theirs_train_ms"] = 1000 * timed(their_step, args.steps, device)
-            ours.check_steps()
-            if graphed is not None:
-                row["graphed_train_ms"] = 1000 * timed(graphed_step, args.steps, device)
-                graphed.check_steps()
-            print(f"round {row['round']}: train {row['ours_train_ms']:.2f} ms (drillbook) "
-                  f"against {row['theirs_train_ms']:.2f} ms (authors)"
-                  + (f", {row['graphed_train_ms']:.2f} ms (drillbook graphed)"
-                     if graphed is not None else ""), flush=True)
-        profiles = {}
-        if args.profile:
-            contenders = [("drillbook", our_step), ("authors", their_step)]
-            if graphed is not None:
-                contenders.append(("drillbook-graphed", graphed_step))
-            for name, call in contenders:
-                profiles[name] = top_kernels(call, args.profile, device, args.top)
-            ours.check_steps()
-            if graphed is not None:
-                graphed.check_steps()
-        # evaluation last: their WeightDrop, once evaluated, cannot train again on
-        # today's torch (in eval mode it re-registers the raw weight as a parameter)
-        for row in rounds:
-            row["ours_eval_ms"] = 1000 * timed(our_eval, 1, device) / args.eval_windows
-            row["theirs_eval_ms"] = 1000 * timed(their_eval, 1, device) / args.eval_windows
-            print(f"round {row['round']}: eval window {row['ours_eval_ms']:.2f} ms "
-                  f"(drillbook) against {row['theirs_eval_ms']:.2f} ms (authors)", flush=True)
-        if args.profile:
-            for name, call in (("drillbook-eval", our_eval), ("authors-eval", their_eval)):
-                profiles[name] = top_kernels(call, 1, device, args.top, args.eval_windows)
-        best = {k: min(r[k] for r in rounds) for k in rounds[0] if k != "round"}
-        summary = {"train_ratio": best["ours_train_ms"] / best["theirs_train_ms"],
-                   "eval_ratio": best["ours_eval_ms"] / best["theirs_eval_ms"], **best}
-        losses = None
-        if graphed is not None:
-            summary["graphed_train_ratio"] = best["graphed_train_ms"] / best["theirs_train_ms"]
-            summary["graphed_against_eager"] = best["graphed_train_ms"] / best["ours_train_ms"]
-            summary["graphed_lengths"] = len(graphed.stepper.graphs)
-            graphed.close()
-            losses = compare_losses(config, device, batches, Path(work), ours.corpus)
-            summary["graphed_loss_max_relative_difference"] = \
-                losses["max_relative_difference"]
+    def their_eval(self, i: int) -> None:
+        self.theirs.evaluate(self.valid, self.config.train.bptt)
+
+    def check(self) -> None:
+        """Read back the checks of drillbook's steps (and the graphed twin's)."""
+        self.ours.check_steps()
+        if self.graphed is not None:
+            self.graphed.check_steps()
+
+
+def _warm_up(c: _Contenders, device: torch.device) -> None:
+    """cuDNN plans, the allocator; with ``--graphed`` every length of the batches run
+    enough to be captured."""
+    timed(c.our_step, 10, device)
+    timed(c.their_step, 10, device)
+    timed(c.our_eval, 1, device)
+    if c.graphed is not None:
+        timed(c.graphed_step, (c.graphed.stepper.warmup + 1) * len(c.batches), device)
+        c.graphed.check_steps()
+
+
+def _operations(c: _Contenders) -> dict:
+    """The operations one training step dispatches, each side's, printed where they
+    differ."""
+    operations = {"drillbook": count_operations(c.our_step), "authors":
+                  count_operations(c.their_step)}
+    if c.graphed is not None:
+        operations["drillbook-graphed"] = count_operations(c.graphed_step)
+        c.graphed.check_steps()
+    c.ours.check_steps()
+    totals = {name: sum(n.values()) for name, n in operations.items()}
+    print(f"operations dispatched by one training step: {totals['drillbook']} "
+          f"(drillbook) against {totals['authors']} (authors); where they differ:")
+    for op in sorted(set().union(*operations.values()),
+                     key=lambda op: operations["authors"][op] - operations["drillbook"][op]):
+        a, b = operations["drillbook"][op], operations["authors"][op]
+        if a != b:
+            print(f"  {op:<28} {a:4d} {b:4d}")
+    return operations
+
+
+def _train_rounds(c: _Contenders, args, device: torch.device) -> list[dict]:
+    """Each round: ``--steps`` training steps of each side, timed."""
+    rounds = [{"round": r} for r in range(args.rounds)]
+    for row in rounds:
+        row["ours_train_ms"] = 1000 * timed(c.our_step, args.steps, device)
+        row["theirs_train_ms"] = 1000 * timed(c.their_step, args.steps, device)
+        c.ours.check_steps()
+        if c.graphed is not None:
+            row["graphed_train_ms"] = 1000 * timed(c.graphed_step, args.steps, device)
+            c.graphed.check_steps()
+        print(f"round {row['round']}: train {row['ours_train_ms']:.2f} ms (drillbook) "
+              f"against {row['theirs_train_ms']:.2f} ms (authors)"
+              + (f", {row['graphed_train_ms']:.2f} ms (drillbook graphed)"
+                 if c.graphed is not None else ""), flush=True)
+    return rounds
+
+
+def _train_profiles(c: _Contenders, args, device: torch.device) -> dict:
+    """The kernels of ``--profile`` training steps of each side."""
+    profiles = {}
+    if args.profile:
+        contenders = [("drillbook", c.our_step), ("authors", c.their_step)]
+        if c.graphed is not None:
+            contenders.append(("drillbook-graphed", c.graphed_step))
+        for name, call in contenders:
+            profiles[name] = top_kernels(call, args.profile, device, args.top)
+        c.check()
+    return profiles
+
+
+def _eval_rounds(c: _Contenders, rounds: list[dict], profiles: dict, args,
+                 device: torch.device) -> None:
+    """An evaluation window of each side, timed in each round (and profiled): last,
+    because their WeightDrop, once evaluated, cannot train again on today's torch (in
+    eval mode it re-registers the raw weight as a parameter)."""
+    for row in rounds:
+        row["ours_eval_ms"] = 1000 * timed(c.our_eval, 1, device) / args.eval_windows
+        row["theirs_eval_ms"] = 1000 * timed(c.their_eval, 1, device) / args.eval_windows
+        print(f"round {row['round']}: eval window {row['ours_eval_ms']:.2f} ms "
+              f"(drillbook) against {row['theirs_eval_ms']:.2f} ms (authors)", flush=True)
+    if args.profile:
+        for name, call in (("drillbook-eval", c.our_eval), ("authors-eval", c.their_eval)):
+            profiles[name] = top_kernels(call, 1, device, args.top, args.eval_windows)
+
+
+def _graphed_summary(c: _Contenders, best: dict, summary: dict, device: torch.device,
+                     work: Path) -> dict | None:
+    """With ``--graphed``: the graphed step's ratios, and its losses against the eager
+    step's (:func:`compare_losses`)."""
+    if c.graphed is None:
+        return None
+    summary["graphed_train_ratio"] = best["graphed_train_ms"] / best["theirs_train_ms"]
+    summary["graphed_against_eager"] = best["graphed_train_ms"] / best["ours_train_ms"]
+    summary["graphed_lengths"] = len(c.graphed.stepper.graphs)
+    c.graphed.close()
+    losses = compare_losses(c.config, device, c.batches, work, c.ours.corpus)
+    summary["graphed_loss_max_relative_difference"] = losses["max_relative_difference"]
+    return losses
+
+
+def _print_awd(best: dict, summary: dict, losses: dict | None, profiles: dict) -> None:
     print(f"\nfastest round: train {best['ours_train_ms']:.2f} against "
           f"{best['theirs_train_ms']:.2f} ms per step, ratio {summary['train_ratio']:.3f}; "
           f"eval {best['ours_eval_ms']:.2f} against {best['theirs_eval_ms']:.2f} ms per "
@@ -386,6 +423,26 @@ def awd_side(args, device: torch.device) -> dict:
               f"{p['launches_per_call']:.0f} launches")
         for k in p["top"]:
             print(f"  {k['ms_per_call']:7.3f} ms  x{k['calls_per_step']:<6.1f} {k['name']}")
+
+
+def awd_side(args, device: torch.device) -> dict:
+    """The AWD-LSTM: drillbook's step and evaluation window against the authors', side by
+    side in this process (the module notes)."""
+    config = apply_overrides(get_config("ptb/awd-lstm"), ["train.log_interval=100000",
+                                                          *args.set])
+    torch.manual_seed(config.train.seed)
+    with tempfile.TemporaryDirectory() as work:
+        c = _Contenders(args, device, config, Path(work))
+        _warm_up(c, device)
+        operations = _operations(c)
+        rounds = _train_rounds(c, args, device)
+        profiles = _train_profiles(c, args, device)
+        _eval_rounds(c, rounds, profiles, args, device)
+        best = {k: min(r[k] for r in rounds) for k in rounds[0] if k != "round"}
+        summary = {"train_ratio": best["ours_train_ms"] / best["theirs_train_ms"],
+                   "eval_ratio": best["ours_eval_ms"] / best["theirs_eval_ms"], **best}
+        losses = _graphed_summary(c, best, summary, device, Path(work))
+    _print_awd(best, summary, losses, profiles)
     return {"config": config.to_dict(), "rounds": rounds, "summary": summary,
             "operations": {k: dict(v) for k, v in operations.items()}, "profiles": profiles,
             "graphed_losses": losses}

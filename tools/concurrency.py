@@ -11,7 +11,7 @@ trained
 * ``--rows`` (4, 8 and 16) at once, by each way the device has:
 
   - ``in-process``: the rows as trainers of one process, stepped in turn by
-    :func:`drillbook.train.rows.train_together`; on CUDA each row's steps captured as
+    :func:`drillbook.train.interleaver.train_together`; on CUDA each row's steps captured as
     CUDA graphs and replayed on a stream of its own (``graphs-on-streams``), on a CPU
     eagerly (``interleaved-eager``);
   - ``processes``: one process per row, as ``reproduce --parallel N`` runs them today;
@@ -61,8 +61,8 @@ from drillbook.atomic import write_json  # noqa: E402
 from drillbook.configs import apply_overrides, get_config  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
 from drillbook.train import Trainer  # noqa: E402
+from drillbook.train.interleaver import open_rows, train_together  # noqa: E402
 from drillbook.train.lm import load_lm_data  # noqa: E402
-from drillbook.train.rows import open_rows, train_together  # noqa: E402
 from drillbook.train.ways import Way  # noqa: E402
 
 SMALL, PAPER = "tutorial/ptb-tied", "ptb/awd-lstm"

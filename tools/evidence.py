@@ -171,7 +171,7 @@ def _have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=None,
                         help="the whole window (default 9; 4 with --rehearse)")
@@ -184,64 +184,91 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"parts not to run: {', '.join(n for n, _ in PARTS)}")
     parser.add_argument("--rehearse", action="store_true",
                         help="on a CPU at tiny sizes (checks the command, measures nothing)")
-    args = parser.parse_args(argv)
-    unknown = sorted(set(args.skip) - {n for n, _ in PARTS})
-    if unknown:
-        parser.error(f"unknown part(s) {unknown}; the parts: {[n for n, _ in PARTS]}")
-    minutes = args.minutes or (4.0 if args.rehearse else 9.0)
-    device = args.device or ("cpu" if args.rehearse else "cuda")
-    out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    work = (args.runs or out.parent / f"{out.name}-runs").resolve()
-    results = work / "results"
-    window = Window(minutes, out, REHEARSAL_SHARES if args.rehearse else dict(PARTS))
-    python = [sys.executable]
-    drillbook = [*python, "-m", "drillbook.cli"]
-    tiny = REHEARSAL if args.rehearse else {}
+    return parser
 
-    def part(name: str, command: list[str], **kw) -> int | None:
-        if name in args.skip:
-            window.record(name, None, 0.0, "skipped (--skip)")
+
+class _Call:
+    """One call of the window command: its arguments, folders, window and commands."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.minutes = args.minutes or (4.0 if args.rehearse else 9.0)
+        self.device = args.device or ("cpu" if args.rehearse else "cuda")
+        self.out = args.out.resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.work = (args.runs or self.out.parent / f"{self.out.name}-runs").resolve()
+        self.results = self.work / "results"
+        self.window = Window(self.minutes, self.out,
+                             REHEARSAL_SHARES if args.rehearse else dict(PARTS))
+        self.python = [sys.executable]
+        self.drillbook = [*self.python, "-m", "drillbook.cli"]
+        self.tiny = REHEARSAL if args.rehearse else {}
+
+    def part(self, name: str, command: list[str], **kw) -> int | None:
+        """Run part ``name`` in its time box (or record it skipped)."""
+        if name in self.args.skip:
+            self.window.record(name, None, 0.0, "skipped (--skip)")
             return None
-        return window.run(name, command, window.box(name), **kw)
+        return self.window.run(name, command, self.window.box(name), **kw)
 
-    # 1. concurrency: every way of many rows at once, measured
+    def reproduce(self, table: str, box: float, rows: list[str] | None = None) -> list[str]:
+        """``drillbook reproduce TABLE`` (only ``rows``, all at once) within ``box``
+        seconds, into this call's folders."""
+        some = ["--rows", *rows] if rows else []
+        parallel = ["--parallel", str(len(rows))] if rows else []
+        return [*self.drillbook, "reproduce", table, *some, "--devices", self.device,
+                *parallel, "--deadline-minutes", f"{max(box - MARGIN, 5) / 60:.3f}", "--out",
+                str(self.results), "--runs", str(self.work / "runs"), "--quiet"]
+
+
+def _concurrency(call: _Call) -> None:
+    """1. concurrency: every way of many rows at once, measured."""
     tool = ROOT / "tools" / "concurrency.py"
     if tool.is_file():
-        part("concurrency", [*python, str(tool), "--device", device, "--out",
-                             str(out / "concurrency.json"), *tiny.get("concurrency", [])])
+        call.part("concurrency", [*call.python, str(tool), "--device", call.device, "--out",
+                                  str(call.out / "concurrency.json"),
+                                  *call.tiny.get("concurrency", [])])
     else:
-        window.record("concurrency", None, 0.0, "skipped: tools/concurrency.py is not in "
-                                                "this checkout")
-    # 2. the graphed step against the authors', and the authors' MoS with its profile
+        call.window.record("concurrency", None, 0.0, "skipped: tools/concurrency.py is not "
+                                                     "in this checkout")
+
+
+def _steps(call: _Call) -> None:
+    """2. the graphed step against the authors', and the authors' MoS with its profile."""
+    args = call.args
     checkouts = [*(["--authors", str(args.authors)] if args.authors else []),
                  *(["--mos", str(args.mos)] if args.mos else [])]
     if checkouts:
         graphed = ["--graphed"] if "--graphed" in _help(ROOT / "tools" / "authors_step.py") \
             else []
-        part("steps", [*python, str(ROOT / "tools" / "authors_step.py"), *checkouts,
-                       "--device", device, "--out", str(out / "authors-step.json"),
-                       *graphed, *tiny.get("steps", [])])
+        call.part("steps", [*call.python, str(ROOT / "tools" / "authors_step.py"),
+                            *checkouts, "--device", call.device, "--out",
+                            str(call.out / "authors-step.json"), *graphed,
+                            *call.tiny.get("steps", [])])
     else:
-        window.record("steps", None, 0.0, "skipped: give --authors and --mos (checkouts of "
-                                          "the authors' repositories)")
-    # 3. the plans trained to their plateau, continuing from the committed windows, the
-    # rows together the way part 1 measured best
-    together = measured_way(out / "concurrency.json")
-    window.console.write(f"rows together: {together or 'the default way'} (from part 1)\n")
+        call.window.record("steps", None, 0.0, "skipped: give --authors and --mos "
+                                               "(checkouts of the authors' repositories)")
+
+
+def _plans(call: _Call, together: str | None) -> None:
+    """3. the plans trained to their plateau, continuing from the committed windows, the
+    rows together the way part 1 measured best."""
     for plan in ("gpu-small", "gpu-multi30k"):
-        box = window.box(plan)
-        command = [*drillbook, "reproduce", plan, "--devices", device,
-                   "--deadline-minutes", f"{max(box - MARGIN, 5) / 60:.3f}", "--out",
-                   str(results), "--runs", str(work / "runs"), "--quiet",
+        box = call.window.box(plan)
+        command = [*call.reproduce(plan, box),
                    # a rehearsal continues from nothing: the committed windows are GPU runs
-                   "--continue-from", str(work / "none" if args.rehearse
+                   "--continue-from", str(call.work / "none" if call.args.rehearse
                                           else ROOT / "drillbook" / "results"),
-                   *(["--together", together] if together else []), *tiny.get(plan, [])]
-        if args.rehearse:
+                   *(["--together", together] if together else []),
+                   *call.tiny.get(plan, [])]
+        if call.args.rehearse:
             command += ["--reserve-minutes", "0.35"]
-        part(plan, command)
-    # 4. the paper-size rows for as many epochs as fit, the mixtures if time remains
+        call.part(plan, command)
+
+
+def _paper_rows(call: _Call, together: str | None) -> None:
+    """4. the paper-size rows for as many epochs as fit, the mixtures if time remains."""
+    window = call.window
     for rows, name in ((["tied", "drill-4"], "paper-rows"), (["mos-15", "doc"],
                                                              "paper-rows-mixtures")):
         if name == "paper-rows":
@@ -253,47 +280,72 @@ def main(argv: list[str] | None = None) -> int:
                 window.record(name, None, 0.0, f"not started: {box:.0f} s left beyond the "
                                                f"chapters' share (2 min needed)")
                 continue
-        command = [*drillbook, "reproduce", "gpu-ptb", "--rows", *rows, "--devices", device,
-                   "--parallel", str(len(rows)), "--deadline-minutes",
-                   f"{max(box - MARGIN, 5) / 60:.3f}", "--out", str(results), "--runs",
-                   str(work / "runs"), "--quiet",
+        command = [*call.reproduce("gpu-ptb", box, rows),
                    *(["--together", together] if together else []),
-                   *tiny.get("paper-rows", [])]
-        if args.rehearse:
+                   *call.tiny.get("paper-rows", [])]
+        if call.args.rehearse:
             command += ["--reserve-minutes", "0.35"]
-        if "paper-rows" in args.skip:
+        if "paper-rows" in call.args.skip:
             window.record(name, None, 0.0, "skipped (--skip)")
         else:
             window.run(name, command, max(box, 0.0))
-        if args.rehearse:
+        if call.args.rehearse:
             break  # one pair is enough to check it
-    # 5. the chapters on the GPU, cell by cell, timed
-    if "chapters" in args.skip:
+
+
+def _chapters(call: _Call) -> None:
+    """5. the chapters on the GPU, cell by cell, timed."""
+    window = call.window
+    if "chapters" in call.args.skip:
         window.record("chapters", None, 0.0, "skipped (--skip)")
-    else:
-        chapters = CHAPTERS[:1] if args.rehearse else CHAPTERS
-        for i, (chapter, profile) in enumerate(chapters):
-            share = max(window.left(), 0.0) / (len(chapters) - i)  # the rest, shared
-            window.run(f"chapter {chapter} ({profile})",
-                       [*python, str(ROOT / "tools" / "chapter_cells.py"),
-                        f"notebooks/{chapter}.py", "--profile", profile, "--seconds",
-                        f"{max(share - MARGIN, 5):.0f}", *tiny.get("chapters", [])],
-                       share, output=out / "chapters.txt",
-                       env={"DRILLBOOK_PROFILE": profile})
-    if results.exists():
+        return
+    chapters = CHAPTERS[:1] if call.args.rehearse else CHAPTERS
+    for i, (chapter, profile) in enumerate(chapters):
+        share = max(window.left(), 0.0) / (len(chapters) - i)  # the rest, shared
+        window.run(f"chapter {chapter} ({profile})",
+                   [*call.python, str(ROOT / "tools" / "chapter_cells.py"),
+                    f"notebooks/{chapter}.py", "--profile", profile, "--seconds",
+                    f"{max(share - MARGIN, 5):.0f}", *call.tiny.get("chapters", [])],
+                   share, output=call.out / "chapters.txt",
+                   env={"DRILLBOOK_PROFILE": profile})
+
+
+def _pack_and_summarise(call: _Call) -> None:
+    """What the rows wrote, packed; the window's summary."""
+    if call.results.exists():
         packed = subprocess.run(
-            [*python, "-c", "import sys; from drillbook.experiments.results import "
+            [*call.python, "-c", "import sys; from drillbook.experiments.results import "
              "pack_results; print(pack_results(sys.argv[1], sys.argv[2]))",
-             str(results), str(out / "results.tar.gz")],
+             str(call.results), str(call.out / "results.tar.gz")],
             capture_output=True, text=True, cwd=ROOT, env={**os.environ,
                                                            "PYTHONPATH": str(ROOT)})
-        window.console.write(packed.stdout + packed.stderr)
-    summary = {"minutes": minutes, "device": device, "rehearsal": args.rehearse,
-               "elapsed_seconds": round(time.monotonic() - window.start, 1),
-               "parts": [n for n, _ in PARTS], "steps": window.steps}
-    (out / "summary.txt").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    window.console.close()
-    print(f"evidence: {len(list(out.iterdir()))} file(s) in {out}", file=sys.stderr)
+        call.window.console.write(packed.stdout + packed.stderr)
+    summary = {"minutes": call.minutes, "device": call.device,
+               "rehearsal": call.args.rehearse,
+               "elapsed_seconds": round(time.monotonic() - call.window.start, 1),
+               "parts": [n for n, _ in PARTS], "steps": call.window.steps}
+    (call.out / "summary.txt").write_text(json.dumps(summary, indent=1) + "\n",
+                                          encoding="utf-8")
+    call.window.console.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.skip) - {n for n, _ in PARTS})
+    if unknown:
+        parser.error(f"unknown part(s) {unknown}; the parts: {[n for n, _ in PARTS]}")
+    call = _Call(args)
+    _concurrency(call)
+    _steps(call)
+    together = measured_way(call.out / "concurrency.json")
+    call.window.console.write(f"rows together: {together or 'the default way'} "
+                              f"(from part 1)\n")
+    _plans(call, together)
+    _paper_rows(call, together)
+    _chapters(call)
+    _pack_and_summarise(call)
+    print(f"evidence: {len(list(call.out.iterdir()))} file(s) in {call.out}", file=sys.stderr)
     return 0
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from drillbook.atomic import write_json  # noqa: E402
 from drillbook.experiments.results.authors_code import authors_code_timings  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
-from drillbook.train.runs import read_log  # noqa: E402
+from drillbook.train.run_files import read_log  # noqa: E402
 
 AUTHORS = ROOT / "drillbook/results/gpu/2026-11-26-h200-fp32/authors-code"
 #: model -> (named config, the authors' log, the goal: at most this ratio to the authors')

@@ -136,7 +136,7 @@ def resolve_config(args: argparse.Namespace):
 
 def run_config(run_dir: Path):
     """The config a run folder was trained with (its ``task`` says which kind of run)."""
-    from ..train.runs import read_run_config
+    from ..train.run_files import read_run_config
 
     return read_run_config(run_dir)
 

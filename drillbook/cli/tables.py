@@ -144,7 +144,7 @@ def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
                   reserve_minutes=args.reserve_minutes, max_eval_tokens=args.max_eval_tokens,
                   quiet=args.quiet)
     if plan is not None:
-        from ..experiments.run.continuing import run_plan
+        from ..experiments.run.plan_runner import run_plan
 
         if args.rows:
             raise CommandError(f"{plan.name} is a plan that continues from window to window: "
@@ -223,7 +223,9 @@ def _together(together: str | None, devices: list, *, launcher: str) -> Any:
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from ..experiments.run.plans import fit_models, format_predictions, predict
+    from ..experiments.run.cost_model import fit_models
+    from ..experiments.run.dry_run import format_predictions
+    from ..experiments.run.plans import predict
     from ..experiments.tables import PLANS, Plan
 
     plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
@@ -242,8 +244,8 @@ def _dry_run(args: argparse.Namespace) -> int:
 def _final_rows(plan, args: argparse.Namespace) -> set[tuple[str, int]]:
     """``(row, seed)`` of a continuing plan's rows that are final already (in the committed
     results, or ``--continue-from``'s): what the dry run leaves out."""
-    from ..experiments.run.continuing import final_jobs
     from ..experiments.run.jobs import table_jobs
+    from ..experiments.run.plan_runner import final_jobs
 
     jobs = table_jobs(plan.table, seeds=plan.seeds or None)
     return final_jobs(jobs, "fp32", results=args.continue_from)

@@ -103,7 +103,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from ..train.distributed import distributed
-    from ..train.runs import FINETUNE, in_use
+    from ..train.run_files import FINETUNE, in_use
     from ..train.tasks import task_of
 
     config = run_config(args.run_dir)

@@ -1,21 +1,21 @@
 """Training both tasks on one loop (:mod:`~drillbook.train.loop`: precision, accumulation,
 several processes; the hooks a task implements, :mod:`~drillbook.train.hooks`; one
 optimiser step, :mod:`~drillbook.train.step`), resumable run folders with atomic checkpoints
-(:mod:`~drillbook.train.runs`, :mod:`~drillbook.train.checkpoint`), the AWD-LSTM recipe
+(:mod:`~drillbook.train.run_folder`, :mod:`~drillbook.train.checkpoint`), the AWD-LSTM recipe
 (:mod:`~drillbook.train.lm`), translation (:mod:`~drillbook.train.translation`), dynamic
 evaluation (:mod:`~drillbook.train.dynamic`, its update in
 :mod:`~drillbook.train.dynamic_update`, its resumable state in
 :mod:`~drillbook.train.dynamic_state`), the record of what differs between the two
 tasks (:mod:`~drillbook.train.tasks`), the graph-ready step and its optimisers
 (:mod:`~drillbook.train.graphs`, :mod:`~drillbook.train.optimizers`) and several runs
-trained in one process (:mod:`~drillbook.train.rows`)."""
+trained in one process (:mod:`~drillbook.train.interleaver`)."""
 
 from ..errors import TrainingDiverged
 from ..metrics import MAX_LOSS, perplexity
 from .checkpoint import load_checkpoint, save_atomic
 from .lm import Trainer, evaluate, finetune, training_loss
 from .loop import RunStatus
-from .runs import LoadedRun, has_checkpoint, read_log
+from .run_files import LoadedRun, has_checkpoint, read_log
 from .tasks import TASKS, Task, load_run, task_of
 from .translation import NMTTrainer, translation_loss
 

@@ -15,8 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .runs import nonfinite_update
-from .step import Checked
+from .step import Checked, nonfinite_update
 
 __all__ = ["DDP", "CollectiveReducer", "all_sum", "distributed", "init_distributed",
            "rank_and_world_size"]

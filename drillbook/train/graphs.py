@@ -4,7 +4,7 @@ graphs where the device has them.
 A CUDA graph replays a recorded stream of kernels with one launch: the ~1,100 small
 kernels of a paper-size AWD-LSTM step, which otherwise leave the GPU idle between
 launches, go out at once, and N runs' graphs replayed on N streams fill the GPU together
-(:mod:`drillbook.train.rows`). A graph replays exactly what it recorded, so a
+(:mod:`drillbook.train.interleaver`). A graph replays exactly what it recorded, so a
 **graph-ready** step
 
 * keeps every tensor it reads or writes between steps at a fixed address: the
@@ -77,7 +77,7 @@ def takes_graphs(trainer: type, config: Any, device: str | torch.device | None,
     """Whether a ``trainer`` (a :class:`~drillbook.train.loop.TrainingLoop` subclass) of
     ``config`` on ``device`` takes the graph-ready step: the one place that decides, before
     a trainer is opened (``drillbook train --cuda-graphs``, the rows of
-    :func:`~drillbook.train.rows.open_rows`, ``Trainer(graphs=True)``).
+    :func:`~drillbook.train.interleaver.open_rows`, ``Trainer(graphs=True)``).
 
     Args:
         asked: True: it must (refused in one line naming the fix where it cannot); None:

@@ -16,7 +16,7 @@ from its last checkpoint ends bit-identical to an uninterrupted one): weights, o
 (kind and state), epoch, position in the epoch and the window-length generator, the
 carried LSTM state, the global RNG (dropout masks), the validation history.
 
-The run folder follows :mod:`drillbook.train.runs` (locked while training, checked before
+The run folder follows :mod:`drillbook.train.run_folder` (locked while training, checked before
 anything is written, a log that matches the checkpoint); a non-finite loss or parameter
 stops training with :class:`~drillbook.errors.TrainingDiverged` before it is saved.
 """
@@ -44,7 +44,7 @@ from .checkpoint import LM_CHECKPOINT, LM_WEIGHTS, load_checkpoint, load_weights
 from .graphs import GraphedForward
 from .loop import RunStatus, TrainingLoop
 from .optimizers import first_kind, make_optimizer
-from .runs import (
+from .run_files import (
     BEST,
     CONFIG,
     FINETUNE,

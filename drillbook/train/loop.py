@@ -39,15 +39,10 @@ from .console import epoch_line, progress_line, say, stop_on_signals
 from .distributed import DDP, CollectiveReducer, all_sum, rank_and_world_size
 from .graphs import GraphedStep, takes_graphs
 from .hooks import TaskHooks
+from .optimizers import apply_learning_rate
 from .plateau import logged_plateau, rule_of
-from .runs import (
-    FollowerFolder,
-    PendingCheckpoint,
-    apply_learning_rate,
-    diverged,
-    open_run_folder,
-)
-from .step import LocalReducer, OptimizerStep, StepLoss, largest_weight
+from .run_folder import FollowerFolder, PendingCheckpoint, open_run_folder
+from .step import LocalReducer, OptimizerStep, StepLoss, diverged, largest_weight
 
 __all__ = ["LINE_SECONDS", "RunStatus", "StepLoss", "TrainingLoop", "largest_weight",
            "run_to_end", "stop_on_signals"]
@@ -110,7 +105,7 @@ def run_to_end(steps: Generator[None, None, Any]) -> Any:
 class TrainingLoop(TaskHooks):
     """The shared machinery of a resumable training run.
 
-    Constructing one opens the run folder (:mod:`drillbook.train.runs`: lock, checks
+    Constructing one opens the run folder (:mod:`drillbook.train.run_folder`: lock, checks
     before any write, a log that matches the checkpoint), seeds torch with
     ``train.seed``, builds the task (:meth:`~drillbook.train.hooks.TaskHooks.build`),
     restores ``last.pt`` on resume, and sets up the precision
@@ -210,7 +205,7 @@ class TrainingLoop(TaskHooks):
             drill"``).
         random_state: torch's random state when the trainer was ready to train (what a
             runner that interleaves several trainers in one process restores before
-            each one's steps, :mod:`drillbook.train.rows`).
+            each one's steps, :mod:`drillbook.train.interleaver`).
     """
 
     #: the ``"format"`` of this task's ``last.pt``
@@ -633,7 +628,7 @@ class TrainingLoop(TaskHooks):
         step (an epoch's validation, log record and checkpoint come with its last step)
         and returns the :class:`RunStatus`; :func:`run_to_end` drives it. Stop signals
         are the caller's (:func:`stop_on_signals`). Several trainers in one process can
-        be interleaved step by step this way (:mod:`drillbook.train.rows`)."""
+        be interleaved step by step this way (:mod:`drillbook.train.interleaver`)."""
         self.folder.acquire()
         try:
             reason, record = yield from self._epochs(max_epochs, max_minutes, max_steps)

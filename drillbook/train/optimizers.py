@@ -26,7 +26,8 @@ from torch import Tensor
 
 from ..errors import ConfigError
 
-__all__ = ["GraphASGD", "GraphSGD", "first_kind", "graph_optimizer", "make_optimizer"]
+__all__ = ["GraphASGD", "GraphSGD", "apply_learning_rate", "first_kind", "graph_optimizer",
+           "make_optimizer"]
 
 
 class _DeviceRate:
@@ -196,3 +197,19 @@ def make_optimizer(kind: str, params: Iterable[Tensor], lr: float, weight_decay:
     if kind == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
+
+
+def apply_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set ``lr`` after ``optimizer.load_state_dict`` (which restores the saved one).
+
+    Averaged SGD keeps its step size per parameter as well (``eta``, the previous step's
+    ``lr``): it is scaled by the same factor, so a lower ``train.lr`` on resume applies
+    from the first step.
+    """
+    for group in optimizer.param_groups:
+        old, group["lr"] = group["lr"], lr
+        if isinstance(optimizer, torch.optim.ASGD) and old != lr:
+            for p in group["params"]:
+                eta = optimizer.state.get(p, {}).get("eta")
+                if eta is not None:
+                    eta.mul_(lr / old)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runs import LOG, read_log
+from .run_files import LOG, read_log
 
 __all__ = ["PlateauRule", "logged_plateau", "plateau_epoch", "reached_plateau", "rule_of"]
 

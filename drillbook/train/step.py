@@ -23,12 +23,13 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
+from ..errors import TrainingDiverged
 from ..precision import Precision, precision_named
 from ..runtime import read_back
-from .runs import nonfinite_update
+from .run_folder import RunFolder
 
-__all__ = ["Checked", "LocalReducer", "OptimizerStep", "StepLoss", "StepTask",
-           "largest_weight"]
+__all__ = ["Checked", "LocalReducer", "OptimizerStep", "StepLoss", "StepTask", "diverged",
+           "largest_weight", "nonfinite_update"]
 
 
 class StepLoss(NamedTuple):
@@ -78,6 +79,44 @@ def largest_weight(params: Sequence[Tensor]) -> Tensor:
         return torch.nn.utils.get_total_norm(params, math.inf)
     with torch.no_grad():
         return torch.stack([p.abs().max() for p in params]).max()
+
+
+def nonfinite_update(module: torch.nn.Module) -> str | None:
+    """None when every parameter of ``module`` is finite (one device sync), else what
+    went wrong in words (``"the update made encoder.w, head.b non-finite"``)."""
+    named = list(module.named_parameters())
+    if not named:
+        return None
+    flags = torch.stack([torch.isfinite(p).all() for _, p in named])
+    if bool(flags.all()):
+        return None
+    bad = [n for (n, _), ok in zip(named, flags.tolist(), strict=True) if not ok]
+    return f"the update made {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} non-finite"
+
+
+def diverged(what: str, *, epoch: int, step: int, lr: float, folder: RunFolder,
+             resumable: bool = True) -> TrainingDiverged:
+    """The error a trainer raises when ``what`` (e.g. ``"the loss became nan"``) happened:
+    where the last sane checkpoint is, and the resume that continues from it.
+
+    ``resumable``: whether ``last.pt`` may be offered. A trainer offers it only where its
+    state's own loss was not seen to be insane (it is not the state that diverged); where
+    there is no such state, the advice is to start again at a lower rate."""
+    smaller = f"train.lr={lr / 2:g}"
+    if folder.saved_step is not None and resumable:
+        advice = (f"{folder.last} holds the last sane state (step {folder.saved_step}): "
+                  f"resume it with a smaller step size, the same command plus --resume "
+                  f"--set {smaller} (train.clip may be lowered the same way)")
+    elif folder.saved_step is not None:
+        advice = (f"{folder.last} (step {folder.saved_step}) is the state that diverged and "
+                  f"no earlier one was kept: start the run again with --set {smaller} (or a "
+                  f"lower train.clip) into a new --out folder, or into this one once you "
+                  f"have removed it")
+    else:
+        advice = (f"no checkpoint was written yet: start again with --set {smaller} "
+                  f"(or a lower train.clip)")
+    return TrainingDiverged(f"training diverged: {what} at epoch {epoch}, step {step} "
+                            f"(train.lr={lr:g}); {advice}")
 
 
 class LocalReducer:

@@ -25,7 +25,7 @@ from .lm import (
     split_stream,
 )
 from .loop import RunStatus, TrainingLoop
-from .runs import LoadedRun, read_run_config
+from .run_files import LoadedRun, read_run_config
 from .translation import (
     NMTTrainer,
     evaluate_translation_run,
@@ -135,7 +135,7 @@ def load_run(run_dir: str | Path, *, which: str = "best", device: str | None = N
              corpus: Any = None) -> LoadedRun:
     """Rebuild a trained model of either task from its run folder: ``(config, model,
     data)``, ``data`` being the language model's corpus or a translation run's two
-    vocabularies (:class:`~drillbook.train.runs.LoadedRun`).
+    vocabularies (:class:`~drillbook.train.run_files.LoadedRun`).
 
     Args:
         which: ``"best"`` (``best.pt``; a language model's averaged weights once NT-ASGD

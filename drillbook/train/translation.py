@@ -1,6 +1,6 @@
 """Train and evaluate a translation model: the task's part of the one training loop.
 
-Its run folder is the language model's (:mod:`drillbook.train.runs`); ``log.jsonl`` adds
+Its run folder is the language model's (:mod:`drillbook.train.run_folder`); ``log.jsonl`` adds
 BLEU and seconds per step, ``best.pt`` holds the weights with the best validation BLEU, and
 both checkpoints carry the vocabularies, so a run can translate on its own.
 """
@@ -29,7 +29,7 @@ from ..nmt.vocab import SPECIALS, NMTVocab
 from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
 from .loop import TrainingLoop
-from .runs import CONFIG, LoadedRun, checkpoint_path, read_run_config
+from .run_files import CONFIG, LoadedRun, checkpoint_path, read_run_config
 from .step import StepLoss
 
 __all__ = ["NMTTrainer", "TranslationVocabs", "build_vocabs", "check_negative_sampling",

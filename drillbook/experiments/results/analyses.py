@@ -18,7 +18,7 @@ from ...data import Corpus
 from ...nmt.corpus import ParallelCorpus
 from ...nmt.decode import translate_pairs
 from ...train.lm import split_stream
-from ...train.runs import LoadedRun
+from ...train.run_files import LoadedRun
 from ...train.tasks import task_of
 
 __all__ = ["TASK_ANALYSES", "lm_analyses", "result_analyses", "translation_analyses"]

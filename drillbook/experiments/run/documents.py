@@ -18,7 +18,7 @@ from ...runtime import resolve_device
 from ...train.distributed import rank_and_world_size
 from ...train.loop import TrainingLoop
 from ...train.plateau import rule_of
-from ...train.runs import LOG, read_log
+from ...train.run_files import LOG, read_log
 from ...train.tasks import task_of
 from ...train.ways import Way
 from ..bench.measure import is_out_of_memory
@@ -119,7 +119,7 @@ def result_doc(table: str, row: Row, config, trainer: TrainingLoop, source: dict
 
 #: how a row was run (a result file's ``execution``): ``way`` (``process``: a process of
 #: its own, ``process-mps``: such a process under an MPS daemon, ``graphs-on-streams`` or
-#: ``interleaved-eager``: with other rows in one process, :mod:`drillbook.train.rows`),
+#: ``interleaved-eager``: with other rows in one process, :mod:`drillbook.train.interleaver`),
 #: ``rows`` (the rows sharing its device, itself included) and ``graphed`` (its steps
 #: replayed from CUDA graphs); the ways' words are :class:`~drillbook.train.ways.Way`'s
 WAYS = tuple(way.value for way in Way.records())

@@ -1,5 +1,5 @@
 """The executor that trains the jobs started together in this process, one step of each in
-turn (:func:`~drillbook.train.rows.train_together`): on one CUDA device each row's steps
+turn (:func:`~drillbook.train.interleaver.train_together`): on one CUDA device each row's steps
 on a stream of its own, replayed from CUDA graphs where its config allows; on a CPU eager
 steps in turn (``--together in-process``).
 
@@ -27,7 +27,7 @@ import torch
 from ...errors import TrainingInterrupted
 from ...provenance import git_state
 from ...runtime import resolve_device
-from ...train.rows import open_rows, train_together
+from ...train.interleaver import open_rows, train_together
 from ...train.ways import Way
 from ..bench.measure import free_memory
 from ..results import write_result

@@ -22,7 +22,7 @@ import torch
 from ...errors import RunFolderError, TrainingInterrupted
 from ...provenance import git_state
 from ...train.distributed import rank_and_world_size
-from ...train.runs import has_checkpoint, in_use
+from ...train.run_files import has_checkpoint, in_use
 from ...train.tasks import task_of
 from ..bench.measure import free_memory
 from .documents import ALONE, raised_doc, write_doc

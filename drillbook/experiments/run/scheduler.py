@@ -20,7 +20,7 @@ the whole call within ``deadline_minutes``:
 
 A plan that continues from one window (or sitting) to the next is the same queue given the
 rows that are not final and each one's predicted time
-(:func:`~drillbook.experiments.run.continuing.run_plan`): the largest that fits in the time
+(:func:`~drillbook.experiments.run.plan_runner.run_plan`): the largest that fits in the time
 left starts first, and what fits nowhere waits for the next window.
 """
 

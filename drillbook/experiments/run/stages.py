@@ -14,7 +14,7 @@ import torch
 from ...analysis import rank_of
 from ...configs import finetune_lr
 from ...train.loop import RunStatus, TrainingLoop
-from ...train.runs import BEST, LOG, has_checkpoint, read_log
+from ...train.run_files import BEST, LOG, has_checkpoint, read_log
 from ...train.tasks import Task, task_of
 from ..results.analyses import result_analyses
 from ..results.files import FINAL_STATUSES

@@ -2,7 +2,8 @@
 overwritten by accident, nothing written before every check has passed, a log that
 matches the checkpoint, finite checkpoints only (:class:`RunFolder` states each rule).
 A run folder holds ``config.json``, ``log.jsonl`` (one record per completed epoch),
-``last.pt`` (the resumable checkpoint), ``best.pt`` (the best weights) and ``.lock``.
+``last.pt`` (the resumable checkpoint), ``best.pt`` (the best weights) and ``.lock``;
+its files are read by :mod:`drillbook.train.run_files`.
 """
 
 from __future__ import annotations
@@ -13,17 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import torch
-
 from ..atomic import write_atomic
-from ..configs import SectionedConfig, config_from_dict
-from ..errors import (
-    ConfigError,
-    MissingFileError,
-    RunFolderError,
-    RunFolderExistsError,
-    TrainingDiverged,
-)
+from ..configs import SectionedConfig
+from ..errors import MissingFileError, RunFolderError, RunFolderExistsError
 from .checkpoint import (
     load_checkpoint,
     save_atomic,
@@ -32,121 +25,10 @@ from .checkpoint import (
     write_serialized,
 )
 from .lock import LOCK, RunLock
+from .run_files import BEST, CONFIG, FINETUNE, LAST, LOG, log_lines, read_run_config
 
-__all__ = ["BEST", "CONFIG", "FINETUNE", "LAST", "LOCK", "LOG", "FollowerFolder", "LoadedRun",
-           "PendingCheckpoint", "RunFolder", "RunLock", "apply_learning_rate",
-           "checkpoint_path", "diverged", "has_checkpoint", "in_use", "nonfinite_update",
-           "open_run_folder", "read_log", "read_run_config", "read_run_dict", "resume_command"]
-
-LAST, BEST, CONFIG, LOG = "last.pt", "best.pt", "config.json", "log.jsonl"
-#: the folder inside a run that its fine-tuning stage writes by default
-FINETUNE = "finetune"
-
-
-# ------------------------------------------------------------- config and log
-_CONFIG_FIX = ("restore the file the run was trained with (a language model's best.pt keeps "
-               "a copy under 'config'), or train into a new --out folder")
-
-
-def read_run_dict(run_dir: str | Path) -> dict[str, Any]:
-    """The raw ``run_dir/config.json`` (a JSON object), for a caller that must look at it
-    before it knows which config class it holds (a language model or a translation run).
-
-    Raises:
-        MissingFileError: no such file.
-        RunFolderError: a file that is not a JSON object (the message names the file).
-    """
-    run_dir = Path(run_dir)
-    path = run_dir / CONFIG
-    if not path.is_file():
-        raise MissingFileError(f"{run_dir} is not a drillbook run folder (no {CONFIG}); "
-                               f"train one with `drillbook train CONFIG --out {run_dir}`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RunFolderError(f"{path} is not a readable run config ({err}); "
-                             f"{_CONFIG_FIX}") from err
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{path} holds a JSON {type(data).__name__}, not a run config; "
-                             f"{_CONFIG_FIX}")
-    return data
-
-
-def read_run_config(run_dir: str | Path, cls: type[SectionedConfig] | None = None):
-    """The validated config in ``run_dir/config.json`` (see :func:`read_run_dict`), read
-    by ``cls``, or (``None``) by the class of the task it names
-    (:func:`drillbook.configs.config_from_dict`): ask the result its ``task``.
-
-    Raises:
-        MissingFileError: no such file.
-        RunFolderError: a file that is not a valid ``cls`` config (the message names the
-            file and what is wrong with it).
-    """
-    data = read_run_dict(run_dir)
-    held = data.get("task")
-    if cls is not None and held not in (None, cls.task):  # the other task's run
-        raise RunFolderError(f"{run_dir} holds a {held} run, and a {cls.task} config cannot "
-                             f"continue it; resume it with its own config (its config.json)"
-                             f", or train the {cls.task} config into another --out folder")
-    _check_head_registered(run_dir, data)
-    try:
-        return config_from_dict(data) if cls is None else cls.from_dict(data)
-    except ConfigError as err:
-        raise RunFolderError(f"{Path(run_dir) / CONFIG} does not hold a valid config "
-                             f"({err}); {_CONFIG_FIX}") from err
-
-
-def _check_head_registered(run_dir: str | Path, data: dict[str, Any]) -> None:
-    """Refuse a run whose head is not registered in this process (a head registered in
-    Python where it was trained) as such, not as a broken config file.
-
-    Raises:
-        RunFolderError: naming the head and how to register it.
-    """
-    from ..heads import HEADS  # torch is loaded here anyway
-
-    head = data.get("head")
-    kind = head.get("kind") if isinstance(head, dict) else None
-    if not isinstance(kind, str) or kind in HEADS:
-        return
-    raise RunFolderError(f"{run_dir} was trained with the head {kind!r}, which is not "
-                         f"registered in this process (the package's heads: "
-                         f"{', '.join(HEADS)}); register it before reading the run: import "
-                         f"the module that defines it and call "
-                         f"drillbook.heads.register_head on its class, then read the run "
-                         f"from that Python process (drillbook.train.load_run)")
-
-
-def _records(path: Path) -> list[tuple[int, str, Any]]:
-    """``(line number, line, parsed record or None)`` for each non-blank line."""
-    out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                out.append((i, line, json.loads(line)))
-            except json.JSONDecodeError:
-                out.append((i, line, None))
-    return out
-
-
-def read_log(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The per-epoch records of a run (``log.jsonl``), oldest first.
-
-    Raises:
-        MissingFileError: no log.
-        RunFolderError: a line that is not a JSON record (named by number).
-    """
-    path = Path(run_dir) / LOG
-    if not path.is_file():
-        raise MissingFileError(f"no training log at {path}: the run has not finished an "
-                             f"epoch yet (or {Path(run_dir)} is not a run folder)")
-    records = []
-    for i, _, record in _records(path):
-        if not isinstance(record, dict):
-            raise RunFolderError(f"{path} line {i} is not a JSON record; delete that line "
-                                 f"(resuming the run rewrites the log from its checkpoint)")
-        records.append(record)
-    return records
+__all__ = ["LOCK", "FollowerFolder", "PendingCheckpoint", "RunFolder", "RunLock",
+           "open_run_folder"]
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
@@ -202,8 +84,9 @@ class RunFolder:
       killed writer (``.last.pt.<pid>.tmp``) are removed when the folder is opened.
     * **Checkpoints hold finite weights only**: the trainers check the loss and the
       parameters after every step and stop with :class:`~drillbook.errors.TrainingDiverged`
-      (:func:`diverged`) before anything non-finite is saved; a checkpoint taken within
-      an epoch is written only once its state's own loss (the next step's) was sane.
+      (:func:`~drillbook.train.step.diverged`) before anything non-finite is saved; a
+      checkpoint taken within an epoch is written only once its state's own loss (the next
+      step's) was sane.
 
     Use :func:`open_run_folder`; the trainer then calls :meth:`start` (checkpoint,
     build, restore, then the first write). All later writes go through
@@ -324,7 +207,7 @@ class RunFolder:
                                json.dumps(self.config.to_dict(), indent=2) + "\n")
         log = self.path / LOG
         if epoch_in_progress is not None and log.exists():
-            records = _records(log)
+            records = log_lines(log)
             kept = [line for _, line, r in records  # a half-written line is dropped too
                     if isinstance(r, dict) and isinstance(r.get("epoch"), int)
                     and r["epoch"] < epoch_in_progress]
@@ -474,110 +357,3 @@ def open_run_folder(run_dir: str | Path, config: SectionedConfig,
             ``config.json``.
     """
     return RunFolder(run_dir, config, resume)
-
-
-class LoadedRun(NamedTuple):
-    """A trained run read back from its folder (:func:`drillbook.train.load_run`).
-
-    Attributes:
-        config: the config it was trained with.
-        model: the model, its weights loaded, in eval mode.
-        data: what the model reads text with: the language model's
-            :class:`~drillbook.data.Corpus`, or a translation run's two vocabularies
-            (:class:`~drillbook.train.translation.TranslationVocabs`).
-    """
-
-    config: SectionedConfig
-    model: torch.nn.Module
-    data: Any
-
-
-# ------------------------------------------------------------------ helpers
-def apply_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set ``lr`` after ``optimizer.load_state_dict`` (which restores the saved one).
-
-    Averaged SGD keeps its step size per parameter as well (``eta``, the previous step's
-    ``lr``): it is scaled by the same factor, so a lower ``train.lr`` on resume applies
-    from the first step.
-    """
-    for group in optimizer.param_groups:
-        old, group["lr"] = group["lr"], lr
-        if isinstance(optimizer, torch.optim.ASGD) and old != lr:
-            for p in group["params"]:
-                eta = optimizer.state.get(p, {}).get("eta")
-                if eta is not None:
-                    eta.mul_(lr / old)
-
-
-def nonfinite_update(module: torch.nn.Module) -> str | None:
-    """None when every parameter of ``module`` is finite (one device sync), else what
-    went wrong in words (``"the update made encoder.w, head.b non-finite"``)."""
-    named = list(module.named_parameters())
-    if not named:
-        return None
-    flags = torch.stack([torch.isfinite(p).all() for _, p in named])
-    if bool(flags.all()):
-        return None
-    bad = [n for (n, _), ok in zip(named, flags.tolist(), strict=True) if not ok]
-    return f"the update made {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} non-finite"
-
-
-def checkpoint_path(run_dir: Path, which: str) -> Path:
-    """``run_dir/best.pt`` or ``run_dir/last.pt``, which must exist.
-
-    Raises:
-        ValueError: ``which`` is neither ``"best"`` nor ``"last"``.
-        MissingFileError: the file does not exist.
-    """
-    if which not in ("best", "last"):
-        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
-    path = Path(run_dir) / (BEST if which == "best" else LAST)
-    if not path.exists():
-        other = "last" if which == "best" else "best"
-        raise MissingFileError(f"{run_dir} has no {path.name} yet (no epoch finished); "
-                               f"train it further ({resume_command(run_dir)}), or read its "
-                               f"{other}.pt instead (--which {other}, if it has one)")
-    return path
-
-
-def in_use(run_dir: str | Path) -> str | None:
-    """Who is training in ``run_dir`` now (``"pid 1234"``, from its lock), or None: what a
-    command that starts from a run's checkpoints checks first (:meth:`RunLock.holder`)."""
-    return RunLock(Path(run_dir)).holder()
-
-
-def resume_command(run_dir: str | Path) -> str:
-    """The command that continues the run in ``run_dir`` from its ``last.pt``, in words."""
-    return f"`drillbook train --config {Path(run_dir) / CONFIG} --out {run_dir} --resume`"
-
-
-def has_checkpoint(run_dir: str | Path) -> bool:
-    """Whether ``run_dir`` holds a ``last.pt`` to resume from: the ``resume=`` argument
-    that lets the same call start a run or continue it (``Trainer(config, folder,
-    resume=has_checkpoint(folder))``)."""
-    return (Path(run_dir) / LAST).exists()
-
-
-def diverged(what: str, *, epoch: int, step: int, lr: float, folder: RunFolder,
-             resumable: bool = True) -> TrainingDiverged:
-    """The error a trainer raises when ``what`` (e.g. ``"the loss became nan"``) happened:
-    where the last sane checkpoint is, and the resume that continues from it.
-
-    ``resumable``: whether ``last.pt`` may be offered. A trainer offers it only where its
-    state's own loss was not seen to be insane (it is not the state that diverged); where
-    there is no such state, the advice is to start again at a lower rate."""
-    smaller = f"train.lr={lr / 2:g}"
-    if folder.saved_step is not None and resumable:
-        advice = (f"{folder.last} holds the last sane state (step {folder.saved_step}): "
-                  f"resume it with a smaller step size, the same command plus --resume "
-                  f"--set {smaller} (train.clip may be lowered the same way)")
-    elif folder.saved_step is not None:
-        advice = (f"{folder.last} (step {folder.saved_step}) is the state that diverged and "
-                  f"no earlier one was kept: start the run again with --set {smaller} (or a "
-                  f"lower train.clip) into a new --out folder, or into this one once you "
-                  f"have removed it")
-    else:
-        advice = (f"no checkpoint was written yet: start again with --set {smaller} "
-                  f"(or a lower train.clip)")
-    return TrainingDiverged(f"training diverged: {what} at epoch {epoch}, step {step} "
-                            f"(train.lr={lr:g}); {advice}")

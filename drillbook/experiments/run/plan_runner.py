@@ -1,4 +1,4 @@
-"""Plans that continue from window to window.
+"""The plan runner: what is left of a plan that continues from window to window.
 
 A plan whose rows train to their plateau
 (:attr:`~drillbook.experiments.tables.Plan.to_plateau`) rarely fits one GPU window whole.
@@ -74,7 +74,7 @@ def run_plan(plan: Plan, executor: Executor, *, out: str | Path, runs: str | Pat
     ``executor``; ``kwargs`` go on to it) given the rows that are not final, started
     largest predicted time first while they fit (see the module notes). ``sharing`` and
     ``device_class``: how the predictions are made
-    (:data:`~drillbook.experiments.run.plans.SHARINGS`; the way the rows run, which
+    (:data:`~drillbook.experiments.run.devices.SHARINGS`; the way the rows run, which
     processes are today). Returns the result files of the rows this call started."""
     began = time.monotonic()
     minutes = deadline_minutes or plan.deadline_minutes

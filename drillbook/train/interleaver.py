@@ -35,7 +35,7 @@ from ..configs import SectionedConfig
 from .checkpoint import rng_state, set_rng_state
 from .graphs import GraphedStep, takes_graphs
 from .loop import RunStatus, TrainingLoop, stop_on_signals
-from .runs import has_checkpoint
+from .run_files import has_checkpoint
 from .tasks import task_of
 from .ways import Way
 
