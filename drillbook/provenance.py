@@ -33,8 +33,9 @@ def source_hash() -> str:
 
 def git_state() -> dict:
     """``commit`` (HEAD of the package's checkout) and ``dirty`` (the package's files
-    differ from that commit). A long run should read this when it starts: the checkout
-    may move on while it trains.
+    differ from that commit, its result files aside: ``drillbook/results`` is where runs
+    write theirs, so a run that finishes while others train does not make them dirty). A
+    long run should read this when it starts: the checkout may move on while it trains.
 
     A copy of the working tree (a machine it was copied to, an unpacked archive) reads
     them from the stamp :func:`stamp_source` wrote beside the package before the copy:
@@ -49,7 +50,8 @@ def git_state() -> dict:
 
     try:
         state = {"commit": git("rev-parse", "HEAD"),
-                 "dirty": bool(git("status", "--porcelain", "--", str(_PACKAGE)))}
+                 "dirty": bool(git("status", "--porcelain", "--", str(_PACKAGE),
+                                   f":(exclude){_PACKAGE / 'results'}"))}
     except (OSError, subprocess.CalledProcessError):
         state = {"commit": None, "dirty": None}
     if state["dirty"] is False:

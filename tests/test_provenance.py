@@ -15,6 +15,31 @@ def test_this_checkout_names_its_commit():
     assert len(state["commit"]) == 40 and isinstance(state["dirty"], bool)
 
 
+def test_a_result_file_written_in_the_package_leaves_it_clean(tmp_path, monkeypatch):
+    """A run writes its result under ``drillbook/results``: that does not make the code of
+    the runs still training dirty; a changed module does."""
+    repo = tmp_path / "repo"
+    package = repo / "drillbook"
+    (package / "results").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "results" / "old.json").write_text("{}\n")
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(provenance, "_PACKAGE", package)
+    monkeypatch.setattr(provenance, "STAMP", package / "SOURCE.json")
+    assert provenance.git_state()["dirty"] is False
+    (package / "results" / "new.json").write_text("{}\n")
+    (package / "results" / "old.json").write_text("{\"a\": 1}\n")
+    assert provenance.git_state()["dirty"] is False
+    (package / "b.py").write_text("y = 1\n")
+    assert provenance.git_state()["dirty"] is True
+
+
 def test_a_copy_without_git_reads_its_commit_from_the_stamp(tmp_path, monkeypatch):
     """Copied to a machine without git, the package reads the stamp written before the
     copy, and counts as dirty once its files differ from what was stamped."""
