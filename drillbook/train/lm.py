@@ -55,7 +55,7 @@ from .runs import (
 )
 from .step import StepLoss
 
-__all__ = ["Trainer", "evaluate", "evaluate_lm_run", "finetune", "finetune_trainer",
+__all__ = ["LanguageModelTrainer", "evaluate", "evaluate_lm_run", "finetune", "finetune_trainer",
            "load_lm_data", "load_lm_run", "split_stream", "training_loss"]
 
 
@@ -119,7 +119,7 @@ def evaluate(model: LanguageModel, data: Tensor, bptt: int,
     return total / count, count
 
 
-class Trainer(TrainingLoop):
+class LanguageModelTrainer(TrainingLoop):
     """Train a config's language model into a run folder, resumably.
 
     The task's part of :class:`~drillbook.train.loop.TrainingLoop`: batches from
@@ -274,9 +274,10 @@ class Trainer(TrainingLoop):
 
     @classmethod
     def graph_problem(cls, config: Config, world_size: int = 1) -> str | None:
-        """Why ``config`` cannot train with the graph-ready step (``Trainer(graphs=True)``,
-        ``drillbook train --cuda-graphs``), in one line naming the fix; None when it can
-        (:func:`~drillbook.train.graphs.takes_graphs` asks it)."""
+        """Why ``config`` cannot train with the graph-ready step
+        (``LanguageModelTrainer(graphs=True)``, ``drillbook train --cuda-graphs``), in one
+        line naming the fix; None when it can (:func:`~drillbook.train.graphs.takes_graphs`
+        asks it)."""
         t = config.train
         uncaptured = [p for p in amp_precisions(t.amp) if not p.capturable]
         problems = [
@@ -495,9 +496,9 @@ def finetune(run_dir: str | Path, *, out: str | Path | None = None, device: str 
 def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
                      device: str | None = None, resume: bool = False,
                      progress: bool | None = None, corpus: Corpus | None = None,
-                     lr: float | None = None) -> Trainer:
-    """The :class:`Trainer` that :func:`finetune` runs (same arguments), for a caller that
-    needs more than the stage's :class:`RunStatus` (steps, wall time, device)."""
+                     lr: float | None = None) -> LanguageModelTrainer:
+    """The :class:`LanguageModelTrainer` that :func:`finetune` runs (same arguments), for a
+    caller that needs more than the stage's :class:`RunStatus` (steps, wall time, device)."""
     run_dir = Path(run_dir)
     config = read_run_config(run_dir, Config)
     out = Path(out) if out is not None else run_dir / FINETUNE
@@ -514,8 +515,9 @@ def finetune_trainer(run_dir: str | Path, *, out: str | Path | None = None,
         lr = read_run_config(out, Config).train.lr
     if lr is not None:
         config.train.lr = float(lr)  # validated (positive) when the run folder opens
-    return Trainer(config, out, device=device, resume=resume, progress=progress,
-                   corpus=corpus, stage="finetune", init_from=None if resume else run_dir / BEST)
+    return LanguageModelTrainer(config, out, device=device, resume=resume, progress=progress,
+                                corpus=corpus, stage="finetune",
+                                init_from=None if resume else run_dir / BEST)
 
 
 def load_lm_data(config: Config) -> Corpus:

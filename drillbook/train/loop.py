@@ -13,7 +13,6 @@ import math
 import signal
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +55,8 @@ __all__ = ["LINE_SECONDS", "RunStatus", "StepLoss", "TrainingLoop", "largest_wei
 LINE_SECONDS = 30.0
 
 
-@dataclass
 class RunStatus:
-    """How a trainer's ``fit()`` ended, for either task.
+    """How a trainer's ``fit()`` ended, for any task.
 
     Attributes:
         reason: ``"done"`` (all epochs), ``"epochs"`` (``max_epochs`` reached),
@@ -68,18 +66,34 @@ class RunStatus:
             :mod:`drillbook.train.plateau`).
         epoch: epochs completed.
         best_val_loss: the best validation loss so far (nats per token), what selects a
-            language model's ``best.pt`` (``inf`` for a translation run).
-        best_val_bleu: the best validation BLEU so far, what selects a translation run's
-            ``best.pt`` (None for a language model).
+            language model's ``best.pt`` (``inf`` for a task that selects by another
+            number).
+        best: what the trainer's :meth:`~drillbook.train.hooks.TaskHooks.best` returned
+            beside it, each also an attribute (a translation's ``best_val_bleu``); what
+            "best" means is its task's
+            (:attr:`~drillbook.train.tasks.Task.best_value`).
         record: the log record of the last epoch this call completed (None if it
             completed none).
     """
 
-    reason: str
-    epoch: int
-    best_val_loss: float = math.inf
-    best_val_bleu: float | None = None
-    record: dict[str, Any] | None = None
+    def __init__(self, reason: str, epoch: int, best_val_loss: float = math.inf,
+                 record: dict[str, Any] | None = None, **best: float) -> None:
+        self.reason, self.epoch, self.best_val_loss = reason, epoch, best_val_loss
+        self.record, self.best = record, best
+
+    def __getattr__(self, name: str) -> float:
+        best = self.__dict__.get("best", {})
+        if name in best:
+            return best[name]
+        raise AttributeError(f"{type(self).__name__} has no {name!r}")
+
+    def __repr__(self) -> str:
+        fields = {"reason": self.reason, "epoch": self.epoch,
+                  "best_val_loss": self.best_val_loss, **self.best, "record": self.record}
+        return f"RunStatus({', '.join(f'{k}={v!r}' for k, v in fields.items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunStatus) and vars(self) == vars(other)
 
     @property
     def best_val_ppl(self) -> float:
@@ -238,7 +252,7 @@ class TrainingLoop(TaskHooks):
         config name, a dict, or the other task's config.
 
         Raises:
-            ConfigError: ``Trainer trains language-model configs; 'multi30k/...' is a
+            ConfigError: ``LanguageModelTrainer trains language-model configs; 'multi30k/...' is a
                 translation config: ...``.
         """
         if isinstance(config, cls.config_type):

@@ -26,7 +26,7 @@ from ...metrics import MAX_LOSS
 from ...models import LanguageModel, build_model
 from ...precision import PRECISIONS, autocast
 from ...provenance import environment
-from ...train.lm import Trainer
+from ...train.lm import LanguageModelTrainer
 from ...train.optimizers import first_kind, make_optimizer
 from ...train.step import LocalReducer, OptimizerStep
 from ...validation import as_list
@@ -57,9 +57,9 @@ class _Trained:
     the trainer's own hooks for the step (its ``loss``, ``tokens``, ``lr_scale``), each
     window from a fresh recurrent state."""
 
-    loss = Trainer.loss
-    tokens = Trainer.tokens
-    lr_scale = Trainer.lr_scale
+    loss = LanguageModelTrainer.loss
+    tokens = LanguageModelTrainer.tokens
+    lr_scale = LanguageModelTrainer.lr_scale
 
     def __init__(self, model: LanguageModel, optimizer: torch.optim.Optimizer,
                  train: TrainConfig) -> None:

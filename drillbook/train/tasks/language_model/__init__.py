@@ -1,0 +1,35 @@
+"""The language-model task in one place: its config class
+(:class:`~drillbook.configs.language_model.Config`), its trainer (AWD-LSTM's recipe,
+:class:`~drillbook.train.lm.LanguageModelTrainer`, whose ``build`` makes the model with
+:func:`~drillbook.models.build_model`), its corpus, its evaluation and metric (perplexity),
+"best" (the lowest validation loss), fine-tuning, its token streams (rank and dynamic
+evaluation read them), its sizing for the planner (:mod:`.sizing`), its analyses
+(:mod:`.analyses`) and its learning curve; registered on import."""
+
+from __future__ import annotations
+
+from ....configs import Config
+from ...lm import (
+    LanguageModelTrainer,
+    evaluate_lm_run,
+    finetune_trainer,
+    load_lm_data,
+    load_lm_run,
+    split_stream,
+)
+from ..registry import EPOCH_KEYS, TIME_KEYS, Task, register_task
+from .analyses import lm_analyses
+from .sizing import SIZING, mean_bptt
+
+__all__ = ["TASK", "lm_analyses", "mean_bptt"]
+
+#: the task's record
+TASK = register_task(Task(
+    name=Config.task, config_class=Config, trainer=LanguageModelTrainer,
+    metric="perplexity", metric_key="ppl", short="ppl",
+    best_value=lambda s: s.best_val_ppl, load_data=load_lm_data, load_run=load_lm_run,
+    evaluate=evaluate_lm_run,
+    describe=lambda r: f"perplexity {r['ppl']:.2f} over {r['tokens']:,} tokens",
+    analyses=lm_analyses, sizing=SIZING,
+    curve_keys=(*EPOCH_KEYS, "train_ppl", "val_loss", "val_ppl", *TIME_KEYS),
+    finetune_trainer=finetune_trainer, split_stream=split_stream))
