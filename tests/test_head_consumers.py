@@ -40,8 +40,6 @@ from drillbook.experiments import BENCH_HEADS, TABLES, head_cost
 from drillbook.experiments.bench.heads import fit_layers
 from drillbook.experiments.bench.model import compare_models, model_cost
 from drillbook.experiments.bench.sweep import greedy_decode as head_greedy
-from drillbook.train.tasks.language_model import lm_analyses
-from drillbook.train.tasks.translation import translation_analyses
 from drillbook.heads import (
     HEADS,
     DistributionHead,
@@ -59,6 +57,8 @@ from drillbook.plotting import HEAD_COLORS
 from drillbook.train import LanguageModelTrainer, NMTTrainer, evaluate
 from drillbook.train.lm import split_stream
 from drillbook.train.runs import LoadedRun
+from drillbook.train.tasks.language_model import lm_analyses
+from drillbook.train.tasks.translation import translation_analyses
 from drillbook.train.translation import TranslationVocabs
 
 pytestmark = pytest.mark.usefixtures("one_thread")

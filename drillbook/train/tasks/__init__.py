@@ -12,12 +12,13 @@ from .registry import (
     Sizing,
     StepProbe,
     Task,
+    TinyRun,
     load_run,
     register_task,
     task_of,
     unregister_task,
 )
 
-__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Sizing", "StepProbe", "Task",
+__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Sizing", "StepProbe", "Task", "TinyRun",
            "language_model", "load_run", "register_task", "task_of", "translation",
            "unregister_task"]

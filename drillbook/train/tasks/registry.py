@@ -25,8 +25,8 @@ from ...validation import check_choice
 from ..loop import RunStatus, TrainingLoop
 from ..runs import LoadedRun, read_run_config
 
-__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Sizing", "StepProbe", "Task", "load_run",
-           "register_task", "task_of", "unregister_task"]
+__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Sizing", "StepProbe", "Task", "TinyRun",
+           "load_run", "register_task", "task_of", "unregister_task"]
 
 #: the keys of a result file's learning curve that every task's log records have, before
 #: its own (:attr:`Task.curve_keys`) and after them
@@ -43,6 +43,17 @@ class StepProbe(NamedTuple):
     sizes: tuple[int, int]
     model: torch.nn.Module
     loss: Callable[[int], torch.Tensor]
+
+
+class TinyRun(NamedTuple):
+    """The size of the tiny fixed run that fingerprints the code training a config
+    (:mod:`drillbook.experiments.results.fingerprint`): its vocabulary, batch, positions
+    per sequence and training steps."""
+
+    vocab: int = 40
+    batch: int = 3
+    length: int = 5
+    steps: int = 3
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,10 @@ class Task:
         sizing: how the planner and the estimates size its step (:class:`Sizing`).
         curve_keys: what a result file's learning curve keeps of each log record (those a
             record has), in order.
+        tiny_run: ``(config, size) -> (losses, model)``: the fingerprint's tiny run of a
+            config (:class:`TinyRun`): the config at a few units, seeded, a few steps of
+            the task's own training step on fixed random data; called in float64 on the
+            CPU (:func:`~drillbook.experiments.results.fingerprint.training_fingerprint`).
         signature: ``(key, name)``: the key of an :attr:`evaluate` result that says how
             the metric was computed and its name in words (a translation's
             ``("bleu_signature", "sacreBLEU signature")``), kept at the top level of a
@@ -135,6 +150,7 @@ class Task:
     analyses: Callable[..., dict[str, Any]]
     sizing: Sizing
     curve_keys: tuple[str, ...]
+    tiny_run: Callable[[Any, TinyRun], tuple[list[float], torch.nn.Module]]
     signature: tuple[str, str] | None = None
     finetune_trainer: Callable[..., TrainingLoop] | None = None
     split_stream: Callable[..., Any] | None = None

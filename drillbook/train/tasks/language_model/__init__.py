@@ -4,7 +4,8 @@
 :func:`~drillbook.models.build_model`), its corpus, its evaluation and metric (perplexity),
 "best" (the lowest validation loss), fine-tuning, its token streams (rank and dynamic
 evaluation read them), its sizing for the planner (:mod:`.sizing`), its analyses
-(:mod:`.analyses`) and its learning curve; registered on import."""
+(:mod:`.analyses`) and its learning curve and its tiny run for a result file's fingerprint
+(:mod:`.step`); registered on import."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from ...lm import (
 from ..registry import EPOCH_KEYS, TIME_KEYS, Task, register_task
 from .analyses import lm_analyses
 from .sizing import SIZING, mean_bptt
+from .step import tiny_run, trainer_step
 
-__all__ = ["TASK", "lm_analyses", "mean_bptt"]
+__all__ = ["TASK", "lm_analyses", "mean_bptt", "trainer_step"]
 
 #: the task's record
 TASK = register_task(Task(
@@ -32,4 +34,5 @@ TASK = register_task(Task(
     describe=lambda r: f"perplexity {r['ppl']:.2f} over {r['tokens']:,} tokens",
     analyses=lm_analyses, sizing=SIZING,
     curve_keys=(*EPOCH_KEYS, "train_ppl", "val_loss", "val_ppl", *TIME_KEYS),
+    tiny_run=tiny_run,
     finetune_trainer=finetune_trainer, split_stream=split_stream))

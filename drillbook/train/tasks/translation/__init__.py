@@ -3,8 +3,8 @@
 (:class:`~drillbook.train.translation.NMTTrainer`, whose ``build`` makes the model with
 :func:`~drillbook.models.build_translation_model`), its sentence pairs, its evaluation and
 metric (BLEU, with sacreBLEU's signature), "best" (the highest validation BLEU), decoding,
-its sizing for the planner (:mod:`.sizing`), its analyses (:mod:`.analyses`) and its
-learning curve; registered on import."""
+its sizing for the planner (:mod:`.sizing`), its analyses (:mod:`.analyses`), its
+learning curve and its tiny run for a result file's fingerprint; registered on import."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ...translation import (
 )
 from ..registry import EPOCH_KEYS, TIME_KEYS, Task, register_task
 from .analyses import translation_analyses
-from .sizing import SIZING, random_pairs_step
+from .sizing import SIZING, random_pairs_step, tiny_run
 
 __all__ = ["TASK", "random_pairs_step", "translation_analyses"]
 
@@ -30,5 +30,5 @@ TASK = register_task(Task(
     describe=lambda r: (f"BLEU {r['bleu']:.2f} over {r['sentences']:,} sentences with "
                         f"beam {r['beam']}"),
     analyses=translation_analyses, sizing=SIZING,
-    curve_keys=(*EPOCH_KEYS, "val_loss", "val_bleu", *TIME_KEYS),
+    curve_keys=(*EPOCH_KEYS, "val_loss", "val_bleu", *TIME_KEYS), tiny_run=tiny_run,
     signature=("bleu_signature", "sacreBLEU signature"), decodes=True))

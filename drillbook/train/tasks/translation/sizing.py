@@ -2,7 +2,8 @@
 on its corpus (the vocabularies and mean sentence lengths), its matrix-product FLOPs (the
 attentional model's or the Transformer's, and the head's, :mod:`drillbook.analysis`), a
 step on random sentence pairs whose saved tensors are measured (:func:`random_pairs_step`),
-its model and a step of the real model timed."""
+its model and a step of the real model timed; and the task's tiny run for a result
+file's fingerprint (:func:`tiny_run`)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from typing import Any
 import torch
 
 from ....analysis import head_flops
+from ....configs import apply_overrides
 from ....heads import HEADS
 from ....models import build_translation_model
 from ...translation import build_vocabs
-from ..registry import Sizing, StepProbe, task_of
+from ..registry import Sizing, StepProbe, TinyRun, task_of
 
-__all__ = ["SIZING", "random_pairs_step"]
+__all__ = ["SIZING", "random_pairs_step", "tiny_run"]
 
 
 def _sizes(config) -> dict[str, Any]:
@@ -109,6 +111,39 @@ def random_pairs_step(config, vocab_size: int, gen: torch.Generator | None = Non
         return model.loss(src, torch.full((n,), s_len), tgt[:-1], tgt[1:])
 
     return model, loss
+
+
+def tiny_run(config, size: TinyRun) -> tuple[list[float], Any]:
+    """The fingerprint's tiny run (:mod:`drillbook.experiments.results.fingerprint`): the
+    config at a few units (every other setting, the head's options included, as the row
+    has them), ``size.steps`` steps of its loss (``model.loss``), clipping and the
+    optimiser (Adam or SGD) on fixed random sentence pairs; ``(losses, model)``."""
+    if config.model.arch == "transformer":
+        config = apply_overrides(config, ["model.d_model=8", "model.nhead=2",
+                                          "model.d_ff=16", "model.layers=1"])
+    else:
+        config = apply_overrides(config, ["model.emb_size=8", "model.hidden=8"])
+    gen = torch.Generator().manual_seed(0)
+    table = _target_table(config, size.vocab, gen)  # vMF: 50-d unit vectors
+    model = build_translation_model(config, size.vocab, size.vocab, pad_id=0,
+                                    target_embeddings=table)
+    model.train()
+    t = config.train
+    if getattr(t, "optimizer", "adam") == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=t.lr)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
+    src = torch.randint(4, size.vocab, (size.length, size.batch), generator=gen)
+    tgt = torch.randint(4, size.vocab, (size.length + 1, size.batch), generator=gen)
+    losses = []
+    for _ in range(size.steps):
+        optimizer.zero_grad()
+        loss = model.loss(src, torch.full((size.batch,), size.length), tgt[:-1], tgt[1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses, model
 
 
 def _probe(config, vocab_size: int, gen: torch.Generator, **extra) -> StepProbe:
