@@ -1,7 +1,7 @@
 """What a result file carries for the chapters beyond the metrics: the ``analyses``
-block (:data:`~drillbook.experiments.results.schema.ANALYSES`), computed from a trained run
-by its task's function (:attr:`~drillbook.train.tasks.Task.analyses`, declared in the
-task's package)."""
+block (its keys the task's :attr:`~drillbook.train.tasks.Task.analyses_keys`), computed
+from a trained run by its task's function (:attr:`~drillbook.train.tasks.Task.analyses`,
+declared in the task's package)."""
 
 from __future__ import annotations
 

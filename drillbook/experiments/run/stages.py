@@ -101,9 +101,9 @@ def stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
         metrics[f"test_{key}"] = result[key]
         metrics.update({f"test_{n}": result[n] for n in ("tokens", "sentences") if n in result})
         metrics["output_layer_params"] = run.model.head.param_counts().dedicated
-        signed = task.signature[0] if task.signature else None
-        if signed in result:  # how the metric was computed (sacreBLEU's)
-            extra[signed] = result[signed]
+        signature = task.signature
+        if signature is not None and signature.key in result:  # how it was computed
+            extra[signature.key] = result[signature.key]
         pending = [name for name, due in (("rank", rank_cap != NO_RANK),
                                           ("analyses", analyses)) if due]
         if early is not None and pending:

@@ -9,6 +9,7 @@ from .registry import (
     EPOCH_KEYS,
     TASKS,
     TIME_KEYS,
+    Signature,
     Sizing,
     StepProbe,
     Task,
@@ -19,6 +20,6 @@ from .registry import (
     unregister_task,
 )
 
-__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Sizing", "StepProbe", "Task", "TinyRun",
-           "language_model", "load_run", "register_task", "task_of", "translation",
+__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Signature", "Sizing", "StepProbe", "Task",
+           "TinyRun", "language_model", "load_run", "register_task", "task_of", "translation",
            "unregister_task"]

@@ -22,11 +22,12 @@ import torch
 from ...configs import SectionedConfig, register_config_class, unregister_config_class
 from ...errors import ConfigError
 from ...validation import check_choice
+from ..checkpoint import FORMATS
 from ..loop import RunStatus, TrainingLoop
 from ..runs import LoadedRun, read_run_config
 
-__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Sizing", "StepProbe", "Task", "TinyRun",
-           "load_run", "register_task", "task_of", "unregister_task"]
+__all__ = ["EPOCH_KEYS", "TASKS", "TIME_KEYS", "Signature", "Sizing", "StepProbe", "Task",
+           "TinyRun", "load_run", "register_task", "task_of", "unregister_task"]
 
 #: the keys of a result file's learning curve that every task's log records have, before
 #: its own (:attr:`Task.curve_keys`) and after them
@@ -43,6 +44,17 @@ class StepProbe(NamedTuple):
     sizes: tuple[int, int]
     model: torch.nn.Module
     loss: Callable[[int], torch.Tensor]
+
+
+class Signature(NamedTuple):
+    """How a task's test metric was computed, as its evaluation states it: the ``key`` of
+    an :attr:`Task.evaluate` result that holds it (kept at the top level of a result
+    file), its ``name`` in ``drillbook eval``'s words, and the sentence of the report's
+    paragraph that introduces it (the signatures follow)."""
+
+    key: str
+    name: str
+    report: str
 
 
 class TinyRun(NamedTuple):
@@ -114,6 +126,8 @@ class Task:
         describe: ``result -> str``: an :attr:`evaluate` result in words.
         analyses: ``(run, split, *, data, max_items) -> dict``: the ``analyses`` block of
             a result file (:func:`~drillbook.experiments.results.analyses.result_analyses`).
+        analyses_keys: the keys that block may hold and the types of their values (what
+            :func:`~drillbook.experiments.results.validate_result` checks).
         sizing: how the planner and the estimates size its step (:class:`Sizing`).
         curve_keys: what a result file's learning curve keeps of each log record (those a
             record has), in order.
@@ -121,10 +135,9 @@ class Task:
             config (:class:`TinyRun`): the config at a few units, seeded, a few steps of
             the task's own training step on fixed random data; called in float64 on the
             CPU (:func:`~drillbook.experiments.results.fingerprint.training_fingerprint`).
-        signature: ``(key, name)``: the key of an :attr:`evaluate` result that says how
-            the metric was computed and its name in words (a translation's
-            ``("bleu_signature", "sacreBLEU signature")``), kept at the top level of a
-            result file and said by ``drillbook eval``; None where there is none.
+        signature: how the test metric was computed (:class:`Signature`: a
+            translation's sacreBLEU signature), kept at the top level of a result file,
+            said by ``drillbook eval`` and the report; None where there is none.
         finetune_trainer: ``(run_dir, *, out, device, resume, progress, corpus, lr) ->
             TrainingLoop``: the trainer of the task's second stage (AWD-LSTM's averaged-SGD
             fine-tuning), or None where the task has none.
@@ -134,6 +147,9 @@ class Task:
         decodes: whether the task's models decode (beam search, ``translate``).
         configs: its named configs, ``name -> () -> config`` (those of the built-in tasks
             are :mod:`drillbook.configs`'s own).
+        checkpoint_formats: the ``"format"`` of each kind of file its trainer writes, and
+            what such a file is in words (those of the built-in tasks are
+            :data:`drillbook.train.checkpoint.FORMATS`' own).
     """
 
     name: str
@@ -148,14 +164,16 @@ class Task:
     evaluate: Callable[..., dict[str, Any]]
     describe: Callable[[dict[str, Any]], str]
     analyses: Callable[..., dict[str, Any]]
+    analyses_keys: dict[str, tuple[type, ...]]
     sizing: Sizing
     curve_keys: tuple[str, ...]
     tiny_run: Callable[[Any, TinyRun], tuple[list[float], torch.nn.Module]]
-    signature: tuple[str, str] | None = None
+    signature: Signature | None = None
     finetune_trainer: Callable[..., TrainingLoop] | None = None
     split_stream: Callable[..., Any] | None = None
     decodes: bool = False
     configs: dict[str, Callable[[], SectionedConfig]] | None = None
+    checkpoint_formats: dict[str, str] | None = None
 
     @property
     def finetunes(self) -> bool:
@@ -186,8 +204,9 @@ TASKS: dict[str, Task] = {}
 
 def register_task(task: Task, *, replace: bool = False) -> Task:
     """Make ``task`` known by its name: :func:`task_of` finds it, its config class reads
-    its configs (:func:`~drillbook.configs.config_from_dict`) and its named configs are
-    :func:`~drillbook.configs.get_config`'s. Returns it.
+    its configs (:func:`~drillbook.configs.config_from_dict`), its named configs are
+    :func:`~drillbook.configs.get_config`'s and its checkpoints load
+    (:func:`~drillbook.train.checkpoint.load_checkpoint`). Returns it.
 
     Raises:
         ConfigError: the name is taken by another task (unless ``replace``), or its config
@@ -201,15 +220,18 @@ def register_task(task: Task, *, replace: bool = False) -> Task:
         raise ConfigError(f"cannot register the task {task.name!r}: the name is taken; "
                           f"unregister_task({task.name!r}) first or pass replace=True")
     register_config_class(task.config_class, task.configs or {})
+    FORMATS.update(task.checkpoint_formats or {})
     TASKS[task.name] = task
     return task
 
 
 def unregister_task(name: str) -> None:
-    """Forget a task registered by :func:`register_task`, its config class and named
-    configs with it."""
+    """Forget a task registered by :func:`register_task`, its config class, named configs
+    and checkpoint formats with it."""
     task = TASKS.pop(check_choice(name, sorted(TASKS), "task"))
     unregister_config_class(task.config_class, task.configs or {})
+    for kind in task.checkpoint_formats or {}:
+        FORMATS.pop(kind, None)
 
 
 def task_of(config: SectionedConfig | str) -> Task:

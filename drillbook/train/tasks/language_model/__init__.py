@@ -33,6 +33,11 @@ TASK = register_task(Task(
     evaluate=evaluate_lm_run,
     describe=lambda r: f"perplexity {r['ppl']:.2f} over {r['tokens']:,} tokens",
     analyses=lm_analyses, sizing=SIZING,
+    analyses_keys={
+        "frequency_bands": (list,),  # the loss per training-frequency band
+        "word_nll": (dict,),  # word id -> [summed test NLL, tokens]
+        "mixture": (dict,),  # a mixture head's component usage
+    },
     curve_keys=(*EPOCH_KEYS, "train_ppl", "val_loss", "val_ppl", *TIME_KEYS),
     tiny_run=tiny_run,
     finetune_trainer=finetune_trainer, split_stream=split_stream))

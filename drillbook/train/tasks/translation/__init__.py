@@ -15,7 +15,7 @@ from ...translation import (
     load_translation_data,
     load_translation_run,
 )
-from ..registry import EPOCH_KEYS, TIME_KEYS, Task, register_task
+from ..registry import EPOCH_KEYS, TIME_KEYS, Signature, Task, register_task
 from .analyses import translation_analyses
 from .sizing import SIZING, random_pairs_step, tiny_run
 
@@ -30,5 +30,14 @@ TASK = register_task(Task(
     describe=lambda r: (f"BLEU {r['bleu']:.2f} over {r['sentences']:,} sentences with "
                         f"beam {r['beam']}"),
     analyses=translation_analyses, sizing=SIZING,
+    analyses_keys={
+        "rare_word_f1": (list,),  # word F1 by training frequency
+        "sentences_per_second": (int, float, type(None)),  # decoding speed
+        "examples": (list,),  # decoded test sentences
+    },
     curve_keys=(*EPOCH_KEYS, "val_loss", "val_bleu", *TIME_KEYS), tiny_run=tiny_run,
-    signature=("bleu_signature", "sacreBLEU signature"), decodes=True))
+    signature=Signature(
+        "bleu_signature", "sacreBLEU signature",
+        "`valid`: BLEU of the tokenised text (it selects the checkpoint); `test`: sacreBLEU "
+        "of the detokenised translations against the raw references, signature"),
+    decodes=True))
