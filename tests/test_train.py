@@ -281,7 +281,7 @@ def test_finetune_learning_rate_is_settable_recorded_and_kept_on_resume(tmp_path
                                                                         monkeypatch):
     from drillbook.cli import main
     from drillbook.configs import ConfigError
-    from drillbook.train.lm import finetune_trainer
+    from drillbook.train.tasks.language_model import finetune_trainer
 
     make(tmp_path / "run").fit()
     run = tmp_path / "run"

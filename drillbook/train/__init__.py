@@ -14,10 +14,11 @@ trained in one process (:mod:`~drillbook.train.rows`)."""
 from ..errors import TrainingDiverged
 from ..metrics import MAX_LOSS, perplexity
 from .checkpoint import load_checkpoint, save_atomic
-from .lm import LanguageModelTrainer, evaluate, finetune, training_loss
+from .lm import LanguageModelTrainer, evaluate, training_loss
 from .loop import RunStatus
 from .runs import LoadedRun, has_checkpoint, read_log
 from .tasks import TASKS, Task, load_run, register_task, task_of, unregister_task
+from .tasks.language_model import finetune
 from .translation import NMTTrainer, translation_loss
 
 __all__ = [

@@ -2,7 +2,8 @@
 (:class:`~drillbook.configs.language_model.Config`), its trainer (AWD-LSTM's recipe,
 :class:`~drillbook.train.lm.LanguageModelTrainer`, whose ``build`` makes the model with
 :func:`~drillbook.models.build_model`), its corpus, its evaluation and metric (perplexity),
-"best" (the lowest validation loss), fine-tuning, its token streams (rank and dynamic
+"best" (the lowest validation loss), fine-tuning and its runs read back (:mod:`.runs`), its
+token streams (rank and dynamic
 evaluation read them), its sizing for the planner (:mod:`.sizing`), its analyses
 (:mod:`.analyses`) and its learning curve and its tiny run for a result file's fingerprint
 (:mod:`.step`); registered on import."""
@@ -10,20 +11,15 @@ evaluation read them), its sizing for the planner (:mod:`.sizing`), its analyses
 from __future__ import annotations
 
 from ....configs import Config
-from ...lm import (
-    LanguageModelTrainer,
-    evaluate_lm_run,
-    finetune_trainer,
-    load_lm_data,
-    load_lm_run,
-    split_stream,
-)
+from ...lm import LanguageModelTrainer, evaluate_lm_run, load_lm_data, split_stream
 from ..registry import EPOCH_KEYS, TIME_KEYS, Task, register_task
 from .analyses import lm_analyses
+from .runs import finetune, finetune_trainer, load_lm_run
 from .sizing import SIZING, mean_bptt
 from .step import tiny_run, trainer_step
 
-__all__ = ["TASK", "lm_analyses", "mean_bptt", "trainer_step"]
+__all__ = ["TASK", "finetune", "finetune_trainer", "lm_analyses", "load_lm_run", "mean_bptt",
+           "trainer_step"]
 
 #: the task's record
 TASK = register_task(Task(
