@@ -1,4 +1,4 @@
-"""Training both tasks on one loop (:mod:`~drillbook.train.loop`: precision, accumulation,
+"""Training every task on one loop (:mod:`~drillbook.train.loop`: precision, accumulation,
 several processes; the hooks a task implements, :mod:`~drillbook.train.hooks`; one
 optimiser step, :mod:`~drillbook.train.step`), resumable run folders with atomic checkpoints
 (:mod:`~drillbook.train.runs`, :mod:`~drillbook.train.checkpoint`), the AWD-LSTM recipe
