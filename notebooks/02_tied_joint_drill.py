@@ -67,7 +67,7 @@ from drillbook.heads import BilinearHead, DrillHead, DualHead, build_head
 from drillbook.heads.label_encoder import variational_dropout
 from drillbook.models import param_report
 from drillbook.notebook import setup, show_source
-from drillbook.train import Trainer, has_checkpoint, load_run
+from drillbook.train import LanguageModelTrainer, has_checkpoint, load_run
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README).
@@ -337,8 +337,8 @@ run_root = nb.run_dir("ch02")
 runs = {}
 for kind, config in configs.items():
     folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
-    trainer = Trainer(config, folder, device=nb.device, corpus=corpus,
-                      resume=has_checkpoint(folder), progress=nb.progress)
+    trainer = LanguageModelTrainer(config, folder, device=nb.device, corpus=corpus,
+                                   resume=has_checkpoint(folder), progress=nb.progress)
     trainer.fit()
     runs[kind] = trainer.run_dir
 print(f"runs in {run_root}")
@@ -828,8 +828,8 @@ print({kind: (config.model.encoder, config.head.kind, config.head.options)
 tf_nll, tf_params = {}, {}
 for kind, config in tf_configs.items():
     folder = run_root / f"transformer-{kind}"
-    trainer = Trainer(config, folder, device=nb.device, corpus=corpus,
-                      resume=has_checkpoint(folder), progress=nb.progress)
+    trainer = LanguageModelTrainer(config, folder, device=nb.device, corpus=corpus,
+                                   resume=has_checkpoint(folder), progress=nb.progress)
     trainer.fit()
     _, model, _ = load_run(folder, corpus=corpus, device=nb.device)
     tf_nll[kind], tf_target = token_nll(model, valid, bptt=70, max_tokens=max_tokens)

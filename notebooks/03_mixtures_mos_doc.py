@@ -66,7 +66,7 @@ from drillbook.heads.mixture import (
     mixture_log_prob_reference,
 )
 from drillbook.notebook import setup, show_source
-from drillbook.train import Trainer, has_checkpoint, load_run, read_log
+from drillbook.train import LanguageModelTrainer, has_checkpoint, load_run, read_log
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
 # large GPU; see the README) and, optionally, a folder for run folders (e.g. on Google
@@ -418,8 +418,8 @@ runs = {}
 for kind in kinds:
     config = apply_overrides(get_config(f"tutorial/ptb-{kind}"), budget)
     folder = run_root / kind  # with RUNS on Drive, a rerun resumes (or finds it done)
-    Trainer(config, folder, device=nb.device, corpus=corpus,
-            resume=has_checkpoint(folder), progress=nb.progress).fit()
+    LanguageModelTrainer(config, folder, device=nb.device, corpus=corpus,
+                         resume=has_checkpoint(folder), progress=nb.progress).fit()
     runs[kind] = folder
 
 # %% [markdown]

@@ -126,7 +126,7 @@ def test_cuda_without_cuda(capsys, monkeypatch, command):
 
 # ------------------------------------------------------------------ training outcomes
 class FakeTrainer:
-    """Stands in for drillbook.train.Trainer: ``fit`` raises or returns ``outcome``."""
+    """Stands in for drillbook.train.LanguageModelTrainer: ``fit`` raises or returns ``outcome``."""
 
     outcome: object = None
 

@@ -13,7 +13,7 @@ from test_loop import no_dropout
 from test_train import tiny_config, tiny_corpus
 
 from drillbook.errors import CheckpointError
-from drillbook.train import Trainer, load_checkpoint, read_log
+from drillbook.train import LanguageModelTrainer, load_checkpoint, read_log
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="needs torch.distributed with gloo")
@@ -27,8 +27,8 @@ def _worker(rank: int, world: int, folder: str) -> None:
                             world_size=world)
     try:
         def trainer(name, config, **kw):
-            return Trainer(config, f"{folder}/{name}", device="cpu", corpus=tiny_corpus(),
-                           progress=False, **kw)
+            return LanguageModelTrainer(config, f"{folder}/{name}", device="cpu",
+                                        corpus=tiny_corpus(), progress=False, **kw)
 
         trainer("plain", no_dropout(epochs=1)).fit()
         trainer("sliced", no_dropout(epochs=1, accum_steps=2)).fit()  # 1 column x 2 each
@@ -68,8 +68,8 @@ def test_two_processes_train_the_one_process_batch(two_processes, tmp_path):
     """Batch 4 as 2 x 2 columns (dropout off) = batch 4 in one process, to float
     rounding: the same windows, the averaged gradient of the whole batch, all-reduced
     losses. Tolerance: 1e-5 relative (sums in another order)."""
-    one = Trainer(no_dropout(epochs=1), tmp_path / "one", device="cpu", corpus=tiny_corpus(),
-                  progress=False)
+    one = LanguageModelTrainer(no_dropout(epochs=1), tmp_path / "one", device="cpu",
+                               corpus=tiny_corpus(), progress=False)
     one.fit()
     a = read_log(tmp_path / "one")
     for folder in ("plain", "sliced"):  # and with 2 accumulated slices in each process
@@ -100,5 +100,5 @@ def test_a_stopped_two_process_run_resumes_to_the_bit(two_processes):
 def test_a_two_process_checkpoint_refuses_one_process(two_processes):
     with pytest.raises(CheckpointError, match=r"written by 2 process\(es\).*"
                                               r"--nproc_per_node=2"):
-        Trainer(tiny_config(epochs=3, checkpoint_steps=5), two_processes / "part",
-                device="cpu", corpus=tiny_corpus(), progress=False, resume=True)
+        LanguageModelTrainer(tiny_config(epochs=3, checkpoint_steps=5), two_processes / "part",
+                             device="cpu", corpus=tiny_corpus(), progress=False, resume=True)

@@ -22,7 +22,7 @@ from drillbook.errors import CheckpointError, ConfigError
 from drillbook.heads import HEADS, build_head
 from drillbook.models import AWDLSTM, LanguageModel
 from drillbook.models.base import lm_head_problem
-from drillbook.train import Trainer, evaluate, load_run
+from drillbook.train import LanguageModelTrainer, evaluate, load_run
 from drillbook.train.dynamic import (
     DynamicUpdate,
     GradientStats,
@@ -325,7 +325,7 @@ def tiny_run(tmp_path: Path):
                     train=TrainConfig(batch_size=4, eval_batch_size=2, test_batch_size=2,
                                       bptt=6, lr=5.0, epochs=1, checkpoint_minutes=1e6))
     run = tmp_path / "run"
-    Trainer(config, run, device="cpu", corpus=corpus, progress=False).fit(max_epochs=1)
+    LanguageModelTrainer(config, run, device="cpu", corpus=corpus, progress=False).fit(max_epochs=1)
     return run, corpus
 
 

@@ -174,10 +174,11 @@ def test_a_run_without_a_finished_epoch_says_so(capsys, use_trainer):
 def test_training_without_a_terminal_prints_a_line_within_the_epoch(tmp_path, monkeypatch,
                                                                      capsys):
     monkeypatch.setattr("drillbook.train.loop.LINE_SECONDS", 0.0)  # every update, here
-    from drillbook.train import Trainer
+    from drillbook.train import LanguageModelTrainer
 
-    trainer = Trainer(tiny_config(epochs=1), tmp_path / "run", device="cpu",
-                      corpus=tiny_corpus(), progress=None)  # None: no bar off a terminal
+    # progress=None: no bar off a terminal
+    trainer = LanguageModelTrainer(tiny_config(epochs=1), tmp_path / "run", device="cpu",
+                                   corpus=tiny_corpus(), progress=None)
     trainer.fit()
     err = capsys.readouterr().err
     assert "epoch 1: 1/" in err and "updates | loss" in err

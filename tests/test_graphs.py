@@ -20,7 +20,7 @@ from drillbook.data import Batch
 from drillbook.errors import ConfigError
 from drillbook.heads import HEADS
 from drillbook.models import build_model
-from drillbook.train import Trainer, read_log, training_loss
+from drillbook.train import LanguageModelTrainer, read_log, training_loss
 from drillbook.train.graphs import GraphedForward, GraphedStep
 from drillbook.train.lm import evaluate
 from drillbook.train.optimizers import GraphASGD, GraphSGD
@@ -35,9 +35,9 @@ def config_for(kind: str = "tied", **train):
     return config
 
 
-def trainer(run, config=None, device="cpu", **kw) -> Trainer:
-    return Trainer(config or config_for(), run, device=device, corpus=tiny_corpus(),
-                   progress=False, **kw)
+def trainer(run, config=None, device="cpu", **kw) -> LanguageModelTrainer:
+    return LanguageModelTrainer(config or config_for(), run, device=device, corpus=tiny_corpus(),
+                                progress=False, **kw)
 
 
 def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -131,7 +131,7 @@ def test_a_graphed_run_resumes_as_a_plain_one_and_back(tmp_path):
         [r["val_loss"] for r in read_log(tmp_path / "ref")]
 
 
-def fixed_batches(t: Trainer, length: int, n: int) -> list[Batch]:
+def fixed_batches(t: LanguageModelTrainer, length: int, n: int) -> list[Batch]:
     data = t.train_data
     return [Batch(data[i:i + length], data[i + 1:i + 1 + length], length, length / 6, i)
             for i in range(n)]
@@ -170,7 +170,7 @@ class _Operations(Recorder):
         return func(*args, **(kwargs or {}))
 
 
-def addresses(t: Trainer) -> dict[str, list[int]]:
+def addresses(t: LanguageModelTrainer) -> dict[str, list[int]]:
     params = list(t.model.parameters())
     state = [v for p in params for v in t.optimizer.state[p].values()]
     return {"params": [p.data_ptr() for p in params],

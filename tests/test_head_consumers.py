@@ -40,7 +40,6 @@ from drillbook.experiments import BENCH_HEADS, TABLES, head_cost
 from drillbook.experiments.bench.heads import fit_layers
 from drillbook.experiments.bench.model import compare_models, model_cost
 from drillbook.experiments.bench.sweep import greedy_decode as head_greedy
-from drillbook.experiments.results.analyses import lm_analyses, translation_analyses
 from drillbook.heads import (
     HEADS,
     DistributionHead,
@@ -55,9 +54,11 @@ from drillbook.nmt import load_parallel_from_files
 from drillbook.nmt.decode import beam_search, greedy_decode, translate_pairs
 from drillbook.nmt.model import Seq2Seq
 from drillbook.plotting import HEAD_COLORS
-from drillbook.train import NMTTrainer, Trainer, evaluate
+from drillbook.train import LanguageModelTrainer, NMTTrainer, evaluate
 from drillbook.train.lm import split_stream
 from drillbook.train.run_files import LoadedRun
+from drillbook.train.tasks.language_model import lm_analyses
+from drillbook.train.tasks.translation import translation_analyses
 from drillbook.train.translation import TranslationVocabs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -231,9 +232,11 @@ def test_language_model_trains_evaluates_and_streams_its_log_probabilities(kind,
         assert f"the {kind!r} head predicts word vectors" in one_line(err)
         assert "set head.kind to a distribution head" in str(err.value)
         with pytest.raises(ConfigError, match="cannot end a language model"):
-            Trainer(config, tmp_path / "run", device="cpu", corpus=corpus, progress=False)
+            LanguageModelTrainer(config, tmp_path / "run", device="cpu", corpus=corpus,
+                                 progress=False)
         return
-    trainer = Trainer(config, tmp_path / "run", device="cpu", corpus=corpus, progress=False)
+    trainer = LanguageModelTrainer(config, tmp_path / "run", device="cpu", corpus=corpus,
+                                   progress=False)
     head = trainer.model.head
     before = {n: p.detach().clone() for n, p in head.named_parameters()}
     status = trainer.fit(max_steps=2)
@@ -404,7 +407,8 @@ def test_language_model_analyses_of_a_result_file(kind, tmp_path):
     if not HEADS[kind].is_distribution:
         return  # refused by the language model (the test above)
     config, corpus = lm_config(kind), lm_corpus()
-    trainer = Trainer(config, tmp_path / "run", device="cpu", corpus=corpus, progress=False)
+    trainer = LanguageModelTrainer(config, tmp_path / "run", device="cpu", corpus=corpus,
+                                   progress=False)
     trainer.fit(max_steps=2)
     model = trainer.model.eval()
     out = lm_analyses(LoadedRun(config, model, corpus), "valid", data=corpus)

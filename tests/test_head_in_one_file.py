@@ -64,7 +64,14 @@ from drillbook.heads.flops import FlopSize, HeadFlops
 from drillbook.nmt.batching import make_batches
 from drillbook.nmt.decode import beam_search, greedy_decode, translate_pairs
 from drillbook.plotting import HEAD_COLORS, derived_color, head_color, head_kind
-from drillbook.train import NMTTrainer, Trainer, evaluate, has_checkpoint, load_run, read_log
+from drillbook.train import (
+    LanguageModelTrainer,
+    NMTTrainer,
+    evaluate,
+    has_checkpoint,
+    load_run,
+    read_log,
+)
 from drillbook.train.lm import split_stream
 from drillbook.validation import BOOLEAN, POSITIVE_INT
 
@@ -187,8 +194,9 @@ def lm_config():
     return config
 
 
-def trainer(run: Path, **kw) -> Trainer:
-    return Trainer(lm_config(), run, device="cpu", corpus=tiny_corpus(), progress=False, **kw)
+def trainer(run: Path, **kw) -> LanguageModelTrainer:
+    return LanguageModelTrainer(lm_config(), run, device="cpu", corpus=tiny_corpus(),
+                                progress=False, **kw)
 
 
 def test_a_language_model_trains_resumes_evaluates_and_has_its_rank_measured(lowrank,

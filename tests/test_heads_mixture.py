@@ -33,7 +33,7 @@ from drillbook.models import param_report
 from drillbook.nmt.decode import beam_search, greedy_decode
 from drillbook.nmt.model import Seq2Seq
 from drillbook.papers import paper_value
-from drillbook.train import Trainer
+from drillbook.train import LanguageModelTrainer
 
 F64 = torch.float64
 V, D, DH = 23, 5, 7
@@ -383,7 +383,8 @@ def test_a_mixture_of_contexts_runs_through_the_consumers(tmp_path, gen):
         head=HeadConfig("mos", options),
         train=TrainConfig(batch_size=2, eval_batch_size=1, bptt=5, variable_bptt=False,
                           lr=1.0, epochs=1, checkpoint_minutes=1e6, seed=0))
-    trainer = Trainer(config, tmp_path / "run", device="cpu", corpus=corpus, progress=False)
+    trainer = LanguageModelTrainer(config, tmp_path / "run", device="cpu", corpus=corpus,
+                                   progress=False)
     assert trainer.model.head.mix == "logits"
     assert trainer.fit(max_steps=2).reason == "steps"
     model, data = trainer.model.double().eval(), trainer.valid_data

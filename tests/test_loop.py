@@ -15,14 +15,14 @@ from drillbook.configs import Config, HeadConfig, NMTConfig, apply_overrides
 from drillbook.errors import ConfigError
 from drillbook.heads import HEADS
 from drillbook.precision import precision_label, resolve_precision
-from drillbook.train import NMTTrainer, Trainer, load_checkpoint, read_log
+from drillbook.train import LanguageModelTrainer, NMTTrainer, load_checkpoint, read_log
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def lm(run_dir, config=None, **kw) -> Trainer:
-    return Trainer(config or tiny_config(), run_dir, device="cpu", corpus=tiny_corpus(),
-                   progress=False, **kw)
+def lm(run_dir, config=None, **kw) -> LanguageModelTrainer:
+    return LanguageModelTrainer(config or tiny_config(), run_dir, device="cpu",
+                                corpus=tiny_corpus(), progress=False, **kw)
 
 
 def no_dropout(**train) -> Config:
@@ -193,8 +193,8 @@ def test_translation_trains_in_bf16_on_the_cpu_and_refuses_fp16_there(tmp_path):
 
 @CUDA
 def test_fp16_on_cuda_trains_with_a_scaler(tmp_path):
-    trainer = Trainer(tiny_config(epochs=1, amp="fp16"), tmp_path / "run", device="cuda",
-                      corpus=tiny_corpus(), progress=False)
+    trainer = LanguageModelTrainer(tiny_config(epochs=1, amp="fp16"), tmp_path / "run",
+                                   device="cuda", corpus=tiny_corpus(), progress=False)
     trainer.fit()
     assert trainer.scaler is not None and trainer.scaler.get_scale() > 0
     assert read_log(tmp_path / "run")[0]["precision"] == "fp16"
@@ -208,8 +208,8 @@ def test_tf32_on_cuda_trains_names_itself_and_leaves_float32_behind(tmp_path):
     process's matmul setting is float32 again afterwards."""
     if torch.cuda.get_device_capability()[0] < 8:
         pytest.skip("this GPU has no TF32")
-    trainer = Trainer(no_dropout(epochs=1, amp="tf32"), tmp_path / "run", device="cuda",
-                      corpus=tiny_corpus(), progress=False)
+    trainer = LanguageModelTrainer(no_dropout(epochs=1, amp="tf32"), tmp_path / "run",
+                                   device="cuda", corpus=tiny_corpus(), progress=False)
     trainer.fit()
     record = read_log(tmp_path / "run")[0]
     assert record["precision"] == "tf32"
@@ -291,8 +291,8 @@ def test_a_compiled_model_trains_to_the_same_losses_within_tolerance(tmp_path):
 
 # ------------------------------------------------------------------ the console
 def test_a_run_off_a_terminal_prints_one_plain_line_per_epoch(tmp_path, capsys):
-    trainer = Trainer(tiny_config(epochs=3, checkpoint_steps=4), tmp_path / "run",
-                      device="cpu", corpus=tiny_corpus())  # progress=None: the default
+    trainer = LanguageModelTrainer(tiny_config(epochs=3, checkpoint_steps=4), tmp_path / "run",
+                                   device="cpu", corpus=tiny_corpus())  # progress=None: the default
     trainer.fit()
     err = capsys.readouterr().err
     assert "\r" not in err

@@ -16,7 +16,7 @@ from test_train import tiny_config, tiny_corpus
 from drillbook.configs import HeadConfig
 from drillbook.errors import ConfigError, TrainingDiverged
 from drillbook.heads import HEADS
-from drillbook.train import NMTTrainer, Trainer, read_log
+from drillbook.train import LanguageModelTrainer, NMTTrainer, read_log
 from drillbook.train.graphs import GraphedStep
 from drillbook.train.interleaver import EXECUTIONS, open_rows, train_together
 from drillbook.train.step import OptimizerStep
@@ -31,13 +31,13 @@ def test_rows_interleaved_step_by_step_end_as_each_alone(tmp_path):
     and weights, though their steps alternated and shared torch's generators."""
     alone = {}
     for kind in KINDS:
-        t = Trainer(config_for(kind), tmp_path / f"alone-{kind}", device="cpu",
-                    corpus=tiny_corpus(), progress=False)
+        t = LanguageModelTrainer(config_for(kind), tmp_path / f"alone-{kind}", device="cpu",
+                                 corpus=tiny_corpus(), progress=False)
         t.fit()
         alone[kind] = t
     jobs = [(config_for(kind), tmp_path / f"row-{kind}") for kind in KINDS]
-    rows = [Trainer(config, run, device="cpu", corpus=tiny_corpus(), progress=False,
-                    graphs=kind == "mos") for (config, run), kind in zip(jobs, KINDS,
+    rows = [LanguageModelTrainer(config, run, device="cpu", corpus=tiny_corpus(), progress=False,
+                                 graphs=kind == "mos") for (config, run), kind in zip(jobs, KINDS,
                                                                            strict=True)]
     first = train_together(rows, max_steps=7)
     assert [(o.status.reason, o.steps, o.error) for o in first] == [("steps", 7, None)] * 3
@@ -98,8 +98,8 @@ def test_graphs_on_streams_train_each_row_as_it_trains_alone(tmp_path):
         configs.append(config)
     alone = []
     for i, config in enumerate(configs):
-        t = Trainer(config, tmp_path / f"alone{i}", device="cuda", corpus=tiny_corpus(),
-                    progress=False)
+        t = LanguageModelTrainer(config, tmp_path / f"alone{i}", device="cuda",
+                                 corpus=tiny_corpus(), progress=False)
         t.fit()
         alone.append(t)
     rows = open_rows([(c, tmp_path / f"row{i}") for i, c in enumerate(configs)],

@@ -88,10 +88,10 @@ def test_a_run_that_fails_before_training_leaves_no_folder(tmp_path, monkeypatch
 
     monkeypatch.setattr("drillbook.train.lm.load_lm_data", no_corpus)
     run = tmp_path / "a" / "b" / "run"  # three folders the trainer would create
-    from drillbook.train import Trainer
+    from drillbook.train import LanguageModelTrainer
 
     with pytest.raises(DataError):
-        Trainer(tiny_config(), run, device="cpu", progress=False)
+        LanguageModelTrainer(tiny_config(), run, device="cpu", progress=False)
     assert not (tmp_path / "a").exists()
 
 

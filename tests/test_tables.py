@@ -4,19 +4,19 @@ question of a row or a result file asked of its task record; one name per precis
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from drillbook.configs import LANGUAGE_MODEL, TRANSLATION, get_config
 from drillbook.experiments import PLANS, TABLES, Plan, Row, Table, render_report, write_result
 from drillbook.experiments.results import result_task
-from drillbook.experiments.results.analyses import TASK_ANALYSES
 from drillbook.experiments.results.compare import cpu_tables
 from drillbook.experiments.results.evidence import missing_evidence
 from drillbook.experiments.run.documents import failure_doc
 from drillbook.experiments.run.jobs import table_jobs
-from drillbook.experiments.run.sizing import SIZINGS
 from drillbook.experiments.tables import PAPER_RANKS, PAPER_SPEED, table_of
-from drillbook.train.tasks import TASKS
+from drillbook.train.tasks import TASKS, Task
 
 #: the kinds of paper column a table may declare, by the record metric each prints
 KNOWN_COLUMNS = {c.metric: c for c in (*PAPER_SPEED, *PAPER_RANKS)}
@@ -107,10 +107,17 @@ def test_a_row_asking_its_task_for_a_stage_it_has_not_is_refused_before_training
 
 
 def test_every_task_has_its_analyses_and_its_sizing():
-    """A task added to the records without what result files and the planner need of it
-    fails here, naming the missing piece."""
-    assert set(TASK_ANALYSES) == set(TASKS), "results.analyses.TASK_ANALYSES"
-    assert set(SIZINGS) == set(TASKS), "run.sizing.SIZINGS"
+    """What result files and the planner need of a task is part of its one record: every
+    task declares it, and a record without it cannot be made (the error names it)."""
+    for task in TASKS.values():
+        assert callable(task.analyses), task.name
+        sizing = task.sizing
+        assert all(callable(getattr(sizing, f.name)) for f in dataclasses.fields(sizing))
+    task = TASKS[LANGUAGE_MODEL]
+    given = {f.name: getattr(task, f.name) for f in dataclasses.fields(task)}
+    for missing in ("analyses", "sizing"):
+        with pytest.raises(TypeError, match=missing):
+            Task(**{k: v for k, v in given.items() if k != missing})
 
 
 def test_a_result_files_task_is_the_one_its_config_stores():

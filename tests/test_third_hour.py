@@ -159,12 +159,13 @@ def test_the_notebook_seed_is_an_integer(seed):
 
 
 def test_a_trainer_refuses_what_is_not_its_config(tmp_path):
-    from drillbook.train import NMTTrainer, Trainer
+    from drillbook.train import LanguageModelTrainer, NMTTrainer
 
     for trainer, config, words in [
-            (Trainer, "tutorial/ptb-tied", "get_config('tutorial/ptb-tied')"),
-            (Trainer, {"name": "x"}, "config_from_dict"),
-            (Trainer, get_config("multi30k/de-en-softmax-tutorial"), "task_of(config)"),
+            (LanguageModelTrainer, "tutorial/ptb-tied", "get_config('tutorial/ptb-tied')"),
+            (LanguageModelTrainer, {"name": "x"}, "config_from_dict"),
+            (LanguageModelTrainer, get_config("multi30k/de-en-softmax-tutorial"),
+             "task_of(config)"),
             (NMTTrainer, get_config("tutorial/ptb-tied"), "is a language-model config")]:
         with pytest.raises(ConfigError, match=re.escape(words)):
             trainer(config, tmp_path / "run")

@@ -27,7 +27,7 @@ from drillbook.configs import (
 from drillbook.data import batchify, load_corpus_from_files
 from drillbook.errors import MissingFileError, RunFolderError, RunFolderExistsError
 from drillbook.train import (
-    Trainer,
+    LanguageModelTrainer,
     TrainingDiverged,
     evaluate,
     finetune,
@@ -58,12 +58,12 @@ def tiny_config(**train) -> Config:
     )
 
 
-def make(run_dir, config=None, **kw) -> Trainer:
-    return Trainer(config or tiny_config(), run_dir, device="cpu", corpus=tiny_corpus(),
-                   progress=False, **kw)
+def make(run_dir, config=None, **kw) -> LanguageModelTrainer:
+    return LanguageModelTrainer(config or tiny_config(), run_dir, device="cpu",
+                                corpus=tiny_corpus(), progress=False, **kw)
 
 
-def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
+def weights(trainer: LanguageModelTrainer) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in trainer.model.state_dict().items()}
 
 
@@ -109,12 +109,12 @@ CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
     from test_train import make, tiny_config
-    from drillbook.train import Trainer
-    step = Trainer.train_step
+    from drillbook.train import LanguageModelTrainer
+    step = LanguageModelTrainer.train_step
     def slow_step(self, batch):
         time.sleep(0.15)
         return step(self, batch)
-    Trainer.train_step = slow_step
+    LanguageModelTrainer.train_step = slow_step
     make({run!r}, tiny_config(checkpoint_steps=1)).fit()
 """)
 
@@ -247,7 +247,7 @@ def test_log_and_load_run(tmp_path):
 def test_finetune_starts_averaged_and_stops_at_the_trigger(tmp_path, monkeypatch):
     make(tmp_path / "run").fit()
     losses = iter([4.0, 3.9, 4.1, 3.0, 2.0])  # epoch 3: 4.1 > min(4.0) with nonmono 1
-    monkeypatch.setattr(Trainer, "_validate", lambda self: next(losses))
+    monkeypatch.setattr(LanguageModelTrainer, "_validate", lambda self: next(losses))
     status, out = finetune(tmp_path / "run", corpus=tiny_corpus(), device="cpu", progress=False)
     assert status.reason == "converged" and status.epoch == 3
     records = log(out)
@@ -263,7 +263,7 @@ def test_finetune_starts_from_the_loaded_model_and_never_saves_a_worse_one(tmp_p
     for name, deltas, best_epoch in [("worse", (0.5, 0.2, 0.9), 0),
                                      ("better", (0.5, -0.25, 0.9), 2)]:
         values = iter([loss0 + d for d in deltas])  # epoch 3 triggers (nonmono 1)
-        monkeypatch.setattr(Trainer, "_validate", lambda self, v=values: next(v))
+        monkeypatch.setattr(LanguageModelTrainer, "_validate", lambda self, v=values: next(v))
         status, out = finetune(tmp_path / "run", out=tmp_path / name, corpus=tiny_corpus(),
                                device="cpu", progress=False)
         assert status.reason == "converged" and status.epoch == 3
@@ -281,7 +281,7 @@ def test_finetune_learning_rate_is_settable_recorded_and_kept_on_resume(tmp_path
                                                                         monkeypatch):
     from drillbook.cli import main
     from drillbook.configs import ConfigError
-    from drillbook.train.lm import finetune_trainer
+    from drillbook.train.tasks.language_model import finetune_trainer
 
     make(tmp_path / "run").fit()
     run = tmp_path / "run"

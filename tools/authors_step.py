@@ -8,18 +8,18 @@ side by side in one process, with the kernels each spends its device time in.
 their ``main.py`` drives them: ``repackage_hidden``, ``model(x, h, return_h=True)``, their
 split cross-entropy (no splits at PTB's 10,000 words), AR and TAR, clipping, SGD with the
 learning rate scaled by the window's length. drillbook's step is the trainer's own
-(``Trainer.train_step``, its deferred checks included). Both train the paper's PTB
-AWD-LSTM (``ptb/awd-lstm``) on the same real batches, at the same sizes and
+(``LanguageModelTrainer.train_step``, its deferred checks included). Both train the
+paper's PTB AWD-LSTM (``ptb/awd-lstm``) on the same real batches, at the same sizes and
 hyper-parameters, alternating ``--rounds`` times ``--steps`` steps each, so a slower clock
 or a warmer GPU favours neither. Evaluation: the same validation windows (batch 10 x 70),
 drillbook's ``evaluate`` against their ``evaluate`` loop.
 
-With ``--graphed``, drillbook's graph-ready step (``Trainer(graphs=True)``: captured as a
-CUDA graph per window length on a GPU, run eagerly on a CPU) is a third contender, every
-window length of the timed batches captured before the timing; and, with dropout off on
-both, the graphed and the eager step take the same twelve steps from the same weights
-(four batches three times over, so that each length is replayed from its graph), and
-their losses are compared step by step. On a CPU this rehearses everything but the
+With ``--graphed``, drillbook's graph-ready step (``LanguageModelTrainer(graphs=True)``:
+captured as a CUDA graph per window length on a GPU, run eagerly on a CPU) is a third
+contender, every window length of the timed batches captured before the timing; and,
+with dropout off on both, the graphed and the eager step take the same twelve steps from
+the same weights (four batches three times over, so that each length is replayed from its
+graph), and their losses are compared step by step. On a CPU this rehearses everything but the
 capture.
 
 Prints the operations one training step of each dispatches (forward, backward and update,
@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 from drillbook.atomic import write_json  # noqa: E402
 from drillbook.configs import apply_overrides, get_config  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
-from drillbook.train.lm import Trainer, evaluate  # noqa: E402
+from drillbook.train.lm import LanguageModelTrainer, evaluate  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
 from authors_mos import detach, timed, top_kernels  # noqa: E402
@@ -158,7 +158,7 @@ def mos_side(args, device: torch.device) -> dict:
         "train.log_interval=100000", *(MOS_TINY if args.tiny else []), *args.set])
     torch.manual_seed(config.train.seed)
     with tempfile.TemporaryDirectory() as work:
-        ours = Trainer(config, Path(work) / "run", device=str(device), progress=False)
+        ours = LanguageModelTrainer(config, Path(work) / "run", device=str(device), progress=False)
         batches = [b for _, b in zip(range(args.steps), ours.batches(), strict=False)]
 
         def our_step(i: int) -> None:
@@ -216,8 +216,8 @@ def compare_losses(config, device: torch.device, batches: list, work: Path,
     steps = [pool[i % len(pool)] for i in range(12)]
     losses = {}
     for name, graphs in (("eager", False), ("graphed", True)):
-        trainer = Trainer(config, work / f"losses-{name}", device=str(device),
-                          corpus=corpus, progress=False, graphs=graphs)
+        trainer = LanguageModelTrainer(config, work / f"losses-{name}", device=str(device),
+                                       corpus=corpus, progress=False, graphs=graphs)
         losses[name] = [float(trainer.train_step(b)) for b in steps]
         trainer.check_steps()
         if graphs:
@@ -278,14 +278,14 @@ class _Contenders:
 
     def __init__(self, args, device: torch.device, config, work: Path) -> None:
         self.config = config
-        self.ours = Trainer(config, work / "run", device=str(device), progress=False)
+        self.ours = LanguageModelTrainer(config, work / "run", device=str(device), progress=False)
         net, criterion = authors_model(args.authors, config, len(self.ours.corpus.vocab),
                                        device)
         self.theirs = AuthorsStep(net, criterion, config, config.train.batch_size, device)
         self.batches = [b for _, b in zip(range(args.steps), self.ours.batches(),
                                           strict=False)]
         self.valid = self.ours.valid_data[:args.eval_windows * config.train.bptt + 1]
-        self.graphed = (Trainer(config, work / "graphed", device=str(device),
+        self.graphed = (LanguageModelTrainer(config, work / "graphed", device=str(device),
                                 corpus=self.ours.corpus, progress=False, graphs=True)
                         if args.graphed else None)
 

@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 from drillbook.atomic import write_json  # noqa: E402
 from drillbook.configs import apply_overrides, get_config  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
-from drillbook.train import Trainer  # noqa: E402
+from drillbook.train import LanguageModelTrainer as Trainer  # noqa: E402
 from drillbook.train.interleaver import open_rows, train_together  # noqa: E402
 from drillbook.train.lm import load_lm_data  # noqa: E402
 from drillbook.train.ways import Way  # noqa: E402

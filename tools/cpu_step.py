@@ -72,10 +72,9 @@ def timed(call, steps: int, clock: str) -> tuple[float, float]:
 
 
 def _trainer(config, work: Path, name: str, fused: bool, corpus=None):
-    from drillbook.train.lm import Trainer
-    from drillbook.train.translation import NMTTrainer
+    from drillbook.train.tasks import task_of
 
-    cls = NMTTrainer if config.task == "translation" else Trainer
+    cls = task_of(config).trainer
     kwargs = {"corpus": corpus} if corpus is not None else {}
     trainer = cls(config, work / name, device="cpu", progress=False, **kwargs)
     trainer.model.head.fused_loss = None if fused else False

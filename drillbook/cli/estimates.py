@@ -7,7 +7,8 @@ take less than :data:`LONG_SECONDS`.
 
 * ``train`` on a CPU: an epoch's steps and validation windows from the package's cost
   model (:func:`drillbook.experiments.run.plans.epoch_flops`), a step timed on the real
-  model (a language model's at two short windows, extended to the config's).
+  model as its task says (:attr:`drillbook.train.tasks.Sizing.step_seconds`: a language
+  model's at two short windows, extended to the config's).
 * ``rank``: an evaluation window of the real model timed, the Gram matrix's
   multiply-adds and its eigenvalues (``4/3 n^3``) at the rate of float64 products
   measured here.
@@ -88,50 +89,6 @@ def _product_rate(m: int, k: int, n: int, dtype: torch.dtype, device: torch.devi
 
 
 # ------------------------------------------------------------------ train
-def _lm_step(config, vocab_size: int, device: torch.device) -> Callable[[float], float]:
-    """Seconds of a training step of ``config``'s language model as a function of its
-    window length: forward and backward of the real model on random words, its batch's
-    columns, timed at windows of 4 and 8 and extended linearly (every part of the step
-    grows with the window: its sequential steps as much as its products)."""
-    from ..models import build_model
-    from ..train.lm import training_loss
-
-    t = config.train
-    model = build_model(config, vocab_size).to(device).train()
-
-    def seconds(window: int) -> float:
-        x = torch.randint(0, vocab_size, (window + 1, t.batch_size), device=device)
-
-        def step() -> None:
-            model.zero_grad(set_to_none=True)
-            loss = training_loss(model, x[:-1], x[1:], model.init_hidden(t.batch_size),
-                                 alpha=t.alpha, beta=t.beta)[0]
-            loss.backward()
-
-        return min(_timed(step, device) for _ in range(2))
-
-    seconds(2)  # warm-up
-    short, long = seconds(4), seconds(8)
-    per_position = max(long - short, 0.0) / 4
-    return lambda window: max(short + (window - 4) * per_position, short)
-
-
-def _translation_step(config, work, device: torch.device) -> float:
-    """Seconds of a training step of ``config``'s translation model: forward and backward
-    of the real model on a batch of random sentence pairs of the corpus' mean lengths."""
-    from ..experiments.run.sizing import translation_loss
-
-    model, loss = translation_loss(config, work.vocab, **work.extra)
-    model.to(device)
-
-    def step() -> None:
-        model.zero_grad(set_to_none=True)
-        loss(config.train.batch_size).backward()
-
-    step()  # warm-up
-    return min(_timed(step, device) for _ in range(2))
-
-
 def train_cost(config, device: torch.device, max_epochs: int | None
                ) -> tuple[float, float, str] | None:
     """``(seconds per epoch, seconds in all, how)`` of training ``config`` on ``device``;
@@ -140,8 +97,9 @@ def train_cost(config, device: torch.device, max_epochs: int | None
     Its matrix-product FLOPs (:func:`~drillbook.experiments.run.plans.epoch_flops`) at the
     rate of a large product here bound its time from below; where that bound is under
     :data:`TRAINING_SECONDS`, nothing more is done. Else a step is timed on the real
-    model: where a step is a window of a token stream (a language model), at two short
-    windows (``_lm_step``); a translation step on one batch (``_translation_step``).
+    model as its task's :attr:`~drillbook.train.tasks.Sizing.step_seconds` times it: where a
+    step is a window of a token stream (a language model), at two short windows; a
+    translation step on one batch.
     FLOPs alone say too little of a step's time on a CPU: measured on a shared 2-core CPU,
     the FLOP model at the rate of the step's products gave 0.07 s for a step of the
     tutorial translation config that took 2.45 s (its decoder is a loop of small
@@ -162,20 +120,12 @@ def train_cost(config, device: torch.device, max_epochs: int | None
         return None
     from ..train.tasks import task_of
 
-    if task_of(config).streams:  # a step is a window of the stream: time the real one
-        from ..data import corpus_spec
-
-        step = _lm_step(config, corpus_spec(config.data.corpus).vocab_size, device)
-        mean_window = work.positions / config.train.batch_size
-        step_seconds = step(round(mean_window))
-        # validation runs forward only: a third of a step of the same positions
-        window = step_seconds * work.window / work.step / 3
-        how = (f"{work.steps:,} steps of {step_seconds:,.2f} s, timed on windows of 4 and 8 "
-               f"words here")
-    else:  # a step is a batch of sentence pairs: time one of the real model's
-        step_seconds = _translation_step(config, work, device)
-        window = step_seconds * work.window / work.step / 3
-        how = f"{work.steps:,} steps of {step_seconds:,.2f} s, one timed here"
+    # a step of the real model, timed as its task says (a window of a language model's
+    # stream, a batch of a translation's sentence pairs)
+    step_seconds, how = task_of(config).sizing.step_seconds(
+        config, work, device, lambda fn: _timed(fn, device))
+    # validation runs forward only: a third of a step of the same positions
+    window = step_seconds * work.window / work.step / 3
     epoch = work.steps * step_seconds + work.windows * window
     return epoch, epochs * epoch, how
 

@@ -234,8 +234,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     result = task.evaluate(run, args.split, data=data, max_items=args.max_tokens, beam=beam)
     result = {"run": str(args.run_dir), "split": args.split, "which": args.which, **result}
     text = f"{args.split} {task.describe(result)} ({args.which} weights of {args.run_dir})"
-    if "bleu_signature" in result:
-        text += f"\nsacreBLEU signature: {result['bleu_signature']}"
+    signature = task.signature
+    if signature is not None and signature.key in result:  # how the metric was computed
+        text += f"\n{signature.name}: {result[signature.key]}"
     return emit(args, result, text)
 
 

@@ -19,7 +19,9 @@ from .registry import (
     list_configs,
     list_nmt_configs,
     paper_millions,
+    register_config_class,
     task_named_by,
+    unregister_config_class,
 )
 from .translation import NMTConfig, NMTDataConfig, NMTModelConfig, NMTTrainConfig
 
@@ -52,5 +54,7 @@ __all__ = [
     "list_nmt_configs",
     "load_config",
     "paper_millions",
+    "register_config_class",
     "task_named_by",
+    "unregister_config_class",
 ]

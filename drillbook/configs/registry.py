@@ -38,7 +38,8 @@ from .translation import NMTConfig, NMTDataConfig, NMTModelConfig
 
 __all__ = ["FINETUNE_LR", "LANGUAGE_MODEL", "TRANSLATION", "config_classes",
            "config_from_dict", "finetune_lr", "get_config", "get_nmt_config", "list_configs",
-           "list_nmt_configs", "paper_millions", "task_named_by"]
+           "list_nmt_configs", "paper_millions", "register_config_class", "task_named_by",
+           "unregister_config_class"]
 
 #: the two tasks, as configs name them (:attr:`SectionedConfig.task`)
 LANGUAGE_MODEL, TRANSLATION = Config.task, NMTConfig.task
@@ -329,9 +330,42 @@ def _tutorials() -> dict[str, Callable[[], Config]]:
 _CONFIGS: dict[str, Callable[[], SectionedConfig]] = {**_language_models(), **_translations()}
 
 
+#: the config class of each task, by the task's name: the two of this package, and those
+#: a task registered (:func:`register_config_class`)
+_CLASSES: dict[str, type[SectionedConfig]] = {cls.task: cls for cls in (Config, NMTConfig)}
+#: the named configs of registered tasks
+_REGISTERED: dict[str, Callable[[], SectionedConfig]] = {}
+
+
+def register_config_class(cls: type[SectionedConfig],
+                          configs: dict[str, Callable[[], SectionedConfig]]) -> None:
+    """Read the configs of ``cls.task`` with ``cls``, and know its named ``configs``
+    (``name -> () -> config``): what :func:`drillbook.train.register_task` calls for a
+    task's package.
+
+    Raises:
+        ConfigError: a config name already taken by another config.
+    """
+    taken = sorted(set(configs) & set(_configs()) - set(_REGISTERED))
+    if taken:
+        raise ConfigError(f"the config names {taken} are taken: give the task's configs "
+                          f"names of their own")
+    _CLASSES[cls.task] = cls
+    _REGISTERED.update(configs)
+
+
+def unregister_config_class(cls: type[SectionedConfig],
+                            configs: dict[str, Callable[[], SectionedConfig]]) -> None:
+    """Undo :func:`register_config_class` (this package's own classes stay)."""
+    if cls not in (Config, NMTConfig):
+        _CLASSES.pop(cls.task, None)
+    for name in configs:
+        _REGISTERED.pop(name, None)
+
+
 def _configs() -> dict[str, Callable[[], SectionedConfig]]:
-    """Every named config of both tasks: name -> a function that builds a fresh copy."""
-    return {**_CONFIGS, **_tutorials()}
+    """Every named config of every task: name -> a function that builds a fresh copy."""
+    return {**_CONFIGS, **_tutorials(), **_REGISTERED}
 
 
 def list_configs(task: str | None = None) -> list[str]:
@@ -367,8 +401,8 @@ def get_nmt_config(name: str) -> NMTConfig:
 
 def config_classes() -> dict[str, type[SectionedConfig]]:
     """The config class of each task: ``{"language-model": Config, "translation":
-    NMTConfig}``."""
-    return {cls.task: cls for cls in (Config, NMTConfig)}
+    NMTConfig}`` and those registered (:func:`register_config_class`)."""
+    return dict(_CLASSES)
 
 
 def config_from_dict(d: dict) -> SectionedConfig:

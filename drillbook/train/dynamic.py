@@ -101,7 +101,8 @@ from .dynamic_update import (
     search_grid,
     trainable_parameters,
 )
-from .lm import evaluate, load_lm_run
+from .lm import evaluate
+from .tasks.language_model.runs import load_lm_run
 
 __all__ = ["DEFAULT_BPTT", "DEFAULT_EPS", "DEFAULT_GRAD_BATCH_SIZE", "DEFAULT_LAMBDA",
            "DEFAULT_LR", "DynamicResult", "DynamicUpdate", "GradientStats", "SearchResult",

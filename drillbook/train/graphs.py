@@ -77,7 +77,7 @@ def takes_graphs(trainer: type, config: Any, device: str | torch.device | None,
     """Whether a ``trainer`` (a :class:`~drillbook.train.loop.TrainingLoop` subclass) of
     ``config`` on ``device`` takes the graph-ready step: the one place that decides, before
     a trainer is opened (``drillbook train --cuda-graphs``, the rows of
-    :func:`~drillbook.train.interleaver.open_rows`, ``Trainer(graphs=True)``).
+    :func:`~drillbook.train.interleaver.open_rows`, ``LanguageModelTrainer(graphs=True)``).
 
     Args:
         asked: True: it must (refused in one line naming the fix where it cannot); None:

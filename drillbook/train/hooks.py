@@ -2,7 +2,7 @@
 
 :class:`TaskHooks` lists the hooks; :class:`~drillbook.train.loop.TrainingLoop` inherits
 them and calls them, and each task's trainer (the language model's
-:class:`~drillbook.train.lm.Trainer`, translation's
+:class:`~drillbook.train.lm.LanguageModelTrainer`, translation's
 :class:`~drillbook.train.translation.NMTTrainer`) overrides them. Ten are required;
 six (``lr_scale``, ``carried_state``, ``carry_state``, ``process_state``,
 ``load_process_state``, ``best``) have defaults that suit a task without the feature.

@@ -5,7 +5,7 @@ several runs as several processes time-slice the GPU rather than share it. Here 
 (the rows of a table) are trainers in one process, stepped round-robin
 (:meth:`~drillbook.train.loop.TrainingLoop.training` yields after every step): on CUDA
 each row on a CUDA stream of its own, its steps replayed from CUDA graphs when its trainer
-takes the graphed step (``Trainer(..., graphs=True)``, :mod:`drillbook.train.graphs`),
+takes the graphed step (``LanguageModelTrainer(..., graphs=True)``, :mod:`drillbook.train.graphs`),
 so that the rows' kernels overlap; elsewhere (a CPU) step by step, eagerly.
 
 Each row keeps its own random state: before a row's turn the generators are set to where
@@ -155,7 +155,7 @@ def open_rows(jobs: Sequence[tuple[SectionedConfig, str | Path]], *,
 
     Args:
         device: where every row trains.
-        graphs: take the graphed step (``Trainer(graphs=True)``): True for every row
+        graphs: take the graphed step (``LanguageModelTrainer(graphs=True)``): True for every row
             (a row it does not apply to is refused: a translation config, an fp16 one...),
             None where it applies (a language model whose config allows it, on a CUDA
             device), False for none (the default until measured on a GPU).

@@ -179,11 +179,13 @@ def first_kind(optimizer: str) -> str:
 
 
 def make_optimizer(kind: str, params: Iterable[Tensor], lr: float, weight_decay: float, *,
-                   graph_ready: bool = False) -> torch.optim.Optimizer:
-    """The optimiser of a language model's ``kind``: ``"sgd"``, ``"asgd"`` (NT-ASGD's
-    averaged SGD, ``t0 = 0``, ``lambd = 0``) or ``"adam"``, at ``lr`` with weight decay;
-    ``graph_ready``: :func:`graph_optimizer`'s instead (SGD and averaged SGD). What the
-    trainer and the step benchmark both build.
+                   graph_ready: bool = False, betas: tuple[float, float] = (0.9, 0.999)
+                   ) -> torch.optim.Optimizer:
+    """The optimiser of a ``kind``: ``"sgd"``, ``"asgd"`` (NT-ASGD's averaged SGD,
+    ``t0 = 0``, ``lambd = 0``) or ``"adam"`` (with ``betas``: PyTorch's default, or a
+    translation config's ``(0.9, train.adam_beta2)``), at ``lr`` with weight decay;
+    ``graph_ready``: :func:`graph_optimizer`'s instead (SGD and averaged SGD). What both
+    trainers and the step benchmark build.
 
     Raises:
         ConfigError: another kind.
@@ -195,7 +197,7 @@ def make_optimizer(kind: str, params: Iterable[Tensor], lr: float, weight_decay:
     if kind == "asgd":
         return torch.optim.ASGD(params, lr=lr, t0=0, lambd=0.0, weight_decay=weight_decay)
     if kind == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adam(params, lr=lr, betas=betas, weight_decay=weight_decay)
     raise ConfigError(f"train.optimizer must be 'sgd' or 'adam', got {kind!r}")
 
 

@@ -180,6 +180,6 @@ def resume_command(run_dir: str | Path) -> str:
 
 def has_checkpoint(run_dir: str | Path) -> bool:
     """Whether ``run_dir`` holds a ``last.pt`` to resume from: the ``resume=`` argument
-    that lets the same call start a run or continue it (``Trainer(config, folder,
+    that lets the same call start a run or continue it (``LanguageModelTrainer(config, folder,
     resume=has_checkpoint(folder))``)."""
     return (Path(run_dir) / LAST).exists()

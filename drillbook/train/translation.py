@@ -29,6 +29,7 @@ from ..nmt.vocab import SPECIALS, NMTVocab
 from ..runtime import check_model_fits, resolve_device
 from .checkpoint import NMT_CHECKPOINT, NMT_WEIGHTS, load_checkpoint, load_weights
 from .loop import TrainingLoop
+from .optimizers import make_optimizer
 from .run_files import CONFIG, LoadedRun, checkpoint_path, read_run_config
 from .step import StepLoss
 
@@ -239,8 +240,8 @@ class NMTTrainer(TrainingLoop):
             config, len(self.src_vocab), len(self.tgt_vocab), pad_id=self.tgt_vocab.pad_id,
             target_embeddings=self._target_table(target_vectors) if continuous else None,
         ).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr,
-                                          betas=(0.9, t.adam_beta2))
+        self.optimizer = make_optimizer("adam", self.model.parameters(), t.lr, 0.0,
+                                        betas=(0.9, t.adam_beta2))
         self.sampler = torch.Generator().manual_seed(t.seed + 1)  # negative sampling
         self.position = 0
         self.best_bleu = -math.inf

@@ -104,7 +104,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
 
     The model is ``build_model`` of the config with its head replaced by
     ``BENCH_HEADS[name]`` (DOC's ``vectors_per_layer`` fitted to the encoder's layers) at
-    vocabulary ``SIZES[size]``. A training step is what ``Trainer`` does up to the
+    vocabulary ``SIZES[size]``. A training step is what ``LanguageModelTrainer`` does up to the
     optimiser: forward from a fresh recurrent state, the head's loss, its regulariser,
     AWD-LSTM's AR (``train.alpha``) and TAR (``train.beta``) terms, backward. Gradient
     clipping and the optimiser step are *not* timed (they cost the same for every head
@@ -138,7 +138,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
     train_ids = torch.randint(0, vocab_size, (bptt + 1, batch), generator=gen).to(device)
     eval_ids = torch.randint(0, vocab_size, (bptt + 1, eval_batch), generator=gen).to(device)
 
-    def loss_fn() -> Tensor:  # Trainer._train_step up to the optimiser
+    def loss_fn() -> Tensor:  # LanguageModelTrainer._train_step up to the optimiser
         with autocast(amp_of(precision), device):
             loss, _, _ = training_loss(model, train_ids[:-1], train_ids[1:],
                                        model.init_hidden(batch), alpha=t.alpha, beta=t.beta)

@@ -16,19 +16,15 @@ import importlib
 import inspect
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from ...configs import Config, ConfigError, TrainConfig
-from ...metrics import MAX_LOSS
 from ...models import LanguageModel, build_model
-from ...precision import PRECISIONS, autocast
+from ...precision import autocast
 from ...provenance import environment
-from ...train.lm import Trainer
-from ...train.optimizers import first_kind, make_optimizer
-from ...train.step import LocalReducer, OptimizerStep
+from ...train.tasks.language_model.step import start_optimizer, trainer_step
 from ...validation import as_list
 from .heads import SIZES
 from .measure import BENCH_FORMAT, amp_of, check_clock, log, time_call
@@ -42,66 +38,6 @@ __all__ = ["TrainStep", "check_step", "compare_train_steps", "load_step", "make_
 #: the autocast context the forward pass and loss run in. What it returns is ignored.
 TrainStep = Callable[[LanguageModel, torch.optim.Optimizer, Tensor, Tensor, TrainConfig,
                       Callable[[], contextlib.AbstractContextManager]], object]
-
-
-class _Window(NamedTuple):
-    """A batch as the language-model trainer's sampler gives it, at the full length."""
-
-    x: Tensor
-    y: Tensor
-    lr_scale: float = 1.0
-
-
-class _Trained:
-    """A language-model trainer without its run around it: the model, its optimiser and
-    the trainer's own hooks for the step (its ``loss``, ``tokens``, ``lr_scale``), each
-    window from a fresh recurrent state."""
-
-    loss = Trainer.loss
-    tokens = Trainer.tokens
-    lr_scale = Trainer.lr_scale
-
-    def __init__(self, model: LanguageModel, optimizer: torch.optim.Optimizer,
-                 train: TrainConfig) -> None:
-        self.model = self.forward_model = model
-        self.optimizer, self.hidden = optimizer, None
-        self.config = _Section(train)
-
-
-class _Section(NamedTuple):
-    train: TrainConfig
-
-
-def _unchecked(what: str, step: int, own_loss: bool) -> BaseException:  # pragma: no cover
-    return RuntimeError(what)  # the benchmark never reads its steps back
-
-
-def trainer_step(model: LanguageModel, optimizer: torch.optim.Optimizer, x: Tensor,
-                 y: Tensor, train: TrainConfig,
-                 amp: Callable[[], contextlib.AbstractContextManager]) -> Tensor:
-    """The language-model trainer's step, by the training loop's own
-    :class:`~drillbook.train.step.OptimizerStep` and the trainer's ``loss`` hook: forward
-    from a fresh recurrent state, the head's loss, its regulariser, AR and TAR
-    (:func:`drillbook.train.training_loss`), backward, ``clip_grad_norm_`` to
-    ``train.clip``, the optimiser's step, and the step's deferred checks queued (they are
-    read back at the trainer's logging points, which the benchmark never reaches).
-
-    What the trainer adds around it is left out: reading the checks back, carrying the
-    detached state (it costs what a fresh state costs), the learning-rate scaling by the
-    window length (``lr_scale`` 1). Returns the head's loss (detached)."""
-    task = _Trained(model, optimizer, train)
-    step = OptimizerStep(task, model, clip=train.clip, parts=1, precision=PRECISIONS["fp32"],
-                         device=x.device, scaler=None,
-                         reducer=LocalReducer(model, MAX_LOSS, _unchecked),
-                         autocast_context=amp)
-    return step(_Window(x, y), 0)
-
-
-def start_optimizer(model: LanguageModel, train: TrainConfig) -> torch.optim.Optimizer:
-    """The optimiser the trainer starts with (SGD, or Adam), at the config's rate: the
-    trainer's own :func:`~drillbook.train.optimizers.make_optimizer`."""
-    return make_optimizer(first_kind(train.optimizer), model.parameters(), train.lr,
-                          train.wdecay)
 
 
 def _vocab_size(size: str | int) -> int:

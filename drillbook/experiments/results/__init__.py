@@ -3,7 +3,6 @@
 shown."""
 
 from .files import (
-    ANALYSES,
     DYNAMIC_METRICS,
     DYNAMIC_REQUIRED,
     FINAL_STATUSES,
@@ -28,7 +27,7 @@ from .files import (
     write_result,
 )
 
-__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
+__all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
            "FINETUNED_REQUIRED", "OPTIONAL", "PACK_LIMIT_BYTES", "READABLE_FORMATS", "REQUIRED",
            "RESULT_FORMAT", "book_results", "gpu_results", "gpu_union", "gpu_windows",
            "is_final", "load_results", "pack_results", "read_result", "result_precision",

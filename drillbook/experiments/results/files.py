@@ -18,7 +18,6 @@ from ...configs import task_named_by
 from ...errors import MissingFileError, ResultFileError
 from ...precision import canonical_precision
 from ...train.tasks import Task, task_of
-from .schema import ANALYSES as ANALYSES
 from .schema import DYNAMIC_METRICS as DYNAMIC_METRICS
 from .schema import DYNAMIC_REQUIRED as DYNAMIC_REQUIRED
 from .schema import FINAL_STATUSES, READABLE_FORMATS, RESULT_FORMAT, validate_result
@@ -27,7 +26,7 @@ from .schema import OPTIONAL as OPTIONAL
 from .schema import PLATEAU as PLATEAU
 from .schema import REQUIRED as REQUIRED
 
-__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
+__all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
            "FINETUNED_REQUIRED", "OPTIONAL", "PACK_LIMIT_BYTES", "PLATEAU", "READABLE_FORMATS",
            "REQUIRED", "RESULT_FORMAT", "book_results", "gpu_results", "gpu_union",
            "gpu_windows", "is_final", "load_results", "pack_results", "read_result",

@@ -12,8 +12,9 @@ initialisation, a dropout draw, an equation or the loss path changes it. float64
 rounding keep it the same on machines whose kernels sum in another order (those differ near
 the 16th digit, not the 10th).
 
-A language model takes the trainer's own step
-(:func:`drillbook.experiments.bench.step.trainer_step`: forward, the head's loss and
+The tiny run is the task's (:attr:`drillbook.train.tasks.Task.tiny_run`): a language
+model takes the trainer's own step
+(:func:`drillbook.train.tasks.language_model.trainer_step`: forward, the head's loss and
 regulariser, AR/TAR, clipping, the optimiser); a translation model its loss
 (``model.loss``), clipping and the trainer's optimiser (Adam or SGD).
 """
@@ -26,8 +27,7 @@ from typing import Any
 
 import torch
 
-from ...configs import apply_overrides
-from ...heads import HEADS
+from ...train.tasks import TinyRun, task_of
 
 __all__ = ["FINGERPRINT_VERSION", "fingerprint_of", "training_fingerprint"]
 
@@ -35,66 +35,9 @@ __all__ = ["FINGERPRINT_VERSION", "fingerprint_of", "training_fingerprint"]
 FINGERPRINT_VERSION = 1
 
 #: the tiny run: vocabulary, batch, window length (positions per sentence), steps
-_VOCAB, _BATCH, _LENGTH, _STEPS = 40, 3, 5, 3
+_TINY = TinyRun(vocab=40, batch=3, length=5, steps=3)
 
 _CACHE: dict[str, dict[str, Any]] = {}
-
-
-def _tiny(config) -> Any:
-    """The row's config at a few units (every other setting, the head's options
-    included, as the row has them)."""
-    if config.task == "translation":
-        if config.model.arch == "transformer":
-            return apply_overrides(config, ["model.d_model=8", "model.nhead=2",
-                                            "model.d_ff=16", "model.layers=1"])
-        return apply_overrides(config, ["model.emb_size=8", "model.hidden=8"])
-    sets = ["model.emsize=8", "model.nhid=12", "model.d_ff=16", "model.nhead=2"]
-    if config.model.d_out is not None:
-        sets.append("model.d_out=8")
-    return apply_overrides(config, sets)
-
-
-def _lm_run(config) -> tuple[list[float], Any]:
-    from contextlib import nullcontext
-
-    from ...models import build_model
-    from ..bench.step import start_optimizer, trainer_step
-
-    model = build_model(config, _VOCAB).train()
-    optimizer = start_optimizer(model, config.train)
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, _VOCAB, (_LENGTH + 1, _BATCH), generator=gen)
-    losses = [float(trainer_step(model, optimizer, ids[:-1], ids[1:], config.train,
-                                 nullcontext)) for _ in range(_STEPS)]
-    return losses, model
-
-
-def _translation_run(config) -> tuple[list[float], Any]:
-    from ...models import build_translation_model
-
-    gen = torch.Generator().manual_seed(0)
-    table = None  # a head that regresses onto word vectors (vMF) gets 50-d unit ones
-    if not HEADS[config.head.kind].is_distribution:
-        table = torch.nn.functional.normalize(torch.randn(_VOCAB, 50, generator=gen), dim=-1)
-    model = build_translation_model(config, _VOCAB, _VOCAB, pad_id=0,
-                                    target_embeddings=table)
-    model.train()
-    t = config.train
-    if getattr(t, "optimizer", "adam") == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=t.lr)
-    else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
-    src = torch.randint(4, _VOCAB, (_LENGTH, _BATCH), generator=gen)
-    tgt = torch.randint(4, _VOCAB, (_LENGTH + 1, _BATCH), generator=gen)
-    losses = []
-    for _ in range(_STEPS):
-        optimizer.zero_grad()
-        loss = model.loss(src, torch.full((_BATCH,), _LENGTH), tgt[:-1], tgt[1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    return losses, model
 
 
 def _loss_path(head) -> str:
@@ -119,14 +62,12 @@ def training_fingerprint(config) -> dict[str, Any]:
     key = json.dumps(key.to_dict(), sort_keys=True)
     if key in _CACHE:
         return dict(_CACHE[key])
-    tiny = _tiny(config)
     dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         torch.set_default_dtype(torch.float64)
         try:
-            run = _translation_run if config.task == "translation" else _lm_run
-            losses, model = run(tiny)
+            losses, model = task_of(config).tiny_run(config, _TINY)
         finally:
             torch.set_default_dtype(dtype)
             torch.set_num_threads(threads)

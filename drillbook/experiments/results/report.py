@@ -195,11 +195,11 @@ class _Columns:
         intro = (f"Metric: {self.task.metric}. `paper valid`/`paper test`: the paper's "
                  "number for the main run (before fine-tuning), a dash where the paper "
                  "gives none.")
-        signatures = sorted({d["bleu_signature"] for d in rows if "bleu_signature" in d})
+        signature = self.task.signature  # how the test metric was computed (sacreBLEU's)
+        signatures = sorted({d[signature.key] for d in rows if signature.key in d}
+                            if signature is not None else ())
         if signatures:
-            intro += (" `valid`: BLEU of the tokenised text (it selects the checkpoint); "
-                      "`test`: sacreBLEU of the detokenised translations against the raw "
-                      "references, signature " + ", ".join(f"`{s}`" for s in signatures)
+            intro += (f" {signature.report} " + ", ".join(f"`{s}`" for s in signatures)
                       + ".")
         if self.has_ft:
             intro += (" `ft`: after AWD-LSTM's fine-tuning stage, our run next to the "

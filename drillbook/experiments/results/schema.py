@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...precision import PRECISIONS, canonical_precision
+from ...train.tasks import TASKS
 
-__all__ = ["ANALYSES", "DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
+__all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
            "FINETUNED_REQUIRED", "OPTIONAL", "PLATEAU", "READABLE_FORMATS", "REQUIRED",
            "RESULT_FORMAT", "validate_result"]
 
@@ -49,7 +50,9 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     "precision": (str,),  # fp32, bf16, fp16 or tf32 (old files: their labels)
     "world_size": (int,),  # processes that trained together
     "error": (str,),  # why a row failed (status failed, out-of-memory or deadline)
-    "analyses": (dict,),  # what the chapters draw beyond the metrics (ANALYSES)
+    # what the chapters draw beyond the metrics (the keys the tasks declare,
+    # drillbook.train.tasks.Task.analyses_keys)
+    "analyses": (dict,),
     # what a row was still measuring (rank, analyses) when it wrote this file: the file
     # of a row that the deadline stopped after its test metric and before the rest
     "pending": (list,),
@@ -89,16 +92,6 @@ PLATEAU: dict[str, tuple[type, ...]] = {
     "tolerance": (int, float),  # its relative improvement
     "rule": (str,),  # the rule in words
     "reached": (bool,),  # the rule ended the row (status "plateau")
-}
-
-#: the keys an ``analyses`` block may hold, and their types
-ANALYSES: dict[str, tuple[type, ...]] = {
-    "frequency_bands": (list,),  # a language model's loss per training-frequency band
-    "word_nll": (dict,),  # word id -> [summed test NLL, tokens]
-    "mixture": (dict,),  # a mixture head's component usage
-    "rare_word_f1": (list,),  # a translation's word F1 by training frequency
-    "sentences_per_second": (int, float, type(None)),  # decoding speed
-    "examples": (list,),  # decoded test sentences
 }
 
 #: fields of the optional ``finetuned`` block
@@ -192,11 +185,17 @@ def validate_result(doc: Any) -> list[str]:
             problems += _check_types(block, {k: t for k, t in fields.items() if k in block},
                                      f"{name}.")
     if isinstance(doc.get("analyses"), dict):
-        block = doc["analyses"]
-        problems += [f"unknown analysis 'analyses.{k}'" for k in block if k not in ANALYSES]
-        problems += _check_types(block, {k: ANALYSES[k] for k in block if k in ANALYSES},
-                                 "analyses.")
+        problems += _check_analyses(doc)
     return problems
+
+
+def _check_analyses(doc: dict[str, Any]) -> list[str]:
+    """The problems of an ``analyses`` block: keys no task declares
+    (:attr:`~drillbook.train.tasks.Task.analyses_keys`), values of other types."""
+    block = doc["analyses"]
+    known = {k: types for task in TASKS.values() for k, types in task.analyses_keys.items()}
+    return ([f"unknown analysis 'analyses.{k}'" for k in block if k not in known]
+            + _check_types(block, {k: known[k] for k in block if k in known}, "analyses."))
 
 
 def _check_dynamic(block: Any) -> list[str]:

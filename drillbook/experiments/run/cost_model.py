@@ -65,7 +65,7 @@ def cpu_step_seconds(config, sizes: dict[str, Any], steps: int = 3) -> float:
 def _cpu_step_call(config, sizes: dict[str, Any]):
     gen = torch.Generator().manual_seed(0)
     if config.task == "translation":
-        from .sizing import translation_loss
+        from ...train.tasks.translation import random_pairs_step as translation_loss
 
         extra = sizes["extra"]
         model, loss = translation_loss(config, sizes["vocab"], gen, **extra)

@@ -2,7 +2,7 @@
 of a row that trained (:func:`result_doc`), of one that could not end normally
 (:func:`failure_doc`, :func:`raised_doc`), and its parts: how the row was run
 (:func:`execution`), its stopping rule (:func:`plateau_block`), its learning curve
-(:func:`curve_of`)."""
+(its task's, :meth:`~drillbook.train.tasks.Task.curve`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ..results.fingerprint import training_fingerprint
 from ..tables import Row
 from .jobs import Job
 
-__all__ = ["ALONE", "WAYS", "curve_of", "earlier_finetuned", "execution", "failure_doc",
+__all__ = ["ALONE", "WAYS", "earlier_finetuned", "execution", "failure_doc",
            "plateau_block", "raised_doc", "result_doc", "result_status", "write_doc"]
 
 
@@ -50,7 +50,7 @@ def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str 
         "wall_seconds": round(seconds, 1), "budget_minutes": budget_minutes,
         "precision": precision_label(resolve_precision(
             config.train.amp, dev, mixture=HEADS[config.head.kind].is_mixture)),
-        "metrics": {}, "curve": curve_of(log), **plateau_block(config, reached=False),
+        "metrics": {}, "curve": task_of(config).curve(log), **plateau_block(config, reached=False),
         "fingerprint": training_fingerprint(config),
         **({"execution": execution} if execution else {}),
     }
@@ -76,16 +76,6 @@ def _one_line(err: BaseException) -> str:
 def result_status(reason: str) -> str:
     """A result file's status for a :class:`~drillbook.train.RunStatus` reason."""
     return "budget" if reason in ("budget", "steps") else reason
-
-
-#: what a result file's curve keeps of each log record (those a record has)
-CURVE_KEYS = ("epoch", "step", "train_loss", "train_ppl", "val_loss", "val_ppl", "val_bleu",
-               "epoch_seconds", "elapsed_seconds", "tokens_per_second", "lr")
-
-
-def curve_of(log: list[dict]) -> list[dict]:
-    """A result file's learning curve: ``CURVE_KEYS`` of each log record."""
-    return [{k: r[k] for k in CURVE_KEYS if k in r and r[k] is not None} for r in log]
 
 
 def earlier_finetuned(path: Path) -> dict | None:

@@ -19,7 +19,7 @@ from ...train.tasks import Task, task_of
 from ..results.analyses import result_analyses
 from ..results.files import FINAL_STATUSES
 from ..tables import Row
-from .documents import curve_of, earlier_finetuned, result_doc, result_status, write_doc
+from .documents import earlier_finetuned, result_doc, result_status, write_doc
 from .jobs import NO_RANK, Job
 
 __all__ = ["finish_job", "stage_metrics"]
@@ -101,12 +101,13 @@ def stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
         metrics[f"test_{key}"] = result[key]
         metrics.update({f"test_{n}": result[n] for n in ("tokens", "sentences") if n in result})
         metrics["output_layer_params"] = run.model.head.param_counts().dedicated
-        if "bleu_signature" in result:
-            extra["bleu_signature"] = result["bleu_signature"]
+        signature = task.signature
+        if signature is not None and signature.key in result:  # how it was computed
+            extra[signature.key] = result[signature.key]
         pending = [name for name, due in (("rank", rank_cap != NO_RANK),
                                           ("analyses", analyses)) if due]
         if early is not None and pending:
-            early(dict(metrics), curve_of(log), dict(extra), pending)
+            early(dict(metrics), task.curve(log), dict(extra), pending)
         if rank_cap != NO_RANK:  # a table that ranks streams (checked by table_jobs)
             test = task.split_stream(config, data, "test").to(trainer.device)
             metrics.update(rank_of(run.model, test, config.train.bptt, rank_cap))
@@ -115,7 +116,7 @@ def stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
                                                 max_items=max_eval_tokens)
     if trainer.device.type == "cuda":
         metrics["peak_gpu_memory_bytes"] = torch.cuda.max_memory_allocated(trainer.device)
-    return metrics, curve_of(log), extra
+    return metrics, task.curve(log), extra
 
 
 def finetune_stage(task: Task, row: Row, run_dir: Path, corpus, device, progress,
