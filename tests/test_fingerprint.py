@@ -44,6 +44,15 @@ def test_every_seed_of_a_row_shares_its_fingerprint_and_rows_differ():
     assert _fresh(faster)["digest"] != first["digest"]
 
 
+@pytest.mark.parametrize("table", ["laptop-lm", "laptop-nmt", "laptop-nmt-vmf",
+                                   "first-updates-nmt", "tutorial", "cpu-scale"])
+def test_every_row_a_cpu_trains_has_a_fingerprint(table):
+    """Each row of the tables a CPU trains computes its fingerprint (a row whose tiny run
+    could not be built, DRILL's dual head with residuals, wrote no result file)."""
+    digests = {row.name: _fresh(row.resolve())["digest"] for row in TABLES[table]}
+    assert all(len(d) == 16 for d in digests.values())
+
+
 def test_the_fingerprint_ignores_the_thread_count_and_sees_the_loss_path(monkeypatch):
     """Two threads sum in another order (the 16th digit), which the rounding absorbs; the
     plain loss path is another arithmetic in float32 and another digest."""

@@ -92,6 +92,9 @@ def tiny_run(config, size: TinyRun) -> tuple[list[float], Any]:
     sets = ["model.emsize=8", "model.nhid=12", "model.d_ff=16", "model.nhead=2"]
     if config.model.d_out is not None:
         sets.append("model.d_out=8")
+    options = config.head.options
+    if options.get("residual_label") or options.get("residual_context"):
+        sets.append("head.options.d_joint=8")  # a residual needs d_j = d (= d_h here)
     config = apply_overrides(config, sets)
     model = build_model(config, size.vocab).train()
     optimizer = start_optimizer(model, config.train)
