@@ -426,7 +426,7 @@ assert laptop_runs["epochs"].min() >= 12 and laptop_runs["minutes_per_epoch"].mi
 # they do, this page compares no heads by these numbers, since one seed cannot tell a
 # difference between heads from a difference between runs.
 
-# %% mystnb={"figure": {"name": "fig-laptop-nmt-curves", "caption": "Validation BLEU (greedy, the whole Multi30k validation set) after each epoch of every committed `laptop-nmt` run of seed 1, trained to its plateau on one CPU core."}, "image": {"alt": "Two rising lines. The LSTM with the dual head: validation BLEU from about 18 after the first epoch to about 32 after the third and 38.6 at its best, sixteen epochs in all. The Transformer with DRILL's label encoder starts lower, about 3 after the first epoch, passes 30 at the eighth and reaches 38.0 at its best, twenty-seven epochs in all."}}
+# %% mystnb={"figure": {"name": "fig-laptop-nmt-curves", "caption": "Validation BLEU (greedy, the whole Multi30k validation set) after each epoch of every committed `laptop-nmt` run of seed 1, trained to its plateau on one CPU core."}, "image": {"alt": "Three rising lines. The LSTM with the dual head: validation BLEU from about 18 after the first epoch to about 32 after the third and 38.6 at its best, sixteen epochs in all. The two Transformers start lower, about 3 and 4 after the first epoch: the one with DRILL's label encoder passes 30 at the eighth epoch and reaches 38.0 at its best, twenty-seven epochs in all; the one with the tied softmax passes 30 at the seventh and reaches 37.1, twenty-one epochs in all."}}
 seed_one = [d for (row, seed), d in laptop_docs.items() if seed == 1]
 fig, ax = plt.subplots(figsize=(7, 3.5))
 book.plot_curves(seed_one, metric="val_bleu", ax=ax, log_y=False,
@@ -486,30 +486,40 @@ print(f"Table 5's systems at their plateau: {len(table5)} of {len(systems)} (see
 print(pd.DataFrame(table5).to_string(index=False) if table5 else "")
 
 # %% tags=["nbval-check-output"]
-drill_run = laptop_docs["transformer-drill", 1]
-drill_curve = [point["val_bleu"] for point in drill_run["curve"]]
-best_epoch = 1 + max(range(len(drill_curve)), key=drill_curve.__getitem__)
 dual_run = laptop_docs["dual", 1]
-print(f"transformer-drill: {drill_run['status']} after {drill_run['epochs_done']} epochs "
-      f"({drill_run['plateau']['rule']}); best validation BLEU {max(drill_curve):.1f} at "
-      f"epoch {best_epoch}, test BLEU {drill_run['metrics']['test_bleu']:.1f}; "
-      f"{drill_run['metrics']['seconds_per_epoch'] / 60:.0f} minutes an epoch")
-print(f"validation BLEU after epoch 1: transformer-drill {drill_curve[0]:.1f}, the LSTM "
-      f"with the dual head {dual_run['curve'][0]['val_bleu']:.1f}; first epoch past 30: "
-      f"{next(i for i, b in enumerate(drill_curve, 1) if b > 30)} and "
-      f"{next(i for i, p in enumerate(dual_run['curve'], 1) if p['val_bleu'] > 30)}")
-assert drill_run["plateau"]["reached"] and drill_run["epochs_done"] > dual_run["epochs_done"]
-assert drill_curve[0] < 5 < 15 < dual_run["curve"][0]["val_bleu"]
-assert abs(max(drill_curve) - dual_run["metrics"]["val_bleu"]) < 1
+landed = {row: laptop_docs[row, 1] for row in systems if (row, 1) in laptop_docs}
+for row, run in landed.items():
+    curve = [point["val_bleu"] for point in run["curve"]]
+    print(f"{row}: {run['status']} after {run['epochs_done']} epochs; best validation BLEU "
+          f"{max(curve):.2f} at epoch {1 + curve.index(max(curve))}, test BLEU "
+          f"{run['metrics']['test_bleu']:.2f}; after epoch 1: {curve[0]:.1f}, first past 30: "
+          f"epoch {next(i for i, b in enumerate(curve, 1) if b > 30)}")
+print(f"the LSTM with the dual head: validation BLEU {dual_run['curve'][0]['val_bleu']:.1f} "
+      f"after epoch 1, {dual_run['metrics']['val_bleu']:.2f} at its best, "
+      f"{dual_run['epochs_done']} epochs")
+drill_run, tied_run = landed["transformer-drill"], landed["transformer-tied"]
+gain = {split: drill_run["metrics"][f"{split}_bleu"] - tied_run["metrics"][f"{split}_bleu"]
+        for split in ("val", "test")}
+print(f"DRILL minus the tied softmax: {gain['val']:+.2f} validation BLEU, "
+      f"{gain['test']:+.2f} test BLEU (one seed each)")
+assert set(landed) == {"transformer-tied", "transformer-drill"}
+assert all(r["plateau"]["reached"] and r["epochs_done"] > dual_run["epochs_done"]
+           and r["curve"][0]["val_bleu"] < 5 < 15 < dual_run["curve"][0]["val_bleu"]
+           and abs(r["metrics"]["val_bleu"] - dual_run["metrics"]["val_bleu"]) < 2
+           for r in landed.values())
+assert 0 < gain["test"] < gain["val"] < 1
 
 # %% [markdown]
-# The Transformer with DRILL's label encoder trains to its plateau on one core. It starts
-# far below the LSTM (3 BLEU after its first epoch, where the LSTM with the dual head had
-# 18) and ends within a point of it, after 27 epochs to the LSTM's 16. That is one seed of
-# each of two different models, so it ranks neither. The other two systems train in the plan's later
-# sittings, and the table fills as they reach their plateau. Even
-# full, read it as a start, not as Table 5. Table 5's gains, 0.8 and 0.6 BLEU, are
-# differences between single runs of Transformer (base) models of about 79M parameters
+# Two of the three systems have reached their plateau on one core, the Transformer with
+# the tied softmax and the one with DRILL's label encoder; the dual mapping's trains in a
+# later sitting. Both Transformers start far below the LSTM (under 5 BLEU after their
+# first epoch, where the LSTM with the dual head had 18), take more epochs, and end within
+# two points of it. DRILL's run ends 0.9 validation BLEU and 0.2 test BLEU above the tied
+# softmax's, the direction of Table 5's 0.8 test BLEU. It is one seed of each, and the
+# spread of a run over seeds at the plateau is not measured yet, so this difference is
+# not resolved: the plan's seeds 2 and 3 of both systems can resolve it, or show that it
+# lies within the seeds' spread. Even full, read the table as a start, not as Table 5.
+# Table 5's gains, 0.8 and 0.6 BLEU, are differences between single runs of Transformer (base) models of about 79M parameters
 # trained on WMT'14's millions of sentence pairs; here the comparison needs all three
 # systems at their plateau and the spread of each over seeds 2 and 3, which the plan's
 # later sittings train.
