@@ -519,10 +519,10 @@ assert 0 < gain["test"] < gain["val"] < 1
 # spread of a run over seeds at the plateau is not measured yet, so this difference is
 # not resolved: the plan's seeds 2 and 3 of both systems can resolve it, or show that it
 # lies within the seeds' spread. Even full, read the table as a start, not as Table 5.
-# Table 5's gains, 0.8 and 0.6 BLEU, are differences between single runs of Transformer (base) models of about 79M parameters
-# trained on WMT'14's millions of sentence pairs; here the comparison needs all three
-# systems at their plateau and the spread of each over seeds 2 and 3, which the plan's
-# later sittings train.
+# Table 5's gains, 0.8 and 0.6 BLEU, are differences between single runs of Transformer
+# (base) models of about 79M parameters trained on WMT'14's millions of sentence pairs;
+# here the comparison needs all three systems at their plateau and the spread of each
+# over seeds 2 and 3, which the plan's later sittings train.
 #
 # ## The size of the joint space
 #
