@@ -7,7 +7,7 @@ take less than :data:`LONG_SECONDS`.
 
 * ``train`` on a CPU: an epoch's steps and validation windows from the package's cost
   model (:func:`drillbook.experiments.run.plans.epoch_flops`), a step timed on the real
-  model as its task says (:attr:`drillbook.train.tasks.Sizing.step_seconds`: a language
+  model as its task says (:attr:`drillbook.train.tasks.registry.Sizing.step_seconds`: a language
   model's at two short windows, extended to the config's).
 * ``rank``: an evaluation window of the real model timed, the Gram matrix's
   multiply-adds and its eigenvalues (``4/3 n^3``) at the rate of float64 products
@@ -97,8 +97,9 @@ def train_cost(config, device: torch.device, max_epochs: int | None
     Its matrix-product FLOPs (:func:`~drillbook.experiments.run.plans.epoch_flops`) at the
     rate of a large product here bound its time from below; where that bound is under
     :data:`TRAINING_SECONDS`, nothing more is done. Else a step is timed on the real
-    model as its task's :attr:`~drillbook.train.tasks.Sizing.step_seconds` times it: where a
-    step is a window of a token stream (a language model), at two short windows; a
+    model as its task's :attr:`~drillbook.train.tasks.registry.Sizing.step_seconds`
+    times it: where a step is a window of a token stream (a language model), at two short
+    windows; a
     translation step on one batch.
     FLOPs alone say too little of a step's time on a CPU: measured on a shared 2-core CPU,
     the FLOP model at the rate of the step's products gave 0.07 s for a step of the

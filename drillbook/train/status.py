@@ -28,7 +28,7 @@ class RunStatus:
         best: what the trainer's :meth:`~drillbook.train.hooks.TaskHooks.best` returned
             beside it, each also an attribute (a translation's ``best_val_bleu``); what
             "best" means is its task's
-            (:attr:`~drillbook.train.tasks.Task.best_value`).
+            (:attr:`~drillbook.train.tasks.registry.Task.best_value`).
         record: the log record of the last epoch this call completed (None if it
             completed none).
     """

@@ -1,6 +1,6 @@
 """What a result file carries for the chapters beyond the metrics: the ``analyses``
-block (its keys the task's :attr:`~drillbook.train.tasks.Task.analyses_keys`), computed
-from a trained run by its task's function (:attr:`~drillbook.train.tasks.Task.analyses`,
+block (its keys the task's :attr:`~drillbook.train.tasks.registry.Task.analyses_keys`), computed
+from a trained run by its task's function (:attr:`~drillbook.train.tasks.registry.Task.analyses`,
 declared in the task's package)."""
 
 from __future__ import annotations
@@ -16,6 +16,6 @@ __all__ = ["result_analyses"]
 def result_analyses(run: LoadedRun, split: str, *, data: Any,
                     max_items: int | None = None) -> dict[str, Any]:
     """The ``analyses`` block of a result file: what the run's task's function
-    (:attr:`~drillbook.train.tasks.Task.analyses`) finds on a split of ``data`` (its first
+    (:attr:`~drillbook.train.tasks.registry.Task.analyses`) finds on a split of ``data`` (its first
     ``max_items`` tokens or sentences, if given)."""
     return task_of(run.config).analyses(run, split, data=data, max_items=max_items)

@@ -12,7 +12,7 @@ initialisation, a dropout draw, an equation or the loss path changes it. float64
 rounding keep it the same on machines whose kernels sum in another order (those differ near
 the 16th digit, not the 10th).
 
-The tiny run is the task's (:attr:`drillbook.train.tasks.Task.tiny_run`): a language
+The tiny run is the task's (:attr:`drillbook.train.tasks.registry.Task.tiny_run`): a language
 model takes the trainer's own step
 (:func:`drillbook.train.tasks.language_model.trainer_step`: forward, the head's loss and
 regulariser, AR/TAR, clipping, the optimiser); a translation model its loss

@@ -51,7 +51,7 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     "world_size": (int,),  # processes that trained together
     "error": (str,),  # why a row failed (status failed, out-of-memory or deadline)
     # what the chapters draw beyond the metrics (the keys the tasks declare,
-    # drillbook.train.tasks.Task.analyses_keys)
+    # drillbook.train.tasks.registry.Task.analyses_keys)
     "analyses": (dict,),
     # what a row was still measuring (rank, analyses) when it wrote this file: the file
     # of a row that the deadline stopped after its test metric and before the rest
@@ -191,7 +191,7 @@ def validate_result(doc: Any) -> list[str]:
 
 def _check_analyses(doc: dict[str, Any]) -> list[str]:
     """The problems of an ``analyses`` block: keys no task declares
-    (:attr:`~drillbook.train.tasks.Task.analyses_keys`), values of other types."""
+    (:attr:`~drillbook.train.tasks.registry.Task.analyses_keys`), values of other types."""
     block = doc["analyses"]
     known = {k: types for task in TASKS.values() for k, types in task.analyses_keys.items()}
     return ([f"unknown analysis 'analyses.{k}'" for k in block if k not in known]

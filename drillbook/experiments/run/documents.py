@@ -2,7 +2,7 @@
 of a row that trained (:func:`result_doc`), of one that could not end normally
 (:func:`failure_doc`, :func:`raised_doc`), and its parts: how the row was run
 (:func:`execution`), its stopping rule (:func:`plateau_block`), its learning curve
-(its task's, :meth:`~drillbook.train.tasks.Task.curve`)."""
+(its task's, :meth:`~drillbook.train.tasks.registry.Task.curve`)."""
 
 from __future__ import annotations
 

@@ -64,8 +64,8 @@ def table_jobs(table: str, rows: Sequence[str] | None = None,
     Raises:
         ConfigError: an unknown table or row (the message lists the valid ones), or a row
             that asks its task for a stage it has not: fine-tuning, dynamic evaluation or a
-            rank (:attr:`~drillbook.train.tasks.Task.finetunes`,
-            :attr:`~drillbook.train.tasks.Task.streams`).
+            rank (:attr:`~drillbook.train.tasks.registry.Task.finetunes`,
+            :attr:`~drillbook.train.tasks.registry.Task.streams`).
     """
     check_choice(table, sorted(TABLES), "table")
     overrides = as_list(overrides, "overrides", " of key=value strings")

@@ -60,7 +60,7 @@ def reproduce(table: str, *, rows: list[str] | None = None,
         max_eval_tokens: cap the test evaluation (CPU tests): tokens of a language
             model's test text, sentences of a translation test set; None evaluates it all.
         corpus: the corpus every row trains on (tests pass a tiny one); default: each
-            row's task loads its own (:attr:`~drillbook.train.tasks.Task.load_data`), once
+            row's task loads its own (:attr:`~drillbook.train.tasks.registry.Task.load_data`), once
             for the rows that read the same data.
         seed: train every row with this seed (or with each of these seeds) instead of its
             config's. A seed other than the config's writes

@@ -24,7 +24,7 @@ def sizing_of(config) -> Sizing:
 
 def step_flops(config, vocab_size: int, positions: float, **extra) -> float:
     """Matrix-product FLOPs of one training step, forward and backward (three times the
-    forward pass, :attr:`~drillbook.train.tasks.Sizing.forward_flops` of the
+    forward pass, :attr:`~drillbook.train.tasks.registry.Sizing.forward_flops` of the
     config's task): of a language model over ``positions`` positions, or (``extra``:
     ``src_vocab``, ``src_len``, ``tgt_len``) of a translation batch of ``positions``
     sentences."""
@@ -57,7 +57,7 @@ class EpochWork(NamedTuple):
 
 def epoch_flops(config, sizes: dict[str, Any] | None = None) -> EpochWork:
     """One epoch of ``config`` (:class:`EpochWork`), from its task's
-    :attr:`~drillbook.train.tasks.Sizing.sizes` (given, or read: a
+    :attr:`~drillbook.train.tasks.registry.Sizing.sizes` (given, or read: a
     translation config's data for its vocabularies and sentence lengths).
 
     Raises:
@@ -83,7 +83,7 @@ def activation_bytes(config, vocab_size: int, positions: float, **extra) -> floa
     """What autograd keeps for the backward pass of one training step of ``positions``
     positions (a language model) or sentences (translation, with ``extra``: ``src_vocab``,
     ``src_len``, ``tgt_len``): measured on the CPU at two small sizes of the task's step on
-    random data (:attr:`~drillbook.train.tasks.Sizing.probe`) with
+    random data (:attr:`~drillbook.train.tasks.registry.Sizing.probe`) with
     :func:`~drillbook.experiments.bench.measure.saved_bytes`, extrapolated linearly."""
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
 """What a language model's result file carries for the chapters beyond its metrics (the
-``analyses`` block, its keys the task's :attr:`~drillbook.train.tasks.Task.analyses_keys`),
+``analyses`` block, its keys the task's :attr:`~drillbook.train.tasks.registry.Task.analyses_keys`),
 read from a trained run with :mod:`drillbook.analysis`."""
 
 from __future__ import annotations

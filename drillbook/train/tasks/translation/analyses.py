@@ -1,5 +1,5 @@
 """What a translation run's result file carries for the chapters beyond its metrics (the
-``analyses`` block, its keys the task's :attr:`~drillbook.train.tasks.Task.analyses_keys`),
+``analyses`` block, its keys the task's :attr:`~drillbook.train.tasks.registry.Task.analyses_keys`),
 read from greedy decoding with :mod:`drillbook.analysis`."""
 
 from __future__ import annotations
