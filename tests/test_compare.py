@@ -13,7 +13,7 @@ CURVE = [{"epoch": 1, "val_ppl": 800.0}, {"epoch": 2, "val_ppl": 600.0},
 
 def test_cpu_tables_are_the_tutorial_sized_ones():
     assert set(cpu_tables()) == {"tutorial", "cpu-scale", "laptop-lm", "laptop-nmt",
-                                 "laptop-nmt-vmf"}
+                                 "laptop-nmt-vmf", "first-updates-nmt"}
     assert all(t in TABLES for t in cpu_tables())
 
 

@@ -21,7 +21,7 @@ from drillbook.experiments.run.launchers import Handle
 from drillbook.experiments.run.plan_runner import final_jobs
 from drillbook.experiments.run.plans import pack_windows
 from drillbook.experiments.run.scheduler import run_parallel
-from drillbook.experiments.tables import PLANS, TABLES
+from drillbook.experiments.tables import PLANS, TABLES, to_plateau
 
 
 def test_windows_are_filled_largest_first_and_a_job_longer_than_one_never_fits():
@@ -144,7 +144,7 @@ def test_a_continuing_plan_skips_final_rows_and_starts_only_what_fits(tmp_path, 
 @needs_data
 def test_the_recast_small_plan_says_its_rule_its_sharing_and_its_windows(capsys):
     plan = PLANS["gpu-small"]
-    assert plan.to_plateau and not PLANS["gpu-ptb"].to_plateau
+    assert to_plateau(plan) and not to_plateau(PLANS["gpu-ptb"])
     assert len(TABLES["gpu-small"]) == 10 and plan.seeds == (141, 142, 143)
     for row in TABLES["gpu-small"]:
         t = row.resolve().train

@@ -403,7 +403,8 @@ def test_committed_results_are_every_result_file_at_any_depth(tmp_path):
     split = by_task["language-model"] + by_task["translation"]
     assert len(split) == len(book) and all(d in book for d in split)  # each in one task
     assert {d["table"] for d in by_task["translation"]} <= {
-        "laptop-nmt", "laptop-nmt-vmf", "gpu-multi30k", "multi30k-joint", "multi30k-vmf"}
+        "laptop-nmt", "laptop-nmt-vmf", "gpu-multi30k", "multi30k-joint", "multi30k-vmf",
+        "first-updates-nmt"}
     translation = copy.deepcopy(doc)
     translation["config"] = get_nmt_config("multi30k/de-en-dual").to_dict()
     (tmp_path / "cpu-scale" / "broken.json").unlink()

@@ -94,8 +94,8 @@ def test_bad_targets_are_clear_errors():
 def test_build_head_rejects_unknown_kind_and_options():
     with pytest.raises(ValueError, match=r"unknown head kind 'nope'.*'softmax'.*'tied'"):
         build_head("nope", vocab_size=V, d_hidden=D)
-    with pytest.raises(ValueError,
-                       match=r"unknown option\(s\) \['depth'\].*valid options: \['bias'\]"):
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['depth'\].*valid options: "
+                                         r"\['bias', 'context_map'\]"):
         build_head("softmax", vocab_size=V, d_hidden=D, depth=2)
     with pytest.raises(ValueError, match="vocab_size must be a positive integer, got 0"):
         build_head("softmax", vocab_size=0, d_hidden=D)

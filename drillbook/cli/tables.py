@@ -121,10 +121,10 @@ def _reproduce_in_process(args: argparse.Namespace) -> list[Path] | None:
 def _continuing_plan(name: str):
     """The plan ``name`` if it trains its rows to their plateau (it then continues from
     window to window), else None."""
-    from ..experiments.tables import PLANS
+    from ..experiments.tables import PLANS, to_plateau
 
     plan = PLANS.get(name)
-    return plan if plan is not None and plan.to_plateau else None
+    return plan if plan is not None and to_plateau(plan) else None
 
 
 def _reproduce_side_by_side(args: argparse.Namespace, plan=None) -> list[Path]:
@@ -226,13 +226,13 @@ def _dry_run(args: argparse.Namespace) -> int:
     from ..experiments.run.cost_model import fit_models
     from ..experiments.run.dry_run import format_predictions
     from ..experiments.run.plans import predict
-    from ..experiments.tables import PLANS, Plan
+    from ..experiments.tables import PLANS, Plan, to_plateau
 
     plan = PLANS.get(args.table) or Plan(args.table, args.table, seeds=tuple(args.seed or ()))
     parallel = args.parallel or plan.parallel
     minutes = args.deadline_minutes or plan.deadline_minutes
     model = fit_models()
-    skip = _final_rows(plan, args) if plan.to_plateau else set()
+    skip = _final_rows(plan, args) if to_plateau(plan) else set()
     predictions = predict(plan, device_class=args.dry_run, deadline_minutes=minutes,
                           parallel=parallel, sharing=args.sharing, model=model, skip=skip)
     print(format_predictions(plan, predictions, device_class=args.dry_run,

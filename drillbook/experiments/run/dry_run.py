@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..tables import Plan
+from ..tables import Plan, to_plateau
 from .cost_model import StepModel, fit_models
 from .devices import DEVICE_CLASSES, SHARINGS, DeviceClass, Sharing
 from .plans import ASSUMPTIONS, Prediction, predict
@@ -51,7 +51,7 @@ def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_
     fits = "fits" if worst <= device.memory_gib else "does NOT fit"
     lines.append(f"memory of the rows running together: at most {worst:.1f} GiB of "
                  f"{device.memory_gib:g} ({fits})")
-    if plan.to_plateau:
+    if to_plateau(plan):
         lines += _windows_lines(plan, predictions, device_class, deadline_minutes, parallel,
                                 share_model, results, model)
     errors = ", ".join(

@@ -1,7 +1,7 @@
 """The plan runner: what is left of a plan that continues from window to window.
 
 A plan whose rows train to their plateau
-(:attr:`~drillbook.experiments.tables.Plan.to_plateau`) rarely fits one GPU window whole.
+(:func:`~drillbook.experiments.tables.to_plateau`) rarely fits one GPU window whole.
 :func:`run_plan` runs what is left of it:
 
 * a row (and seed) whose result file is final

@@ -42,7 +42,7 @@ from pathlib import Path
 from ...train.ways import Way
 from ...validation import check_choice
 from ..results import book_results, gpu_union
-from ..tables import Plan
+from ..tables import Plan, to_plateau
 from .cost_model import StepModel, cpu_step_seconds, fit_models, probe_config
 from .devices import CUDA_CONTEXT_BYTES, DEVICE_CLASSES, SHARINGS, DeviceClass
 from .jobs import Job, table_jobs
@@ -178,7 +178,7 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     on_cpu = device.name == "cpu"
     processes = share_model.way is Way.PROCESS
     out = []
-    if plan.to_plateau:  # every row to its plateau: lanes filled, largest first
+    if to_plateau(plan):  # every row to its plateau: lanes filled, largest first
         lanes = min(parallel, len(rows)) or 1
         slowdown = (max(1.0, lanes / device.cpu_cores) if on_cpu else max(
             share_model.slowdown(lanes), sum(

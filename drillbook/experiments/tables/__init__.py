@@ -23,7 +23,7 @@ from .records import DEVICES, PAPER_RANKS, PAPER_SPEED, STAGES, PaperColumn, Pla
 
 __all__ = ["DEVICES", "PAPER_RANKS", "PAPER_SPEED", "PLANS", "STAGES", "TABLES",
            "PaperColumn", "Plan", "Row", "Table", "Tables", "find_row", "paper_params",
-           "records_for", "table_of"]
+           "records_for", "table_of", "to_plateau"]
 
 
 class Tables(MutableMapping[str, Table]):
@@ -126,6 +126,13 @@ def records_for(config) -> list[str]:
                 keys += [k for stage in STAGES for k in row.paper_keys(stage)
                          if k not in keys]
     return keys
+
+
+def to_plateau(plan: Plan) -> bool:
+    """Every row of the plan's table has a stopping rule (``train.plateau_epochs``): the
+    plan trains each row to its plateau, and continues from window to window."""
+    rows = TABLES[plan.table] if plan.table in TABLES else ()
+    return bool(rows) and all(r.resolve().train.plateau_epochs is not None for r in rows)
 
 
 def find_row(table: str, name: str) -> Row | None:

@@ -124,7 +124,8 @@ class Plan:
     """What one GPU window runs of a table: its seeds, how many rows at once, the deadline.
 
     A plan whose rows all have a stopping rule (``train.plateau_epochs``) trains each row
-    to its plateau and continues from window to window (:attr:`to_plateau`): a window
+    to its plateau and continues from window to window
+    (:func:`~drillbook.experiments.tables.to_plateau`): a window
     skips the rows whose result file is final, in that window's folder or a committed
     one, and starts the rows that fit in the time left, largest predicted time first.
 
@@ -151,15 +152,6 @@ class Plan:
     sharing: str = "processes"
     plateau_epochs: int | None = None
     plateau_note: str = ""
-
-    @property
-    def to_plateau(self) -> bool:
-        """Every row of its table has a stopping rule: the plan trains each row to its
-        plateau, and continues from window to window."""
-        from . import TABLES
-
-        rows = TABLES[self.table] if self.table in TABLES else ()
-        return bool(rows) and all(r.resolve().train.plateau_epochs is not None for r in rows)
 
 
 @dataclass(frozen=True)
