@@ -110,9 +110,18 @@ def longest_files_first(items: list, seconds: dict[str, float]) -> None:
     unknown = statistics.median(seconds.values())
     first: dict[str, int] = {}
     for i, item in enumerate(items):
-        first.setdefault(item.nodeid.split("::")[0], i)
-    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], unknown),
-                                 first[item.nodeid.split("::")[0]]))
+        first.setdefault(_file_of(item.nodeid), i)
+
+    def order(item) -> tuple[float, int]:
+        file = _file_of(item.nodeid)
+        return -seconds.get(file, unknown), first[file]
+
+    items.sort(key=order)
+
+
+def _file_of(nodeid: str) -> str:
+    """The file (or chapter) a test id names: ``tests/test_x.py::test_y`` -> its path."""
+    return nodeid.split("::")[0]
 
 
 _spent: defaultdict[str, float] = defaultdict(float)
@@ -121,7 +130,7 @@ _spent: defaultdict[str, float] = defaultdict(float)
 def pytest_runtest_logreport(report):
     """Add up each file's seconds (setup, call and teardown; under xdist the controller
     receives every worker's reports)."""
-    _spent[report.nodeid.split("::")[0]] += report.duration
+    _spent[_file_of(report.nodeid)] += report.duration
 
 
 def pytest_sessionfinish(session):
