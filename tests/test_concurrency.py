@@ -18,6 +18,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import concurrency  # noqa: E402
 
+from drillbook.experiments.run import timing  # noqa: E402
+from drillbook.experiments.run.timing import Timing  # noqa: E402
+from drillbook.experiments.run.worker import JobSpec  # noqa: E402
+
 needs_data = pytest.mark.skipif(
     not (Path(os.environ.get("DRILLBOOK_DATA", "/nonexistent")) / "ptb").is_dir(),
     reason="needs PTB: set DRILLBOOK_DATA (make test points it at ../shared/data)")
@@ -51,6 +55,19 @@ def test_the_cpu_rehearsal_measures_every_way_and_writes_its_report(tmp_path):
     paper = report["paper"]
     assert paper["way"] == report["best_way"] and paper["together"]["updates"] == 2
     assert "x" in done.stdout and "written:" in done.stdout
+
+
+def test_a_timed_wave_that_cannot_open_says_why_in_each_rows_timing(tmp_path):
+    timed = Timing(warmup=1, steps=1, folder=str(tmp_path), deadline=time.time() + 60)
+    specs = [JobSpec(table="tutorial", row="tied", seed=seed, device="cpu",
+                     out=str(tmp_path), runs=str(tmp_path), overrides=("model.nhid=0",),
+                     timing=timed) for seed in (1, 2)]
+    timing.time_together(specs, device="cpu", graphs=False)
+    assert sorted(p.name for p in tmp_path.glob("timed-*")) == ["timed-tied-1.json",
+                                                                "timed-tied-2.json"]
+    assert "nhid" in timing.read_timed(specs)["error"]
+    (tmp_path / "timed-tied-2.json").unlink()
+    assert timing.read_timed(specs[1:]) == {"error": "row tied-2 wrote no timing"}
 
 
 FAKE_CONTROL = """#!{python}
@@ -100,37 +117,43 @@ def test_where_the_mps_daemon_cannot_start_the_measurement_goes_on(tmp_path, mon
 def test_a_worker_is_abandoned_once_its_measurement_is_gone_or_stopped_waiting(tmp_path):
     go, me = tmp_path / "go", os.getppid()  # a worker's parent: here, this test's
     later, earlier = time.time() + 60, time.time() - 1
-    assert not concurrency.abandoned(me, later, go)
-    assert concurrency.abandoned(me + 1_000_000, later, go)  # another parent: it died
-    assert concurrency.abandoned(me, earlier, go)  # the start's deadline passed, no "go"
+    assert not timing.abandoned(me, later, go)
+    assert timing.abandoned(me + 1_000_000, later, go)  # another parent: it died
+    assert timing.abandoned(me, earlier, go)  # the start's deadline passed, no "go"
     go.touch()
-    assert not concurrency.abandoned(me, earlier, go)  # started: it trains to the end
+    assert not timing.abandoned(me, earlier, go)  # started: it trains to the end
 
 
 ORPHAN = """
-import json, os, subprocess, sys, time
-spec = {{"parent": os.getpid(), "deadline": time.time() + 600, "go": {go!r}}}
-with open({spec!r}, "w") as f:
-    json.dump(spec, f)
-worker = subprocess.Popen([sys.executable, {tool!r}, "--worker", {spec!r}])
+import json, os, subprocess, sys
+spec = json.loads({spec!r})
+spec["timing"]["parent"] = os.getpid()
+worker = subprocess.Popen([sys.executable, "-m", "drillbook.experiments.run.worker",
+                           json.dumps(spec)], stdout=subprocess.DEVNULL,
+                          stderr=open({log!r}, "w"))
 print(worker.pid, flush=True)
 """
 
 
 @pytest.mark.slow
 def test_a_worker_whose_measurement_was_killed_ends_by_itself(tmp_path):
-    """The measurement killed outright (no clean-up of its own runs): its worker, waiting
-    for a "go" that will never come, sees its parent gone and exits."""
-    spec, go = tmp_path / "spec.json", tmp_path / "go"
-    parent = subprocess.run([sys.executable, "-c", ORPHAN.format(
-        go=str(go), spec=str(spec), tool=str(ROOT / "tools" / "concurrency.py"))],
-        capture_output=True, text=True, timeout=60, check=True)
+    """The measurement killed outright (no clean-up of its own runs): its worker, the
+    scheduler's own, timing a job, sees its parent gone and exits."""
+    spec = JobSpec(table="tutorial", row="tied", seed=1000, device="cpu", out=str(tmp_path),
+                   runs=str(tmp_path), timing=Timing(warmup=1, steps=1, folder=str(tmp_path),
+                                                     deadline=time.time() + 600, parent=0))
+    parent = subprocess.run([sys.executable, "-c", ORPHAN.format(spec=spec.to_json(),
+                                                                log=str(tmp_path / "log"))],
+                            capture_output=True, text=True, timeout=60, check=True,
+                            cwd=ROOT)
     pid = int(parent.stdout.split()[0])  # its parent has exited: the worker is an orphan
     stat = Path(f"/proc/{pid}/stat")
-    end = time.monotonic() + 60
+    end = time.monotonic() + 120  # it imports torch first
     while stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
         assert time.monotonic() < end, "the orphaned worker is still running"
         time.sleep(0.2)
+    assert not list(tmp_path.glob("timed-*"))  # it timed nothing
+    assert (tmp_path / "log").read_text() == ""  # and said nothing: no bad spec, no error
 
 
 def test_the_guard_finds_a_process_the_tests_started():

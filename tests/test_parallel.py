@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from drillbook.experiments.run.cost_model import fit_step_model, measured_steps
 from drillbook.experiments.run.launchers import SubmititLauncher, executor_parameters
 from drillbook.experiments.run.plans import predict
 from drillbook.experiments.run.scheduler import run_parallel, training_budget
+from drillbook.experiments.run.timing import Timing
 from drillbook.experiments.run.worker import JobSpec, Worker, process_started
 from drillbook.experiments.tables import PLANS
 
@@ -148,6 +150,11 @@ def test_a_job_spec_travels_as_json_and_a_bad_one_is_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
     missing = _worker(str(tmp_path / "nowhere.json"), cwd=tmp_path)
     assert missing.returncode == 2 and "neither JSON text nor a file" in missing.stderr
+    timed = replace(spec, timing=Timing(warmup=2, steps=5, folder="t", deadline=1e9,
+                                        parent=7))
+    assert JobSpec.from_json(timed.to_json()) == timed  # its timing comes back a Timing
+    with pytest.raises(ConfigError, match="timing must be Timing's fields"):
+        JobSpec.from_json(timed.to_json().replace('"warmup"', '"warm"'))
 
 
 @needs_data
@@ -279,6 +286,8 @@ def test_the_window_command_rehearsed_runs_its_parts_in_order_and_ends_on_time(t
     notes = {s["step"]: s["note"] for s in summary["steps"]}
     assert notes["steps"].startswith("skipped: give --authors and --mos")
     assert notes["gpu-multi30k"] == "skipped (--skip)"
+    for step, note in notes.items():  # each part ran cleanly, was stopped, or was skipped
+        assert note == "exit 0" or note.startswith(("stopped", "skipped")), (step, note)
     for s in summary["steps"]:  # each within its time box
         assert s["box_seconds"] is None or s["seconds"] <= s["box_seconds"] + 2
     assert {"summary.txt", "console.log"} <= {p.name for p in out.iterdir()}

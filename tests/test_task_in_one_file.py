@@ -349,3 +349,7 @@ def test_a_one_row_reproduce_its_report_and_the_dry_run(copy_task, tmp_path, cap
     assert report == render_report(out) + "\n"
     assert main(["reproduce", "copy", "--dry-run"]) == 0
     assert "\ncopy " in capsys.readouterr().out
+    # on this CPU the planner times the task's step: its probe's loss and backward pass,
+    # where the task declares no step of its own
+    assert main(["reproduce", "copy", "--dry-run", "cpu"]) == 0
+    assert "\ncopy " in capsys.readouterr().out

@@ -253,11 +253,14 @@ def _steps(call: _Call) -> None:
 def _plans(call: _Call, together: str | None) -> None:
     """3. the plans trained to their plateau, continuing from the committed windows, the
     rows together the way part 1 measured best."""
+    nothing = call.work / "none"  # a rehearsal continues from an empty results folder
+    if call.args.rehearse:
+        nothing.mkdir(parents=True, exist_ok=True)
     for plan in ("gpu-small", "gpu-multi30k"):
         box = call.window.box(plan)
         command = [*call.reproduce(plan, box),
                    # a rehearsal continues from nothing: the committed windows are GPU runs
-                   "--continue-from", str(call.work / "none" if call.args.rehearse
+                   "--continue-from", str(nothing if call.args.rehearse
                                           else ROOT / "drillbook" / "results"),
                    *(["--together", together] if together else []),
                    *call.tiny.get(plan, [])]

@@ -8,7 +8,7 @@ rows); its peak memory is the weights, gradients and optimiser state plus ``k`` 
 autograd keeps for the backward pass (:func:`probe_config`), ``k`` fitted to the peaks the
 windows measured (:func:`memory_rows`, :func:`fit_memory_scale`). :func:`fit_models` fits
 both at once (:class:`StepModel`). On this machine's CPU no model applies: a config's step
-is timed here (:func:`cpu_step_seconds`).
+is timed here (:func:`cpu_step_seconds`, the step its task declares).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 
 from ...configs import config_from_dict, get_config
 from ...errors import ConfigError, MissingFileError
+from ...train.tasks import task_of
 from ..results import book_results
 from ..tables import find_row
 from .sizing import activation_bytes, epoch_flops, sizing_of, state_bytes, step_flops
@@ -38,9 +39,10 @@ _CPU_STEPS: dict[str, float] = {}
 def cpu_step_seconds(config, sizes: dict[str, Any], steps: int = 3) -> float:
     """The seconds of one training step of ``config`` on this CPU with one thread, the
     fastest of ``steps`` after one to warm up (measured once per config in a process): the
-    language-model trainer's own step on random word ids of the step's shape, or a
+    step its task declares (:meth:`~drillbook.train.tasks.registry.Sizing.cpu_step_call`:
+    the language-model trainer's own step on random word ids of the step's shape, a
     translation model's loss and backward pass on random sentence pairs of the mean
-    lengths."""
+    lengths)."""
     key = config.copy()
     key.train.seed = 0
     key = json.dumps(key.to_dict(), sort_keys=True)
@@ -49,7 +51,8 @@ def cpu_step_seconds(config, sizes: dict[str, Any], steps: int = 3) -> float:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        call = _cpu_step_call(config, sizes)
+        call = task_of(config).sizing.cpu_step_call(config, sizes,
+                                                    torch.Generator().manual_seed(0))
         call()
         times = []
         for _ in range(steps):
@@ -60,28 +63,6 @@ def cpu_step_seconds(config, sizes: dict[str, Any], steps: int = 3) -> float:
         torch.set_num_threads(threads)
     _CPU_STEPS[key] = min(times)
     return _CPU_STEPS[key]
-
-
-def _cpu_step_call(config, sizes: dict[str, Any]):
-    gen = torch.Generator().manual_seed(0)
-    if config.task == "translation":
-        from ...train.tasks.translation import random_pairs_step as translation_loss
-
-        extra = sizes["extra"]
-        model, loss = translation_loss(config, sizes["vocab"], gen, **extra)
-        n = config.train.batch_size
-        return lambda: loss(n).backward()
-    from contextlib import nullcontext
-
-    from ...models import build_model
-    from ..bench.step import start_optimizer, trainer_step
-
-    torch.manual_seed(0)
-    model = build_model(config, sizes["vocab"]).train()
-    optimizer = start_optimizer(model, config.train)
-    length = max(1, round(sizes["positions"] / config.train.batch_size))
-    ids = torch.randint(0, sizes["vocab"], (length + 1, config.train.batch_size), generator=gen)
-    return lambda: trainer_step(model, optimizer, ids[:-1], ids[1:], config.train, nullcontext)
 
 
 # ------------------------------------------------------------------ the measured steps

@@ -36,6 +36,7 @@ from .executors import Handle
 from .jobs import Job, table_jobs, table_rank_cap
 from .scheduler import run_table
 from .stages import finish_job
+from .timing import time_together
 from .worker import JobSpec
 
 __all__ = ["Interleaved", "run_in_process"]
@@ -65,16 +66,20 @@ class _InWave(Handle):
 class Interleaved:
     """The jobs started together trained in this process, on ``device`` (see the module
     notes); ``corpus``: the data every row trains on (tests pass a tiny one; default: each
-    data section's own, loaded once a wave); ``quiet``: no console lines."""
+    data section's own, loaded once a wave); ``quiet``: no console lines; ``graphs``: the
+    graphed step for every row (True), for none (False) or where it applies (None,
+    :func:`~drillbook.train.interleaver.open_rows`). Timed jobs (a
+    :class:`~drillbook.experiments.run.timing.Timing` in their spec) are timed together
+    instead (:func:`~drillbook.experiments.run.timing.time_together`)."""
 
     needs_time_limit = False
     names_device = False
     way = Way.IN_PROCESS
 
     def __init__(self, device: str | None = None, *, corpus: Any = None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, graphs: bool | None = None) -> None:
         self.device = str(resolve_device(device))
-        self.corpus, self.quiet = corpus, quiet
+        self.corpus, self.quiet, self.graphs = corpus, quiet, graphs
         self.wave: list[tuple[Job, JobSpec, _InWave]] = []
         self.source: dict = {}
 
@@ -99,7 +104,11 @@ class Interleaved:
         budget = None if None in budgets else min(budgets)
         self.source = self.source or git_state()
         try:
-            self._train(wave, budget)
+            if any(spec.timing is not None for _, spec, _ in wave):
+                time_together([spec for _, spec, _ in wave], device=self.device,
+                              graphs=self.graphs, corpus=self.corpus)
+            else:
+                self._train(wave, budget)
         finally:
             for *_, handle in wave:
                 handle.status = 0 if handle.status is None else handle.status
@@ -152,7 +161,7 @@ class Interleaved:
             corpus = self.corpus if self.corpus is not None else loaded.get(key)
             try:
                 (trainer,) = open_rows([(job.config, job.run_dir(spec.runs))],
-                                       device=self.device, graphs=None, corpus=corpus,
+                                       device=self.device, graphs=self.graphs, corpus=corpus,
                                        progress=False if self.quiet else None)
             except Exception as err:  # this row fails; the others train
                 self._failed(job, spec, err, began, budget_minutes)

@@ -72,17 +72,20 @@ class ProcessLauncher:
     own (a deadline stops it and whatever it started), with ``threads`` CPU threads
     (default: the job's own, :attr:`~drillbook.experiments.run.worker.JobSpec.threads`);
     ``way``: processes, or processes under an MPS daemon the caller started
-    (:class:`~drillbook.train.ways.Way`)."""
+    (:class:`~drillbook.train.ways.Way`), whose clients' environment (its pipe folder)
+    ``env`` adds to this process's."""
 
     needs_time_limit = False
 
-    def __init__(self, threads: int | None = None, way: Way = Way.PROCESS) -> None:
-        self.threads, self.way = threads, way
+    def __init__(self, threads: int | None = None, way: Way = Way.PROCESS,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.threads, self.way, self.env = threads, way, dict(env or {})
 
     def start(self, spec: JobSpec, relay: Callable[[str], None], *,
               seconds: float = math.inf) -> Handle:
         threads = str(self.threads or spec.threads or 1)
-        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        env = {**os.environ, **self.env, "OMP_NUM_THREADS": threads,
+               "MKL_NUM_THREADS": threads}
         process = subprocess.Popen(
             [sys.executable, "-m", "drillbook.experiments.run.worker", spec.to_json()],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

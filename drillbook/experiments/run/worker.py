@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, DrillbookError, TrainingInterrupted
+from .timing import Timing
 
 __all__ = ["JobSpec", "Worker", "main", "process_started", "run_job"]
 
@@ -66,6 +67,9 @@ class JobSpec:
             (:func:`~drillbook.experiments.run.documents.execution`): a process of its own
             (``process``, or ``process-mps`` under an MPS daemon) beside ``rows - 1`` others
             on its device.
+        timing: train the job as a measurement of its speed instead
+            (:mod:`~drillbook.experiments.run.timing`): warm-up steps, a start shared with
+            the other rows, timed steps and a timing file; no result file.
     """
 
     table: str
@@ -81,6 +85,7 @@ class JobSpec:
     threads: int | None = None
     way: str = "process"
     rows: int = 1
+    timing: Timing | None = None
 
     def to_json(self) -> str:
         """The spec as one line of JSON (:meth:`from_json` reads it back)."""
@@ -107,14 +112,28 @@ class JobSpec:
         if set(fields) - known or required - set(fields):
             raise ConfigError(f"a job spec has the fields {sorted(known)} (required: "
                               f"{sorted(required)}); this one has {sorted(fields)}")
-        return cls(**{**fields, "overrides": tuple(fields.get("overrides") or ())})
+        timing = fields.get("timing")
+        if timing is not None:
+            try:
+                timing = Timing(**timing)
+            except TypeError as err:
+                raise ConfigError(f"a job spec's timing must be Timing's fields "
+                                  f"({err})") from None
+        return cls(**{**fields, "overrides": tuple(fields.get("overrides") or ()),
+                      "timing": timing})
 
 
 def run_job(spec: JobSpec, budget_since: float | None = None) -> str:
     """Train the job in this process and write its result file (a failure's too); returns
-    the file's path. Its budget counts from ``budget_since`` (a :func:`time.monotonic`
-    instant; default: the process's start, :func:`process_started`, so that the
-    scheduler's reserve for its evaluation is not spent on starting torch)."""
+    the file's path (a timed job's: its timing file,
+    :func:`~drillbook.experiments.run.timing.run_timed`). Its budget counts from
+    ``budget_since`` (a :func:`time.monotonic` instant; default: the process's start,
+    :func:`process_started`, so that the scheduler's reserve for its evaluation is not
+    spent on starting torch)."""
+    if spec.timing is not None:  # before torch is imported: an orphan ends at once
+        from .timing import run_timed
+
+        return run_timed(spec)
     import torch
 
     from .documents import execution

@@ -89,6 +89,11 @@ class Sizing:
             of the real model timed on ``device`` (``timed(fn)``: the seconds of a call),
             ``work`` the epoch's :class:`~drillbook.experiments.run.sizing.EpochWork`, and
             how it was timed, in words.
+        cpu_step: ``(config, sizes, generator) -> step``: a call that runs one training
+            step of ``config`` at the step's ``sizes`` (:attr:`sizes`) on random data
+            drawn from ``generator``, which the planner times on one CPU thread
+            (:func:`~drillbook.experiments.run.cost_model.cpu_step_seconds`). None: the
+            :attr:`probe`'s loss at the step's positions and its backward pass.
     """
 
     sizes: Callable[[Any], dict[str, Any]]
@@ -97,6 +102,17 @@ class Sizing:
     model: Callable[[Any, dict[str, Any]], torch.nn.Module]
     optimizer_states: Callable[[Any], int]
     step_seconds: Callable[..., tuple[float, str]]
+    cpu_step: Callable[..., Callable[[], Any]] | None = None
+
+    def cpu_step_call(self, config, sizes: dict[str, Any],
+                      generator: torch.Generator) -> Callable[[], Any]:
+        """The step :attr:`cpu_step` declares, or the :attr:`probe`'s loss of the step's
+        ``positions`` and its backward pass."""
+        if self.cpu_step is not None:
+            return self.cpu_step(config, sizes, generator)
+        probe = self.probe(config, sizes["vocab"], generator, **sizes["extra"])
+        n = sizes["positions"]
+        return lambda: probe.loss(n).backward()
 
 
 @dataclass(frozen=True)

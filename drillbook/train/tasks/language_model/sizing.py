@@ -5,6 +5,7 @@ measured, its model on the meta device and a step of the real model timed."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from ....heads import HEADS
 from ....models import build_model
 from ...lm import training_loss
 from ..registry import Sizing, StepProbe
+from .step import start_optimizer, trainer_step
 
 __all__ = ["SIZING", "mean_bptt"]
 
@@ -114,8 +116,20 @@ def _step_seconds(config, work, device: torch.device,
                      f"8 words here")
 
 
+def _cpu_step(config, sizes: dict[str, Any], gen: torch.Generator) -> Callable[[], Any]:
+    """The trainer's own step (forward, backward, clipping, the optimiser's update) on a
+    window of random word ids as long as the step's mean window, its batch's columns."""
+    torch.manual_seed(0)
+    model = build_model(config, sizes["vocab"]).train()
+    optimizer = start_optimizer(model, config.train)
+    length = max(1, round(sizes["positions"] / config.train.batch_size))
+    ids = torch.randint(0, sizes["vocab"], (length + 1, config.train.batch_size), generator=gen)
+    return lambda: trainer_step(model, optimizer, ids[:-1], ids[1:], config.train,
+                                contextlib.nullcontext)
+
+
 #: Optimiser state: Adam keeps two tensors per parameter, averaged SGD one (its average),
 #: SGD none (a language model averages once NT-ASGD switches, so one is assumed)
 SIZING = Sizing(sizes=_sizes, forward_flops=_flops, probe=_probe, model=_model,
                 optimizer_states=lambda c: 2 if c.train.optimizer == "adam" else 1,
-                step_seconds=_step_seconds)
+                step_seconds=_step_seconds, cpu_step=_cpu_step)
