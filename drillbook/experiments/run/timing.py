@@ -32,12 +32,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch
 
 from ...atomic import write_json
-
-if TYPE_CHECKING:  # torch and the trainers are imported when a job is timed
-    import torch
+from ...errors import TrainingInterrupted
+from ...train.interleaver import open_rows, train_together
+from ...train.tasks import task_of
+from .jobs import table_jobs
 
 #: a :class:`~drillbook.experiments.run.worker.JobSpec` with a :class:`Timing` (the worker
 #: imports this module, so its class is not named here)
@@ -93,8 +96,6 @@ def peak_memory(device: torch.device) -> int:
     """The device's peak allocated bytes (CUDA), or this process's largest resident set
     so far (a CPU: a rough figure)."""
     if device.type == "cuda":
-        import torch
-
         return torch.cuda.max_memory_allocated(device)
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
@@ -102,8 +103,6 @@ def peak_memory(device: torch.device) -> int:
 def reset_peak(device: torch.device) -> None:
     """Start the device's peak afresh (CUDA; a process's resident set cannot be)."""
     if device.type == "cuda":
-        import torch
-
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -135,8 +134,6 @@ def watch_parent(timing: Timing) -> None:
 
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
-        import torch
-
         torch.cuda.synchronize(device)
 
 
@@ -144,12 +141,7 @@ def run_timed(spec: JobSpec) -> str:
     """Time the job of ``spec`` in this process (a worker's measuring mode, see the module
     notes); returns the path of its timing."""
     timing = spec.timing
-    watch_parent(timing)  # first, before torch is imported
-    import torch
-
-    from ...train.tasks import task_of
-    from .jobs import table_jobs
-
+    watch_parent(timing)
     if spec.threads:
         torch.set_num_threads(spec.threads)
     key = key_of(spec)
@@ -184,9 +176,6 @@ def time_together(specs: Sequence[JobSpec], *, device: str, graphs: bool | None,
     in-process executor does with timed jobs. Each gets its timing file, the wave's
     start and end; a row that fails gets its error there instead, and a stop request
     (:class:`~drillbook.errors.TrainingInterrupted`) is raised."""
-    from ...train.interleaver import open_rows, train_together
-    from .jobs import table_jobs
-
     timing = specs[0].timing
     try:
         jobs = [table_jobs(s.table, rows=[s.row], seeds=[s.seed],
@@ -221,8 +210,6 @@ def _errors(specs: Sequence[JobSpec], outcomes) -> bool:
     """Write the error of each row that raised into its timing file; whether any did. A
     stop request (Ctrl-C, SIGTERM: every row saved the step it stopped at) ends the
     measurement instead: raised."""
-    from ...errors import TrainingInterrupted
-
     stopped = [o.error for o in outcomes if isinstance(o.error, TrainingInterrupted)]
     if stopped:
         raise stopped[0]

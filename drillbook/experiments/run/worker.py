@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, DrillbookError, TrainingInterrupted
-from .timing import Timing
+from .timing import Timing, run_timed
 
 __all__ = ["JobSpec", "Worker", "main", "process_started", "run_job"]
 
@@ -130,9 +130,7 @@ def run_job(spec: JobSpec, budget_since: float | None = None) -> str:
     ``budget_since`` (a :func:`time.monotonic` instant; default: the process's start,
     :func:`process_started`, so that the scheduler's reserve for its evaluation is not
     spent on starting torch)."""
-    if spec.timing is not None:  # before torch is imported: an orphan ends at once
-        from .timing import run_timed
-
+    if spec.timing is not None:  # a measurement: no result file
         return run_timed(spec)
     import torch
 
