@@ -284,3 +284,24 @@ def test_a_cpu_plan_skips_its_committed_final_rows_and_times_the_rest_here(tmp_p
                               parallel=2)
     assert f"{len(left)} row(s) left, 2 at once (one thread each) on this CPU" in text
     assert "core-hours" in text and "tied seed 142" in text
+
+
+def test_only_runs_stopped_by_a_rows_own_rule_measure_its_epochs_to_plateau(tmp_path):
+    """A committed run that reached its plateau under another stopping rule (the rule
+    changed since it trained) says nothing about how long the row needs now: the planner
+    falls back on the plan's assumption until a run under the row's own rule is in."""
+    from drillbook.experiments.run.plans import _plateau_epochs, measured_plateaus
+
+    plan = PLANS["laptop-lm"]
+    tied = table_jobs("laptop-lm", rows=["tied"], seeds=[141])[0]
+    t = tied.config.train
+    old = {"epochs": t.plateau_epochs - 2, "tolerance": t.plateau_tolerance / 2,
+           "reached": True, "rule": "an older rule"}
+    _write(tmp_path, tied, _doc(tied, "plateau", 11, plateau=old))
+    assert measured_plateaus("laptop-lm", tmp_path)["tied"][0][0] == 11
+    assert _plateau_epochs(tied, plan, measured_plateaus("laptop-lm", tmp_path)) == (
+        plan.plateau_epochs, "assumed")
+    own = {**old, "epochs": t.plateau_epochs, "tolerance": t.plateau_tolerance}
+    _write(tmp_path, tied, _doc(tied, "plateau", 27, plateau=own))
+    epochs, source = _plateau_epochs(tied, plan, measured_plateaus("laptop-lm", tmp_path))
+    assert epochs == 27 and source.startswith("measured (1 run(s)")

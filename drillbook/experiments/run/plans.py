@@ -17,9 +17,9 @@ memory on a device class, from a stated model (:data:`ASSUMPTIONS`):
   plan window: the GPU time-slices between processes); as graphed steps on streams in one
   process, an assumption until a window measures it; or by the sum of their arithmetic
   shares ``b F / t`` where that is larger;
-* **epochs to plateau** of a row with a stopping rule: the mean of the committed windows'
-  runs of that row that reached it (:func:`measured_plateaus`), else the plan's
-  assumption, else its config's epochs;
+* **epochs to plateau** of a row with a stopping rule: the mean of the committed runs of
+  that row that reached it under the same rule (:func:`measured_plateaus`), else the
+  plan's assumption, else its config's epochs;
 * **validation** each epoch: a window of evaluation costs a third of a training step of
   the same size (forward only);
 * **memory**: weights, gradients and optimiser state (4 bytes each), plus ``k`` times what
@@ -213,27 +213,33 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
 
 
 def measured_plateaus(table: str, results: str | Path | None = None) -> dict[str, list]:
-    """Row name -> ``[(epochs, window), ...]`` of every committed run of ``table`` (any
-    seed, any fp32 window, or the results folder's own ``<table>/``, where a CPU plan
-    writes) that reached its plateau."""
+    """Row name -> ``[(epochs, window, rule), ...]`` of every committed run of ``table``
+    (any seed, any fp32 window, or the results folder's own ``<table>/``, where a CPU plan
+    writes) that reached its plateau; ``rule`` is ``(epochs, tolerance)`` of the stopping
+    rule it reached (None where its file does not say)."""
     out: dict[str, list] = {}
     root = Path(results) if results is not None else book_results()
     for doc in gpu_union(table, "fp32", results=results, extra=[root]):
-        if doc.get("plateau", {}).get("reached"):
-            out.setdefault(doc["row"], []).append((doc["epochs_done"], doc["window"]))
+        block = doc.get("plateau", {})
+        if block.get("reached"):
+            rule = ((block["epochs"], block["tolerance"])
+                    if "epochs" in block and "tolerance" in block else None)
+            out.setdefault(doc["row"], []).append((doc["epochs_done"], doc["window"], rule))
     return out
 
 
 def _plateau_epochs(job: Job, plan: Plan, measured: dict[str, list]) -> tuple[int | None, str]:
     """The epochs ``job`` needs to reach its plateau, and where the number comes from: the
-    mean of the windows' runs of its row that reached it, else the plan's assumption, else
+    mean of the committed runs of its row that reached it under the job's own rule (a run
+    stopped by another rule says nothing about this one), else the plan's assumption, else
     its config's epochs; ``(None, "")`` for a row without a stopping rule."""
     t = job.config.train
     if t.plateau_epochs is None:
         return None, ""
-    runs = measured.get(job.row.name)
+    rule = (t.plateau_epochs, t.plateau_tolerance)
+    runs = [r for r in measured.get(job.row.name, ()) if r[2] == rule]
     if runs:
-        return (min(t.epochs, round(sum(e for e, _ in runs) / len(runs))),
+        return (min(t.epochs, round(sum(r[0] for r in runs) / len(runs))),
                 f"measured ({len(runs)} run(s), {runs[-1][1]})")
     if plan.plateau_epochs is not None:
         return min(t.epochs, plan.plateau_epochs), "assumed"
