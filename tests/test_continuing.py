@@ -305,3 +305,28 @@ def test_only_runs_stopped_by_a_rows_own_rule_measure_its_epochs_to_plateau(tmp_
     _write(tmp_path, tied, _doc(tied, "plateau", 27, plateau=own))
     epochs, source = _plateau_epochs(tied, plan, measured_plateaus("laptop-lm", tmp_path))
     assert epochs == 27 and source.startswith("measured (1 run(s)")
+
+
+def test_a_cpu_plan_times_a_row_by_its_committed_runs_epochs_where_it_has_any(
+        tmp_path, monkeypatch):
+    """On the CPU the dry run takes a row's step from the median training epoch its
+    committed CPU runs logged (any seed, any status) over its steps, and times only the
+    rows without such runs here; the printout names the rows timed by their runs."""
+    from drillbook.experiments.run import plans
+    from drillbook.experiments.run.dry_run import format_predictions
+
+    plan = PLANS["laptop-lm"]
+    tied = table_jobs("laptop-lm", rows=["tied"], seeds=[142])[0]
+    curve = [{"epoch": i + 1, "epoch_seconds": s} for i, s in enumerate([80.0, 60.0, 50.0])]
+    _write(tmp_path, tied, _doc(tied, "deadline", 3, curve=curve))
+    assert plans.measured_cpu_epochs("laptop-lm", tmp_path) == {"tied": [80.0, 60.0, 50.0]}
+    monkeypatch.setattr(plans, "cpu_step_seconds", lambda config, sizes: 0.1)
+    left = plans.predict(plan, device_class="cpu", deadline_minutes=120, parallel=2,
+                         results=tmp_path)
+    by_row = {p.job.row.name: p for p in left if p.job.seed == 141}
+    assert by_row["tied"].step_source == "runs" and by_row["softmax"].step_source == "probe"
+    assert by_row["tied"].step_seconds == pytest.approx(60.0 / 426)
+    assert by_row["softmax"].step_seconds == 0.1
+    text = format_predictions(plan, left, device_class="cpu", deadline_minutes=120,
+                              parallel=2)
+    assert "step time of tied: the median training epoch their committed CPU runs" in text

@@ -76,9 +76,13 @@ def _cpu_printout(plan: Plan, predictions: Sequence[Prediction], deadline_minute
     epochs to plateau, the minutes each needs and the sitting it is predicted to run in,
     and the hours of the machine's cores they need in all."""
     lanes = min(parallel, len(predictions)) or 1
+    from_runs = sorted({p.job.row.name for p in predictions if p.step_source == "runs"})
+    timing = (f"step time of {', '.join(from_runs)}: the median training epoch their "
+              f"committed CPU runs logged, over its steps; of the others, " if from_runs
+              else "step time ")
     lines = [f"plan {plan.name}: table {plan.table}, {len(predictions)} row(s) left, "
              f"{parallel} at once (one thread each) on this CPU ({device.cpu_cores} "
-             f"core(s)), sittings of {deadline_minutes:g} min; step time {device.note}"]
+             f"core(s)), sittings of {deadline_minutes:g} min; {timing}{device.note}"]
     lines += _rule_lines(predictions)
     lines += _row_table(predictions, 32, [
         ("s/epoch", 7, _epoch_s), ("to plateau", 10, _to_plateau), ("minutes", 7, _minutes),

@@ -35,6 +35,7 @@ reached, and the next window's predictions read them. The dry run prints the pre
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +51,8 @@ from .scheduler import END_MARGIN_SECONDS, training_budget
 from .sizing import EpochWork, activation_bytes, epoch_flops, step_flops
 
 __all__ = ["ASSUMPTIONS", "ROW_OVERHEAD_SECONDS", "EpochWork", "Prediction",
-           "activation_bytes", "epoch_flops", "measured_plateaus", "pack_windows", "predict",
-           "step_flops"]
+           "activation_bytes", "epoch_flops", "measured_cpu_epochs", "measured_plateaus",
+           "pack_windows", "predict", "step_flops"]
 
 #: seconds each row needs beyond its epochs: start-up (data, model), its test evaluation,
 #: rank and analyses, its result file (assumed; a window's console log times them)
@@ -103,6 +104,9 @@ class Prediction:
         seconds: what the row needs in all: its epochs to plateau (or its config's) and
             :data:`ROW_OVERHEAD_SECONDS`.
         window: the window (1, 2, ...) it is predicted to run in; None: it never fits one.
+        step_source: on the CPU, where ``step_seconds`` comes from: ``runs`` (the median
+            training epoch of the row's committed CPU runs, over its steps) or ``probe``
+            (three steps timed here).
     """
 
     job: Job
@@ -118,17 +122,26 @@ class Prediction:
     plateau_source: str = ""
     seconds: float = 0.0
     window: int | None = None
+    step_source: str = ""
 
 
 def _row_cost(job: Job, plan: Plan, device: DeviceClass, model: StepModel,
-              measured: dict) -> dict:
+              measured: dict, epochs_run: dict | None = None) -> dict:
     """One row's step (seconds), its share of the GPU, its evaluation's seconds, its peak
-    memory (GiB) and its epochs to plateau, as :func:`predict` adds them up."""
+    memory (GiB) and its epochs to plateau, as :func:`predict` adds them up. On the CPU
+    the step is the median training epoch of the row's committed CPU runs
+    (``epochs_run``, :func:`measured_cpu_epochs`) over its steps where there are any,
+    else timed here."""
     config, a, b = job.config, model.a, model.b
     on_cpu = device.name == "cpu"
     sizes, flops, eval_flops, state, saved = probe_config(config)
+    source = ""
     if on_cpu:  # measured here; an evaluation window is a third of a step's work
-        step = cpu_step_seconds(config, sizes)
+        seconds = (epochs_run or {}).get(job.row.name)
+        if seconds:
+            step, source = statistics.median(seconds) / max(sizes["steps"], 1), "runs"
+        else:
+            step, source = cpu_step_seconds(config, sizes), "probe"
         eval_seconds = sizes["windows"] * step * eval_flops / max(flops, 1.0) / 3
         eval_seconds += sizes.get("decode_steps", 0) * step / 30
     else:
@@ -139,7 +152,7 @@ def _row_cost(job: Job, plan: Plan, device: DeviceClass, model: StepModel,
     peak = state + model.memory_scale * saved + (0 if on_cpu else CUDA_CONTEXT_BYTES)
     return {"job": job, "steps": int(sizes["steps"]), "step": step,
             "share": min(b * flops / step, 1.0), "eval": eval_seconds, "peak": peak / 2**30,
-            "plateau": _plateau_epochs(job, plan, measured)}
+            "plateau": _plateau_epochs(job, plan, measured), "source": source}
 
 
 def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path | None = None,
@@ -174,8 +187,9 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
                                       overrides=overrides)
             if (job.row.name, job.seed) not in skip]
     measured = measured_plateaus(plan.table, results)
-    rows = [_row_cost(job, plan, device, model, measured) for job in jobs]
     on_cpu = device.name == "cpu"
+    epochs_run = measured_cpu_epochs(plan.table, results) if on_cpu else None
+    rows = [_row_cost(job, plan, device, model, measured, epochs_run) for job in jobs]
     processes = share_model.way is Way.PROCESS
     out = []
     if to_plateau(plan):  # every row to its plateau: lanes filled, largest first
@@ -195,7 +209,8 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
                                                            0) // epoch)
             out.append(Prediction(r["job"], r["steps"], r["step"], r["share"], slowdown,
                                   epoch, deadline, min(reached, epochs), r["peak"],
-                                  r["plateau"][0], r["plateau"][1], seconds, w))
+                                  r["plateau"][0], r["plateau"][1], seconds, w,
+                                  r["source"]))
         return out
     waves = math.ceil(len(rows) / parallel)
     reserve = min(max(deadline / waves / 5, 10.0), 180.0)
@@ -225,6 +240,23 @@ def measured_plateaus(table: str, results: str | Path | None = None) -> dict[str
             rule = ((block["epochs"], block["tolerance"])
                     if "epochs" in block and "tolerance" in block else None)
             out.setdefault(doc["row"], []).append((doc["epochs_done"], doc["window"], rule))
+    return out
+
+
+def measured_cpu_epochs(table: str, results: str | Path | None = None
+                        ) -> dict[str, list[float]]:
+    """Row name -> the training seconds of every epoch (validation left out) that the
+    committed CPU runs of ``table`` logged (any seed, any stopping status), from the
+    results folder's own ``<table>/`` where a CPU plan writes: what a row of that head
+    took on this kind of machine, beside the other work of its sitting."""
+    out: dict[str, list[float]] = {}
+    root = Path(results) if results is not None else book_results()
+    for doc in gpu_union(table, "fp32", results=results, extra=[root]):
+        if not str(doc.get("device", "")).startswith("cpu"):
+            continue
+        seconds = [e["epoch_seconds"] for e in doc.get("curve") or ()
+                   if isinstance(e, dict) and e.get("epoch_seconds")]
+        out.setdefault(doc["row"], []).extend(seconds)
     return out
 
 
