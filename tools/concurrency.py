@@ -120,23 +120,20 @@ def measure_way(executor, row: tuple[str, str], n: int, args, work: Path) -> dic
     handles = []
     try:  # started inside: a job that did start is ended whatever fails next
         handles = [executor.start(spec, lambda line: None) for spec in specs]
-        while True:
+        while True:  # until every row has ended, or one has failed
             statuses = [handle.poll() for handle in handles]  # in-process: trains them
-            if all(status is not None for status in statuses):
-                break
             failed = [h for h, status in zip(handles, statuses, strict=True)
                       if status not in (None, 0)]
             if failed:
                 return {"rows": n, "error": (failed[0].lines or ["?"])[-1][:300]}
+            if all(status == 0 for status in statuses):
+                break
             if not timing.go.exists():
                 if all(timing.ready(key_of(spec)).exists() for spec in specs):
                     timing.go.touch()
                 elif time.time() > timing.deadline:
                     return {"rows": n, "error": f"not ready within {args.start_timeout:g} s"}
             time.sleep(0.05)
-        failed = [h for h, status in zip(handles, statuses, strict=True) if status != 0]
-        if failed:
-            return {"rows": n, "error": (failed[0].lines or ["?"])[-1][:300]}
     finally:
         for handle in handles:  # whatever happened: no row outlives the measurement
             if handle.poll() is None:

@@ -31,7 +31,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -183,8 +182,11 @@ def time_together(specs: Sequence[JobSpec], *, device: str, graphs: bool | None,
         trainers = open_rows([(job.config, job.run_dir(s.runs))
                               for job, s in zip(jobs, specs, strict=True)],
                              device=device, graphs=graphs, corpus=corpus)
+    except TrainingInterrupted:
+        raise
     except Exception as err:  # a bad override, no memory: every row's timing says so
-        _errors(specs, [SimpleNamespace(error=err)] * len(specs))
+        for spec in specs:
+            _write_error(spec, err)
         return
     try:
         warm = train_together(trainers, max_steps=timing.warmup)  # graphs captured here
@@ -217,9 +219,13 @@ def _errors(specs: Sequence[JobSpec], outcomes) -> bool:
     for spec, outcome in zip(specs, outcomes, strict=True):
         if outcome.error is not None:
             failed = True
-            write_json(spec.timing.out(key_of(spec)),
-                       {"error": " ".join(str(outcome.error).split())[:300]})
+            _write_error(spec, outcome.error)
     return failed
+
+
+def _write_error(spec: JobSpec, err: BaseException) -> None:
+    """Write ``err``, on one line, into the timing file of ``spec``'s row."""
+    write_json(spec.timing.out(key_of(spec)), {"error": " ".join(str(err).split())[:300]})
 
 
 def read_timed(specs: Sequence[JobSpec]) -> dict:
