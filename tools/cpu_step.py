@@ -21,6 +21,12 @@ how); without it the authors' column is left out. The contenders alternate ``--r
 times ``--steps`` steps each, and the fastest round of each counts, so a busier minute
 favours none. ``--clock cpu`` (default) times the process's CPU time, which other work on
 the machine disturbs less than the wall clock; ``--clock wall`` the wall clock.
+
+Last, it prints each step's arithmetic (the planner's count of its matrix products) against
+this core's float32 matrix-product rate (the fastest of 20 products of 1024 x 1024
+matrices): the share of that rate the fused step reaches, and the floor, the time that
+arithmetic needs at that rate, over the authors' step: no ratio below the floor is
+possible without doing less arithmetic.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from drillbook.atomic import write_json  # noqa: E402
 from drillbook.configs import apply_overrides, get_config  # noqa: E402
+from drillbook.experiments.run.cost_model import probe_config  # noqa: E402
 from drillbook.provenance import environment, git_state  # noqa: E402
 
 #: size -> (config, overrides, batch size, compare with the authors)
@@ -126,14 +133,30 @@ def measure(size: str, args) -> dict:
         fused.close()
         plain.close()
     best = {k: min(rounds, key=lambda row, k=k: row[k]["ms"])[k] for k in contenders}
+    gflop = probe_config(config)[1] / 1e9  # the planner's count of the step's arithmetic
     out = {"size": size, "config": name, "overrides": sets, "steps": steps,
-           "tokens_per_step": tokens, "rounds": rounds, "best": best,
+           "tokens_per_step": tokens, "rounds": rounds, "best": best, "step_gflop": gflop,
+           "fused_gflop_per_s": gflop / (best["fused"]["ms"] / 1000),
            "fused_over_plain": best["fused"]["ms"] / best["plain"]["ms"],
            "tokens_per_s": {k: tokens / (v["ms"] / 1000) for k, v in best.items()}}
     if "authors" in best:
         out["fused_over_authors"] = best["fused"]["ms"] / best["authors"]["ms"]
         out["plain_over_authors"] = best["plain"]["ms"] / best["authors"]["ms"]
     return out
+
+
+def matmul_rate(n: int = 1024, repeats: int = 20) -> float:
+    """This core's rate (GFLOP/s) at a square float32 matrix product of side ``n``, the
+    fastest of ``repeats`` by the wall clock (other work only adds to a repeat's time):
+    what the step's arithmetic could run at, at best."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
 
 
 def _tokens(batches) -> float:
@@ -176,7 +199,22 @@ def main(argv: list[str] | None = None) -> int:
         pa = f"{r['plain_over_authors']:15.3f}" if "authors" in b else f"{'-':>15}"
         print(f"{r['size']:<10}{b['fused']['ms']:9.1f}{b['plain']['ms']:9.1f}{authors}"
               f"{r['fused_over_plain']:13.3f}{fa}{pa}{r['tokens_per_s']['fused']:16.0f}")
-    doc = {"format": "drillbook-cpu-step/1", "environment": environment("cpu"),
+    rate = matmul_rate()
+    print(f"\nthe step's arithmetic (the planner's count of its matrix products, forward "
+          f"and backward) against this core's float32 matrix product ({rate:.0f} GFLOP/s "
+          f"at 1024 x 1024 x 1024); floor: that arithmetic at that rate, the least a step "
+          f"can take without doing less of it:")
+    print(f"{'size':<10}{'GFLOP':>8}{'fused GFLOP/s':>15}{'of the rate':>13}{'floor ms':>10}"
+          f"{'floor/authors':>15}")
+    for r in results:
+        floor = 1000 * r["step_gflop"] / rate
+        r["floor_ms"] = floor
+        fa = (f"{floor / r['best']['authors']['ms']:15.3f}" if "authors" in r["best"]
+              else f"{'-':>15}")
+        print(f"{r['size']:<10}{r['step_gflop']:8.2f}{r['fused_gflop_per_s']:15.1f}"
+              f"{r['fused_gflop_per_s'] / rate:13.0%}{floor:10.1f}{fa}")
+    doc = {"format": "drillbook-cpu-step/1", "matmul_gflop_per_s": rate,
+           "environment": environment("cpu"),
            "source": git_state(), "settings": {**vars(args), "authors": str(args.authors),
                                               "out": str(args.out),
                                               "omp": os.environ.get("OMP_NUM_THREADS")},
