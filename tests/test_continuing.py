@@ -289,7 +289,8 @@ def test_a_cpu_plan_skips_its_committed_final_rows_and_times_the_rest_here(tmp_p
 def test_only_runs_stopped_by_a_rows_own_rule_measure_its_epochs_to_plateau(tmp_path):
     """A committed run that reached its plateau under another stopping rule (the rule
     changed since it trained) says nothing about how long the row needs now: the planner
-    falls back on the plan's assumption until a run under the row's own rule is in."""
+    takes the table's other rows under the row's rule, else the plan's assumption, until a
+    run of its own under it is in."""
     from drillbook.experiments.run.plans import _plateau_epochs, measured_plateaus
 
     plan = PLANS["laptop-lm"]
@@ -302,6 +303,11 @@ def test_only_runs_stopped_by_a_rows_own_rule_measure_its_epochs_to_plateau(tmp_
     assert _plateau_epochs(tied, plan, measured_plateaus("laptop-lm", tmp_path)) == (
         plan.plateau_epochs, "assumed")
     own = {**old, "epochs": t.plateau_epochs, "tolerance": t.plateau_tolerance}
+    softmax = table_jobs("laptop-lm", rows=["softmax"], seeds=[141])[0]
+    _write(tmp_path, softmax, _doc(softmax, "plateau", 24, plateau=own))
+    # no run of its own under its rule: the other rows' runs under it stand in
+    assert _plateau_epochs(tied, plan, measured_plateaus("laptop-lm", tmp_path)) == (
+        24, "the table's other rows (1 run(s))")
     _write(tmp_path, tied, _doc(tied, "plateau", 27, plateau=own))
     epochs, source = _plateau_epochs(tied, plan, measured_plateaus("laptop-lm", tmp_path))
     assert epochs == 27 and source.startswith("measured (1 run(s)")

@@ -18,8 +18,8 @@ memory on a device class, from a stated model (:data:`ASSUMPTIONS`):
   process, an assumption until a window measures it; or by the sum of their arithmetic
   shares ``b F / t`` where that is larger;
 * **epochs to plateau** of a row with a stopping rule: the mean of the committed runs of
-  that row that reached it under the same rule (:func:`measured_plateaus`), else the
-  plan's assumption, else its config's epochs;
+  that row that reached it under the same rule (:func:`measured_plateaus`), else those of
+  the table's other rows, else the plan's assumption, else its config's epochs;
 * **validation** each epoch: a window of evaluation costs a third of a training step of
   the same size (forward only);
 * **memory**: weights, gradients and optimiser state (4 bytes each), plus ``k`` times what
@@ -263,8 +263,9 @@ def measured_cpu_epochs(table: str, results: str | Path | None = None
 def _plateau_epochs(job: Job, plan: Plan, measured: dict[str, list]) -> tuple[int | None, str]:
     """The epochs ``job`` needs to reach its plateau, and where the number comes from: the
     mean of the committed runs of its row that reached it under the job's own rule (a run
-    stopped by another rule says nothing about this one), else the plan's assumption, else
-    its config's epochs; ``(None, "")`` for a row without a stopping rule."""
+    stopped by another rule says nothing about this one), else the mean of the table's
+    other rows under that rule, else the plan's assumption, else its config's epochs;
+    ``(None, "")`` for a row without a stopping rule."""
     t = job.config.train
     if t.plateau_epochs is None:
         return None, ""
@@ -273,6 +274,11 @@ def _plateau_epochs(job: Job, plan: Plan, measured: dict[str, list]) -> tuple[in
     if runs:
         return (min(t.epochs, round(sum(r[0] for r in runs) / len(runs))),
                 f"measured ({len(runs)} run(s), {runs[-1][1]})")
+    others = [r for name, rows in measured.items() if name != job.row.name
+              for r in rows if r[2] == rule]
+    if others:  # the table's other rows under the same rule: closer than an assumption
+        return (min(t.epochs, round(sum(r[0] for r in others) / len(others))),
+                f"the table's other rows ({len(others)} run(s))")
     if plan.plateau_epochs is not None:
         return min(t.epochs, plan.plateau_epochs), "assumed"
     return t.epochs, "the config's epochs"
