@@ -15,6 +15,7 @@ import copy
 import inspect
 import math
 import re
+import types
 import warnings
 from pathlib import Path
 
@@ -438,9 +439,20 @@ def test_language_model_analyses_of_a_result_file(kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_translation_analyses_of_a_result_file(kind, tmp_path):
+def test_translation_analyses_of_a_result_file(kind, tmp_path, monkeypatch):
     """Rare-word F1 of greedy translations, decoding speed and examples, for every head a
-    translation model takes."""
+    translation model takes; the BLEU of a beam of 5 for every head with a distribution
+    over words (scored here by a stand-in for the Multi30k scorer, which reads the real
+    references), and none for a vMF head."""
+    from drillbook.train.tasks.translation import analyses
+
+    scored = []
+
+    def scorer(hyps, *, split, lang, download):
+        scored.append((list(hyps), split, lang))
+        return types.SimpleNamespace(score=12.5, signature="stand-in")
+
+    monkeypatch.setattr(analyses, "multi30k_bleu", scorer)
     if HEADS[kind].reads_layers:
         return  # refused by the translation model (test_translation_model_trains_and_decodes)
     corpus, config, vectors = tiny_translation(kind)
@@ -460,6 +472,14 @@ def test_translation_analyses_of_a_result_file(kind, tmp_path):
         " ".join(hyps[i]) for i, (s, g) in enumerate(pairs) if len(s) <= 12 and len(g) <= 12
     ][:2]
     assert out["sentences_per_second"] > 0
+    if not run.model.head.is_distribution:
+        assert "beam" not in out and not scored
+        return
+    beamed = translate_pairs(run.model, pairs, t.src_vocab, t.tgt_vocab, max_len=5,
+                             beam=analyses.BEAM)
+    assert scored == [(beamed, "valid", config.data.tgt)]
+    assert out["beam"]["beam"] == 5 and out["beam"]["bleu"] == 12.5
+    assert out["beam"]["bleu_signature"] == "stand-in" and out["beam"]["sentences_per_second"] > 0
 
 
 # ------------------------------------------------------------------ cost benchmark

@@ -34,6 +34,7 @@ TASK = register_task(Task(
         "rare_word_f1": (list,),  # word F1 by training frequency
         "sentences_per_second": (int, float, type(None)),  # decoding speed
         "examples": (list,),  # decoded test sentences
+        "beam": (dict,),  # BLEU with a beam of 5 (heads with a distribution over words)
     },
     curve_keys=(*EPOCH_KEYS, "val_loss", "val_bleu", *TIME_KEYS), tiny_run=tiny_run,
     signature=Signature(
