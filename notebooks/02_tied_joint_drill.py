@@ -883,11 +883,11 @@ stops = []
 for (row, seed), d in lm_docs.items():
     if row not in TABLE4:
         continue
-    valid = [point["val_ppl"] for point in d["curve"]]
-    then = plateau_epoch(valid, shorter)
+    logged = [point["val_ppl"] for point in d["curve"]]
+    then = plateau_epoch(logged, shorter)
     stops.append({"row": row, "seed": seed, "shorter rule ends after": then,
-                  "best valid then": min(valid[:then]), "epochs": d["epochs_done"],
-                  "best valid": min(valid), "fell since": 1 - min(valid) / min(valid[:then])})
+                  "best valid then": min(logged[:then]), "epochs": d["epochs_done"],
+                  "best valid": min(logged), "fell since": 1 - min(logged) / min(logged[:then])})
 stops = pd.DataFrame(stops).set_index(["row", "seed"])
 early = stops[stops["fell since"] > 0.05]
 print(f"ended early by the shorter rule: {list(early.index)}; their best validation "
