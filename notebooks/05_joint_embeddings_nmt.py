@@ -445,6 +445,7 @@ book.plot_curves([d for d in seed_one if d not in lstm_one], metric="val_bleu",
                  ax=axes[1], log_y=False, title="laptop-nmt, Transformer")
 for ax in axes:
     ax.set_ylabel("validation BLEU")
+axes[0].set_xlabel("")  # the panels share the epoch axis below
 plt.show()
 
 # %% [markdown]
