@@ -51,8 +51,8 @@ from .scheduler import END_MARGIN_SECONDS, training_budget
 from .sizing import EpochWork, activation_bytes, epoch_flops, step_flops
 
 __all__ = ["ASSUMPTIONS", "ROW_OVERHEAD_SECONDS", "EpochWork", "Prediction",
-           "activation_bytes", "epoch_flops", "measured_cpu_epochs", "measured_plateaus",
-           "pack_windows", "predict", "step_flops"]
+           "activation_bytes", "committed_runs", "epoch_flops", "measured_cpu_epochs",
+           "measured_plateaus", "pack_windows", "predict", "step_flops"]
 
 #: seconds each row needs beyond its epochs: start-up (data, model), its test evaluation,
 #: rank and analyses, its result file (assumed; a window's console log times them)
@@ -186,9 +186,10 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     jobs = [job for job in table_jobs(plan.table, seeds=plan.seeds or None,
                                       overrides=overrides)
             if (job.row.name, job.seed) not in skip]
-    measured = measured_plateaus(plan.table, results)
+    docs = committed_runs(plan.table, results)  # read once, for both of the below
+    measured = measured_plateaus(plan.table, docs=docs)
     on_cpu = device.name == "cpu"
-    epochs_run = measured_cpu_epochs(plan.table, results) if on_cpu else None
+    epochs_run = measured_cpu_epochs(plan.table, docs=docs) if on_cpu else None
     rows = [_row_cost(job, plan, device, model, measured, epochs_run) for job in jobs]
     processes = share_model.way is Way.PROCESS
     out = []
@@ -227,14 +228,22 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
     return out
 
 
-def measured_plateaus(table: str, results: str | Path | None = None) -> dict[str, list]:
-    """Row name -> ``[(epochs, window, rule), ...]`` of every committed run of ``table``
-    (any seed, any fp32 window, or the results folder's own ``<table>/``, where a CPU plan
-    writes) that reached its plateau; ``rule`` is ``(epochs, tolerance)`` of the stopping
-    rule it reached (None where its file does not say)."""
-    out: dict[str, list] = {}
+def committed_runs(table: str, results: str | Path | None = None) -> list[dict]:
+    """The result files of every committed run of ``table``: any seed, any fp32 window,
+    and the results folder's own ``<table>/``, where a CPU plan writes (``results``:
+    default the book's)."""
     root = Path(results) if results is not None else book_results()
-    for doc in gpu_union(table, "fp32", results=results, extra=[root]):
+    return list(gpu_union(table, "fp32", results=results, extra=[root]))
+
+
+def measured_plateaus(table: str, results: str | Path | None = None, *,
+                      docs: Sequence[dict] | None = None) -> dict[str, list]:
+    """Row name -> ``[(epochs, window, rule), ...]`` of every committed run of ``table``
+    (:func:`committed_runs`, or ``docs`` where the caller has read them) that reached its
+    plateau; ``rule`` is ``(epochs, tolerance)`` of the stopping rule it reached (None
+    where its file does not say)."""
+    out: dict[str, list] = {}
+    for doc in committed_runs(table, results) if docs is None else docs:
         block = doc.get("plateau", {})
         if block.get("reached"):
             rule = ((block["epochs"], block["tolerance"])
@@ -243,15 +252,14 @@ def measured_plateaus(table: str, results: str | Path | None = None) -> dict[str
     return out
 
 
-def measured_cpu_epochs(table: str, results: str | Path | None = None
-                        ) -> dict[str, list[float]]:
+def measured_cpu_epochs(table: str, results: str | Path | None = None, *,
+                        docs: Sequence[dict] | None = None) -> dict[str, list[float]]:
     """Row name -> the training seconds of every epoch (validation left out) that the
-    committed CPU runs of ``table`` logged (any seed, any stopping status), from the
-    results folder's own ``<table>/`` where a CPU plan writes: what a row of that head
-    took on this kind of machine, beside the other work of its sitting."""
+    committed CPU runs of ``table`` logged (any seed, any stopping status;
+    :func:`committed_runs`, or ``docs`` where the caller has read them): what a row of
+    that head took on this kind of machine, beside the other work of its sitting."""
     out: dict[str, list[float]] = {}
-    root = Path(results) if results is not None else book_results()
-    for doc in gpu_union(table, "fp32", results=results, extra=[root]):
+    for doc in committed_runs(table, results) if docs is None else docs:
         if not str(doc.get("device", "")).startswith("cpu"):
             continue
         seconds = [e["epoch_seconds"] for e in doc.get("curve") or ()
@@ -270,15 +278,16 @@ def _plateau_epochs(job: Job, plan: Plan, measured: dict[str, list]) -> tuple[in
     if t.plateau_epochs is None:
         return None, ""
     rule = (t.plateau_epochs, t.plateau_tolerance)
+    def mean_epochs(runs: list) -> int:  # at most the config's cap
+        return min(t.epochs, round(sum(r[0] for r in runs) / len(runs)))
+
     runs = [r for r in measured.get(job.row.name, ()) if r[2] == rule]
     if runs:
-        return (min(t.epochs, round(sum(r[0] for r in runs) / len(runs))),
-                f"measured ({len(runs)} run(s), {runs[-1][1]})")
+        return mean_epochs(runs), f"measured ({len(runs)} run(s), {runs[-1][1]})"
     others = [r for name, rows in measured.items() if name != job.row.name
               for r in rows if r[2] == rule]
     if others:  # the table's other rows under the same rule: closer than an assumption
-        return (min(t.epochs, round(sum(r[0] for r in others) / len(others))),
-                f"the table's other rows ({len(others)} run(s))")
+        return mean_epochs(others), f"the table's other rows ({len(others)} run(s))"
     if plan.plateau_epochs is not None:
         return min(t.epochs, plan.plateau_epochs), "assumed"
     return t.epochs, "the config's epochs"
