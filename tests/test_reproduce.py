@@ -288,6 +288,42 @@ def test_a_row_whose_paper_fine_tunes_records_both_stages(tmp_path, monkeypatch)
     assert again["finetuned"] == block
 
 
+def test_a_row_continued_in_sittings_keeps_where_and_with_what_each_ran(tmp_path,
+                                                                       monkeypatch):
+    """A row trained one epoch, then continued from its checkpoint to a second, records
+    both sittings (the commit, the device, the epochs and the budget of each), not just the
+    last one's; a file written before the list existed gives one sitting made of its own
+    provenance; a row started afresh has its own sitting alone."""
+    import importlib
+
+    module = importlib.import_module("drillbook.experiments.run.reproduce")
+    monkeypatch.setattr(module, "git_state",
+                        lambda: {"commit": "aaaa", "dirty": False})
+    kwargs = tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=1"])
+    first = json.loads(reproduce("tutorial", rows=["tied"], **kwargs)[0].read_text())
+    assert [(s["git_commit"], s["epochs"]) for s in first["sittings"]] == [("aaaa", [1, 1])]
+    assert first["sittings"][0]["budget_minutes"] is None and validate_result(first) == []
+    kwargs["overrides"] = [*TINY_LM, "train.epochs=2"]
+    path = reproduce("tutorial", rows=["tied"], budget_minutes=30, **kwargs)[0]
+    doc = json.loads(path.read_text())
+    assert doc["epochs_done"] == 2 and validate_result(doc) == []
+    assert [s["epochs"] for s in doc["sittings"]] == [[1, 1], [2, 2]]
+    assert [s["budget_minutes"] for s in doc["sittings"]] == [None, 30]
+    assert doc["sittings"][0] == first["sittings"][0] and doc["sittings"][1]["device"] == (
+        doc["device"])
+    # an older file without the list: its provenance becomes the first sitting
+    older = {k: v for k, v in first.items() if k != "sittings"} | {"git_commit": "old"}
+    path.write_text(json.dumps(older))
+    kwargs["overrides"] = [*TINY_LM, "train.epochs=3"]
+    doc = json.loads(reproduce("tutorial", rows=["tied"], **kwargs)[0].read_text())
+    assert (doc["sittings"][0]["git_commit"], doc["sittings"][0]["epochs"]) == ("old", [1, 2])
+    assert [s["epochs"] for s in doc["sittings"]] == [[1, 2], [3, 3]]
+    # a broken entry is named
+    doc["sittings"][0] = {"epochs": "1-2"}
+    assert "missing field 'sittings[0].git_commit'" in validate_result(doc)
+    assert "field 'sittings[0].epochs' has type str, expected list" in validate_result(doc)
+
+
 def test_the_finetuned_block_is_validated():
     doc = _doc("tutorial", "tied", "tutorial/ptb-tied", val_ppl=1.0)
     doc["finetuned"] = {"status": "stopped", "epochs_done": 1, "steps_done": 2,

@@ -222,6 +222,9 @@ class TrainingLoop(RunState, TaskHooks):
             self._open_together(resume)
         else:
             self._open(resume)
+        #: the epochs the run folder held when this trainer opened it (resumed from): a
+        #: result file's sitting starts after them
+        self.epochs_before = self.epoch - 1
         self.reducer: LocalReducer | CollectiveReducer = (
             LocalReducer(self.model, self.max_loss, self._diverged) if self.world_size == 1
             else CollectiveReducer(self.model, self.device, self.max_loss, self._diverged))

@@ -69,6 +69,10 @@ OPTIONAL: dict[str, tuple[type, ...]] = {
     # the numerical fingerprint of the training code (FINGERPRINT; drillbook.experiments.
     # results.fingerprint): rows of one table are comparable when their digests agree
     "fingerprint": (dict,),
+    # where and with which code each stretch of the row's training ran (SITTING), oldest
+    # first: a row continued from its checkpoint keeps its earlier sittings; files
+    # written before it was recorded lack it
+    "sittings": (list,),
 }
 
 #: the fields of an ``execution`` block
@@ -76,6 +80,15 @@ EXECUTION: dict[str, tuple[type, ...]] = {
     "way": (str,),  # process, process-mps, graphs-on-streams, interleaved-eager
     "rows": (int,),  # rows sharing the device, itself included
     "graphed": (bool,),  # its steps replayed from CUDA graphs
+}
+
+#: the fields of each of a ``sittings`` list's entries (each may also have ``execution``)
+SITTING: dict[str, tuple[type, ...]] = {
+    "git_commit": (str, type(None)),
+    "git_dirty": (bool, type(None)),
+    "device": (str, type(None)),
+    "epochs": (list,),  # [first, last]: the epochs it trained (last < first: none)
+    "budget_minutes": (int, float, type(None)),
 }
 
 #: the fields of a ``fingerprint`` block
@@ -186,6 +199,15 @@ def validate_result(doc: Any) -> list[str]:
                                      f"{name}.")
     if isinstance(doc.get("analyses"), dict):
         problems += _check_analyses(doc)
+    if isinstance(doc.get("sittings"), list):
+        for i, sitting in enumerate(doc["sittings"]):
+            where = f"sittings[{i}]"
+            if not isinstance(sitting, dict):
+                problems.append(f"field '{where}' must be a dict, got {sitting!r}")
+                continue
+            problems += [f"missing field '{where}.{k}'" for k in SITTING if k not in sitting]
+            problems += _check_types(sitting, {k: t for k, t in SITTING.items()
+                                               if k in sitting}, f"{where}.")
     return problems
 
 

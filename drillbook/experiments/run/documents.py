@@ -28,7 +28,8 @@ from ..tables import Row
 from .jobs import Job
 
 __all__ = ["ALONE", "WAYS", "earlier_finetuned", "execution", "failure_doc",
-           "plateau_block", "raised_doc", "result_doc", "result_status", "write_doc"]
+           "plateau_block", "raised_doc", "result_doc", "result_status", "sittings",
+           "write_doc"]
 
 
 def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str | None,
@@ -76,6 +77,27 @@ def _one_line(err: BaseException) -> str:
 def result_status(reason: str) -> str:
     """A result file's status for a :class:`~drillbook.train.RunStatus` reason."""
     return "budget" if reason in ("budget", "steps") else reason
+
+
+def sittings(path: Path, job: Job, sitting: dict) -> list[dict]:
+    """A result file's ``sittings``: where and with which code each stretch of a row's
+    training ran, oldest first, ``sitting`` (this one) last. A row resumed from its
+    checkpoint (``sitting["epochs"][0] > 1``) keeps the sittings its earlier file at
+    ``path`` recorded (those that end before this one begins); an earlier file that
+    predates the list gives one sitting made of its own provenance, which covers every
+    epoch before this one. A row trained from its first epoch has this sitting alone."""
+    first = sitting["epochs"][0]
+    earlier = json.loads(path.read_text()) if first > 1 and path.exists() else None
+    if earlier is None or (earlier.get("row"), earlier.get("seed")) != (job.row.name,
+                                                                        job.seed):
+        return [sitting]
+    if "sittings" in earlier:
+        return [s for s in earlier["sittings"] if s["epochs"][1] < first] + [sitting]
+    before = {"git_commit": earlier.get("git_commit"), "git_dirty": earlier.get("git_dirty"),
+              "device": earlier.get("device"), "epochs": [1, first - 1],
+              "budget_minutes": earlier.get("budget_minutes"),
+              **({"execution": earlier["execution"]} if "execution" in earlier else {})}
+    return [before, sitting]
 
 
 def earlier_finetuned(path: Path) -> dict | None:

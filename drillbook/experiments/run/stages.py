@@ -13,13 +13,14 @@ import torch
 
 from ...analysis import rank_of
 from ...configs import finetune_lr
+from ...provenance import device_name
 from ...train.loop import RunStatus, TrainingLoop
 from ...train.run_files import BEST, LOG, has_checkpoint, read_log
 from ...train.tasks import Task, task_of
 from ..results.analyses import result_analyses
 from ..results.files import FINAL_STATUSES
 from ..tables import Row
-from .documents import earlier_finetuned, result_doc, result_status, write_doc
+from .documents import earlier_finetuned, result_doc, result_status, sittings, write_doc
 from .jobs import NO_RANK, Job
 
 __all__ = ["finish_job", "stage_metrics"]
@@ -34,6 +35,12 @@ def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, s
     document. A file with the test metric is written as soon as it is known."""
     config, row, task = job.config, job.row, task_of(job.config)
     run_dir = trainer.run_dir
+    # read before this sitting writes its own file (its test metric comes early)
+    stretches = sittings(path, job, {
+        "git_commit": source["commit"], "git_dirty": source["dirty"],
+        "device": device_name(trainer.device),
+        "epochs": [trainer.epochs_before + 1, status.epoch],
+        "budget_minutes": budget_minutes, "execution": execution})
 
     def document(metrics: dict, curve: list, extra: dict) -> dict:
         doc = result_doc(job.table, row, config, trainer, source,
@@ -41,6 +48,7 @@ def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, s
                           budget_minutes=budget_minutes, metrics=metrics, curve=curve)
         doc.update(extra)
         doc["execution"] = execution
+        doc["sittings"] = stretches
         return doc
 
     def early(metrics: dict, curve: list, extra: dict, pending: list[str]) -> None:
