@@ -318,6 +318,7 @@ def test_a_row_continued_in_sittings_keeps_where_and_with_what_each_ran(tmp_path
     doc = json.loads(reproduce("tutorial", rows=["tied"], **kwargs)[0].read_text())
     assert (doc["sittings"][0]["git_commit"], doc["sittings"][0]["epochs"]) == ("old", [1, 2])
     assert [s["epochs"] for s in doc["sittings"]] == [[1, 2], [3, 3]]
+    assert doc["sittings"][0]["partial"] and "partial" not in doc["sittings"][1]
     # a broken entry is named
     doc["sittings"][0] = {"epochs": "1-2"}
     assert "missing field 'sittings[0].git_commit'" in validate_result(doc)

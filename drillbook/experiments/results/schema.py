@@ -82,7 +82,9 @@ EXECUTION: dict[str, tuple[type, ...]] = {
     "graphed": (bool,),  # its steps replayed from CUDA graphs
 }
 
-#: the fields of each of a ``sittings`` list's entries (each may also have ``execution``)
+#: the fields of each of a ``sittings`` list's entries (each may also have ``execution``,
+#: and ``partial``: true where it stands for the sittings of a file written before the list
+#: existed, which kept only its last sitting's provenance)
 SITTING: dict[str, tuple[type, ...]] = {
     "git_commit": (str, type(None)),
     "git_dirty": (bool, type(None)),

@@ -85,7 +85,9 @@ def sittings(path: Path, job: Job, sitting: dict) -> list[dict]:
     checkpoint (``sitting["epochs"][0] > 1``) keeps the sittings its earlier file at
     ``path`` recorded (those that end before this one begins); an earlier file that
     predates the list gives one sitting made of its own provenance, which covers every
-    epoch before this one. A row trained from its first epoch has this sitting alone."""
+    epoch before this one and is marked ``partial``: such a file kept its last sitting's
+    commit, device and budget only. A row trained from its first epoch has this sitting
+    alone."""
     first = sitting["epochs"][0]
     earlier = json.loads(path.read_text()) if first > 1 and path.exists() else None
     if earlier is None or (earlier.get("row"), earlier.get("seed")) != (job.row.name,
@@ -96,7 +98,8 @@ def sittings(path: Path, job: Job, sitting: dict) -> list[dict]:
     before = {"git_commit": earlier.get("git_commit"), "git_dirty": earlier.get("git_dirty"),
               "device": earlier.get("device"), "epochs": [1, first - 1],
               "budget_minutes": earlier.get("budget_minutes"),
-              **({"execution": earlier["execution"]} if "execution" in earlier else {})}
+              **({"execution": earlier["execution"]} if "execution" in earlier else {}),
+              "partial": True}
     return [before, sitting]
 
 
