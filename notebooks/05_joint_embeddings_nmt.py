@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/05_joint_embeddings_nmt.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 90 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 80 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # {doc}`02_tied_joint_drill` compared output layers inside a language model. This chapter
@@ -78,6 +78,7 @@ from drillbook.nmt.compare import (
 )
 from drillbook.notebook import setup, show_source
 from drillbook.train import NMTTrainer, has_checkpoint, load_run, translation_loss
+from drillbook.train.plateau import PlateauRule, plateau_epoch
 from drillbook.train.translation import sampled_softmax_loss
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
@@ -387,8 +388,8 @@ assert tied["min"] < untied["max"] and untied["min"] < tied["max"]  # the ranges
 # Everything above is a minute of training. The `laptop-nmt` plan of
 # {doc}`06_reproductions` trains the same heads at the same width (128 units, Adam at
 # 0.003) on all of Multi30k's training pairs, one CPU core per run, until the greedy BLEU
-# on the whole validation set has risen by less than 0.5% over three epochs, with seeds 1,
-# 2 and 3. It trains for hours, a few at a sitting, so this page reads the runs it has
+# on the whole validation set has risen by less than 1% over the last four epochs, with
+# seeds 1, 2 and 3. It trains for hours, a few at a sitting, so this page reads the runs it has
 # finished from their result files and trains nothing: every number below was measured
 # when the run ended, by the package, and committed with it.
 
@@ -420,21 +421,21 @@ print(f"the minute-long runs above: validation BLEU {bleu.min():.1f} to {bleu.ma
 per_epoch = laptop_runs.set_index("row")["minutes_per_epoch"]
 print("minutes an epoch:", per_epoch.round(2).to_dict())
 assert laptop_runs["valid"].min() > 36 > 5 > bleu.max()
-assert (laptop_runs["epochs"].min(), laptop_runs["epochs"].max()) == (10, 27)
+assert (laptop_runs["epochs"].min(), laptop_runs["epochs"].max()) == (11, 28)
 assert per_epoch[["softmax", "softmax-tied", "bilinear", "drill"]].between(1.0, 1.35).all()
-assert per_epoch["dual"] > 6 and per_epoch.filter(like="transformer").between(2.9, 6.1).all()
+assert per_epoch["dual"] > 6 and per_epoch.filter(like="transformer").between(2.7, 6.1).all()
 
 # %% [markdown]
 # A model trained to its end translates: every committed run passes 36 validation BLEU,
 # where the minute-long runs above stay under 5. An epoch took 1.0 to 1.3 minutes of one
 # core for the LSTM with the untied, tied, bilinear or DRILL head, over 6 with the dual
-# head and 3 to 6 for the Transformers, on a machine shared with other work (the minutes
+# head and 2.8 to 6 for the Transformers, on a machine shared with other work (the minutes
 # include the greedy decoding of the validation set after each epoch), and the plateau
-# came after 10 to 27 epochs. Seeds 2 and 3 of every head come in later sittings; until
+# came after 11 to 28 epochs. Seeds 2 and 3 of every head come in later sittings; until
 # they do, this page states no ordering between heads by these numbers, since one seed
 # cannot tell a difference between heads from a difference between runs.
 
-# %% mystnb={"figure": {"name": "fig-laptop-nmt-curves", "caption": "Validation BLEU (greedy, the whole Multi30k validation set) after each epoch of every committed `laptop-nmt` run of seed 1, trained to its plateau on one CPU core: the LSTM with each of its heads (top) and DRILL Table 5's three Transformer systems (bottom)."}, "image": {"alt": "Two panels of rising lines of validation BLEU. Top, the LSTM: the bilinear, dual and DRILL heads start at 16 to 18 after the first epoch, the tied and untied softmax at 3 to 4; all five reach about 30 by the fourth epoch and end between 37.4 and 38.8, DRILL after 10 epochs and the others after 16 to 18. Bottom, the three Transformers: from 3 to 5 after the first epoch, past 30 at the seventh or eighth, ending between 36.4 and 38.0 after 19 to 27 epochs."}}
+# %% mystnb={"figure": {"name": "fig-laptop-nmt-curves", "caption": "Validation BLEU (greedy, the whole Multi30k validation set) after each epoch of every committed `laptop-nmt` run of seed 1, trained to its plateau on one CPU core: the LSTM with each of its heads (top) and DRILL Table 5's three Transformer systems (bottom)."}, "image": {"alt": "Two panels of rising lines of validation BLEU. Top, the LSTM: the bilinear, dual and DRILL heads start at 16 to 18 after the first epoch, the tied and untied softmax at 3 to 4; all five reach about 30 by the fourth epoch and their best lies between 37.4 and 38.8, DRILL ending after 11 epochs and the others after 17 to 19. Bottom, the three Transformers: from 3 to 5 after the first epoch, past 30 at the seventh or eighth, their best between 37.1 and 38.1, ending after 22 to 28 epochs."}}
 LSTM_HEADS = ("softmax", "softmax-tied", "bilinear", "dual", "drill")
 seed_one = [d for (row, seed), d in laptop_docs.items() if seed == 1]
 lstm_one = [d for d in seed_one if d["row"] in LSTM_HEADS]
@@ -517,8 +518,8 @@ assert (round(ends.loc["bilinear", "test"], 1), round(ends.loc["bilinear", "test
 assert ends["best valid"].max() - ends["best valid"].min() < 1.4
 assert ends["test"].max() - ends["test"].min() < 1.3
 assert round(lead[0], 1) == 12.9 and end_lead["best valid"] < 0 < 1 < end_lead["test"]
-assert ends.loc["drill", "epochs"] == 10 and ends.drop("drill")["epochs"].between(16, 18).all()
-assert max(drill_curve[7:]) < drill_curve[6] * 1.005 and drill_curve[8] < 36.1
+assert ends.loc["drill", "epochs"] == 11 and ends.drop("drill")["epochs"].between(17, 19).all()
+assert max(drill_curve[7:]) < drill_curve[6] * 1.01 and drill_curve[8] < 36.1
 assert 0.4 < min(later_gain.values()) < max(later_gain.values()) < 1.8
 
 # %% [markdown]
@@ -533,14 +534,52 @@ assert 0.4 < min(later_gain.values()) < max(later_gain.values()) < 1.8
 # model's "a a a a" is a slow start and nothing more: by the seventh epoch it has caught
 # up with the bilinear head, and it ends level with the others.
 #
-# DRILL's run ended after 10 epochs, where the others took 16 to 18. Its validation BLEU
-# was 37.4 after the seventh epoch and no more than 0.5% higher over the next three (the
-# ninth fell to 36.0), so the rule read those three as its plateau; the other four heads
-# gained another 0.4 to 1.8 BLEU after their tenth epoch. Its end here is partly the
-# rule's, as the language models' shorter rule was in {doc}`02_tied_joint_drill`: BLEU
-# moves by a point from one epoch to the next at this size, and a window of three epochs
-# reads such a dip as a plateau.
+# DRILL's run ended after 11 epochs, where the others took 17 to 19. Its validation BLEU
+# was 37.4 after the seventh epoch and less than 1% higher over the next four (the ninth
+# fell to 36.0), so the rule read those four as its plateau; the other four heads gained
+# another 0.4 to 1.8 BLEU after their tenth epoch. Whether DRILL would have caught up
+# with them, one seed cannot say.
+#
+# Where a run stops is part of its result here too. The plan first stopped its runs by a
+# shorter rule, less than 0.5% over three epochs, as the language models' shorter rule
+# in {doc}`02_tied_joint_drill`: BLEU moves by about a point from one epoch to the next
+# at this size, and a short window can read one dip as the plateau. Every run stopped by
+# that rule was continued from its checkpoint under the present one; replayed on the
+# curves they logged:
 
+# %% tags=["nbval-check-output"]
+nmt_rule = PlateauRule(config.train.plateau_epochs, config.train.plateau_tolerance,
+                       higher_is_better=True)
+shorter_nmt = PlateauRule(3, 0.005, higher_is_better=True)
+replay = []
+for (row, seed), d in laptop_docs.items():
+    logged = [point["val_bleu"] for point in d["curve"]]
+    then = plateau_epoch(logged, shorter_nmt)
+    replay.append({"row": row, "seed": seed, "shorter rule ends after": then,
+                   "best valid then": max(logged[:then]), "epochs": d["epochs_done"],
+                   "best valid": max(logged),
+                   "gained since": max(logged) - max(logged[:then])})
+replay = pd.DataFrame(replay).set_index(["row", "seed"])
+assert all(plateau_epoch([p["val_bleu"] for p in d["curve"]], nmt_rule) == d["epochs_done"]
+           for d in laptop_docs.values())
+extra = replay["epochs"] - replay["shorter rule ends after"]
+gained = replay[replay["gained since"] > 0]
+print(f"the present rule trained each run {extra.min()} to {extra.max()} epochs more; "
+      f"best validation BLEU raised in {len(gained)} of {len(replay)}: "
+      f"{', '.join(f'{r} {g:+.2f}' for (r, _), g in gained['gained since'].items())}")
+assert list(gained.index) == [("transformer-dual", 1)] and 1.6 < gained["gained since"].max() < 1.7
+assert (extra.min(), extra.max(), extra["transformer-dual", 1]) == (1, 9, 9)
+assert (replay.loc["transformer-dual", 1]["shorter rule ends after"],
+        round(replay.loc["transformer-dual", 1]["best valid then"], 2)) == (19, 36.41)
+replay.round(2)
+
+# %% [markdown]
+# Seven of the eight runs did not raise their best in the epochs the longer window added
+# (one each, nine for the Transformer with the dual head). That one did: the shorter rule
+# had ended it after its 19th epoch at 36.41, and it went on to 38.05 at its 24th, from
+# the lowest of the three Transformers on validation to the highest. As for the language
+# models, a run's end is partly its rule's, and a rule that reads one dip as the plateau
+# mixes the head with where the rule happened to stop.
 #
 # ### DRILL's Table 5, at a CPU's size
 #
@@ -604,21 +643,22 @@ for base, name, key in (("tied", "the tied softmax", "transformer"),
 assert set(landed) == set(systems)
 assert all(r["plateau"]["reached"] and r["epochs_done"] > dual_run["epochs_done"]
            and r["curve"][0]["val_bleu"] < 5 < 15 < dual_run["curve"][0]["val_bleu"]
-           and abs(r["metrics"]["val_bleu"] - dual_run["metrics"]["val_bleu"]) < 2.5
+           and 0 < dual_run["metrics"]["val_bleu"] - r["metrics"]["val_bleu"] < 1.6
            for r in landed.values())
 assert 0 < gain["tied"]["test"] < gain["tied"]["val"] < 1
-assert 1 < gain["dual"]["val"] < 2 < gain["dual"]["test"] < 3
+assert -0.1 < gain["dual"]["val"] < 0 < 1.5 < gain["dual"]["test"] < 2
+assert max(landed, key=lambda r: landed[r]["metrics"]["val_bleu"]) == "transformer-dual"
 
 # %% [markdown]
 # All three systems have reached their plateau on one core. The Transformers start far
 # below the LSTM (under 5 BLEU after their first epoch, where the LSTM with the dual head
-# had 18), take more epochs, and end within two and a half points of it. DRILL's run ends
-# above both others: 0.9 validation BLEU and 0.2 test BLEU above the tied softmax (Table 5:
-# 0.8 test BLEU), 1.6 and 2.8 above the dual mapping (Table 5: 0.6). The third ordering
-# differs from the paper's: Table 5 puts the dual mapping 0.2 BLEU above the plain
-# Transformer (the difference of its two gains), and here it ends below the tied softmax,
-# as the next cell shows, and loses more than the others between the validation and the
-# test set.
+# had 18), take more epochs, and end within 1.6 points of it on validation. DRILL's run
+# ends above the tied softmax on both sets: 0.9 validation BLEU and 0.2 test BLEU (Table
+# 5: 0.8 test BLEU). Against the dual mapping (Table 5: 0.6) the sets disagree: the dual
+# mapping ends highest of the three on validation, 0.1 above DRILL, and lowest on test,
+# 1.8 below it. It loses 2.6 points between the validation and the test set, the others
+# under one, as the next cell shows; Table 5 puts it 0.2 BLEU above the plain
+# Transformer (the difference of its two gains).
 
 # %% tags=["nbval-check-output"]
 tied_minus_dual = {split: -gain["tied"][split] + gain["dual"][split] for split in ("val", "test")}
@@ -629,7 +669,7 @@ print(f"the tied softmax minus the dual mapping: {tied_minus_dual['val']:+.2f} v
       f"{table5_gain['dual'] - table5_gain['transformer']:+.1f} test BLEU)")
 drop = {row: r["metrics"]["val_bleu"] - r["metrics"]["test_bleu"] for row, r in landed.items()}
 print("validation minus test BLEU:", {row: round(v, 2) for row, v in drop.items()})
-assert 0.5 < tied_minus_dual["val"] < 1 < 2.5 < tied_minus_dual["test"] < 3
+assert -1 < tied_minus_dual["val"] < -0.9 < 1.5 < tied_minus_dual["test"] < 1.7
 assert drop["transformer-dual"] > 1.9 > 0.75 > max(drop["transformer-tied"],
                                                    drop["transformer-drill"])
 beamed = {row: r["analyses"]["beam"]["bleu"] for row, r in landed.items()}
@@ -642,16 +682,16 @@ print(f"beam 5: DRILL minus the tied softmax {beam_gain['tied']:+.2f}, minus the
       f"mapping {beam_gain['dual']:+.2f}; the tied softmax minus the dual mapping "
       f"{beamed['transformer-tied'] - beamed['transformer-dual']:+.2f}")
 assert all(r["analyses"]["beam"]["beam"] == 5 for r in landed.values())
-assert 1 < beam_gain["tied"] < 1.5 and 2 < beam_gain["dual"] < 2.5
-assert beamed["transformer-drill"] > beamed["transformer-tied"] > beamed["transformer-dual"]
+assert 1.2 < min(beam_gain.values()) < max(beam_gain.values()) < 1.3
+assert abs(beamed["transformer-tied"] - beamed["transformer-dual"]) < 0.05
 assert 0 < beamed["transformer-tied"] - laptop_docs["transformer-tied", 1]["metrics"][
     "test_bleu"] < 0.2 < 1 < min(beamed[f"transformer-{h}"] - landed[f"transformer-{h}"][
         "metrics"]["test_bleu"] for h in ("dual", "drill"))
 
 # %% [markdown]
 # Decoded with a beam of 5 instead of greedily, the dual mapping and DRILL gain more than
-# a point of test BLEU and the tied softmax under 0.2, so DRILL's lead grows to 1.2 over
-# the tied softmax and 2.4 over the dual mapping, and the three keep their order.
+# a point of test BLEU and the tied softmax under 0.2, so DRILL leads both by 1.2, and
+# the tied softmax and the dual mapping end level (37.16 and 37.17).
 #
 # It is one seed of each system, and the spread of a run over seeds at the plateau is not
 # measured yet, so none of these differences is resolved: the plan's seeds 2 and 3 of each
@@ -676,8 +716,8 @@ print(format_examples(said))
 # %% [markdown]
 # On the first sentence DRILL and the dual mapping write `<unk>` where the reference has
 # "starring at", and the tied softmax guesses "making"; all three find the roof in the
-# second, the tied one without its verb; none knows the igloo of the third, and each puts
-# the group in front of something else.
+# second, the tied softmax and the dual mapping without the verb's "are"; none knows the
+# igloo of the third, and each puts the group in front of something else.
 #
 # ## The size of the joint space
 #
@@ -897,6 +937,11 @@ print(format_examples(example_translations(systems, examples, max_len=16,
 #   off in proportion to the share of the step the output layer takes.
 # * Comparing nearest neighbours of input and output representations is a cheap way to
 #   see what an output layer has learnt, once it has learnt something.
+# * Trained to their plateau on one core, every LSTM head and Transformer system
+#   translates, at 37 to 39 validation BLEU. A second trained matrix (bilinear, dual,
+#   DRILL) gives a fast start, 16 to 18 BLEU after one epoch against 3 to 4, that is gone
+#   by the seventh; the tied decoder's "a a a a" is that slow start. One seed of each
+#   resolves no ordering, and where a run ends is partly its stopping rule's.
 #
 # ## Exercises
 #
