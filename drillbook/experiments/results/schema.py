@@ -14,7 +14,7 @@ from ...train.tasks import TASKS
 
 __all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
            "FINETUNED_REQUIRED", "OPTIONAL", "PLATEAU", "READABLE_FORMATS", "REQUIRED",
-           "RESULT_FORMAT", "validate_result"]
+           "RESULT_FORMAT", "SITTING", "validate_result"]
 
 RESULT_FORMAT = "drillbook-result/3"
 #: formats :func:`~drillbook.experiments.results.files.load_results` reads (the first one
@@ -195,10 +195,7 @@ def validate_result(doc: Any) -> list[str]:
     for name, fields in (("plateau", PLATEAU), ("execution", EXECUTION),
                          ("fingerprint", FINGERPRINT)):
         if isinstance(doc.get(name), dict):
-            block = doc[name]
-            problems += [f"missing field '{name}.{k}'" for k in fields if k not in block]
-            problems += _check_types(block, {k: t for k, t in fields.items() if k in block},
-                                     f"{name}.")
+            problems += _check_block(doc[name], fields, f"{name}.")
     if isinstance(doc.get("analyses"), dict):
         problems += _check_analyses(doc)
     if isinstance(doc.get("sittings"), list):
@@ -207,9 +204,7 @@ def validate_result(doc: Any) -> list[str]:
             if not isinstance(sitting, dict):
                 problems.append(f"field '{where}' must be a dict, got {sitting!r}")
                 continue
-            problems += [f"missing field '{where}.{k}'" for k in SITTING if k not in sitting]
-            problems += _check_types(sitting, {k: t for k, t in SITTING.items()
-                                               if k in sitting}, f"{where}.")
+            problems += _check_block(sitting, SITTING, f"{where}.")
     return problems
 
 
@@ -226,10 +221,7 @@ def _check_dynamic(block: Any) -> list[str]:
     """The problems of a ``dynamic`` block: its fields, their types and its metrics."""
     if not isinstance(block, dict):
         return [f"field 'dynamic' must be a dict, got {block!r}"]
-    problems = [f"missing field 'dynamic.{key}'" for key in DYNAMIC_REQUIRED
-                if key not in block]
-    problems += _check_types(block, {k: t for k, t in DYNAMIC_REQUIRED.items() if k in block},
-                             "dynamic.")
+    problems = _check_block(block, DYNAMIC_REQUIRED, "dynamic.")
     metrics = block.get("metrics")
     if isinstance(metrics, dict):
         problems += [f"missing metric 'dynamic.metrics.{name}'" for name in DYNAMIC_METRICS
@@ -244,8 +236,7 @@ def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], wh
                   statuses: tuple[str, ...]) -> list[str]:
     """The problems of one level of a result document: its required fields and types, its
     status, its metrics (numbers) and its curve (dicts with an epoch)."""
-    problems = [f"missing field {where + key!r}" for key in required if key not in doc]
-    problems += _check_types(doc, {k: t for k, t in required.items() if k in doc}, where)
+    problems = _check_block(doc, required, where)
     if "status" in doc and doc["status"] not in statuses:
         problems.append(f"{where}status {doc['status']!r} is not one of {statuses}")
     metrics, curve = doc.get("metrics"), doc.get("curve")
@@ -257,6 +248,14 @@ def _check_fields(doc: dict[str, Any], required: dict[str, tuple[type, ...]], wh
             problems.append(f"{where}curve points must be dicts with an 'epoch', got {point!r}")
             break
     return problems
+
+
+def _check_block(block: dict[str, Any], fields: dict[str, tuple[type, ...]],
+                 where: str) -> list[str]:
+    """The problems of ``block``'s ``fields`` (named ``where`` + field): each one missing,
+    and each one of another type (:func:`_check_types`)."""
+    return ([f"missing field {where + key!r}" for key in fields if key not in block]
+            + _check_types(block, {k: t for k, t in fields.items() if k in block}, where))
 
 
 def _check_types(doc: dict[str, Any], fields: dict[str, tuple[type, ...]],
