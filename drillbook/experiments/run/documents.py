@@ -24,6 +24,7 @@ from ...train.ways import Way
 from ..bench.measure import is_out_of_memory
 from ..results import RESULT_FORMAT, write_result
 from ..results.fingerprint import training_fingerprint
+from ..results.schema import SITTING
 from ..tables import Row
 from .jobs import Job
 
@@ -95,11 +96,9 @@ def sittings(path: Path, job: Job, sitting: dict) -> list[dict]:
         return [sitting]
     if "sittings" in earlier:
         return [s for s in earlier["sittings"] if s["epochs"][1] < first] + [sitting]
-    before = {"git_commit": earlier.get("git_commit"), "git_dirty": earlier.get("git_dirty"),
-              "device": earlier.get("device"), "epochs": [1, first - 1],
-              "budget_minutes": earlier.get("budget_minutes"),
+    before = {**{key: earlier.get(key) for key in SITTING}, "epochs": [1, first - 1],
               **({"execution": earlier["execution"]} if "execution" in earlier else {}),
-              "partial": True}
+              "partial": True}  # the file's top-level provenance, under the same names
     return [before, sitting]
 
 
