@@ -308,9 +308,8 @@ def _seeds_section(runs: dict[str, list[dict]], table: str, task: Task,
     spreads = spreads_of(runs, table, f"test_{task.metric_key}")
     if not any(s.n >= 2 for s in spreads):
         return []
-    name = f"test {task.metric}"
     lines = [f"{heading} {table} across seeds", "",
-             f"{name.capitalize()} of every seed of a row (`drillbook reproduce {table} "
+             f"Test {task.metric} of every seed of a row (`drillbook reproduce {table} "
              f"--rows ROW --seed N` writes `{table}/{SEED_FOLDER}N/ROW.json` beside the "
              "row's own file): mean, sample standard deviation and range. A row with one "
              "seed has no measured spread (a dash). Two rows are resolved when their ranges "
