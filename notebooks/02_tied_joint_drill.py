@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/02_tied_joint_drill.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 45 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 35 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # {doc}`01_softmax_bottleneck` asked what a softmax output layer *can express*. This
