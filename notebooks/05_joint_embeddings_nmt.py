@@ -59,7 +59,7 @@ if "google.colab" in sys.modules:  # Colab only: install drillbook
                            f"drillbook[notebooks,nmt] @ {REPO}"])
 
 # %%
-import itertools
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -614,12 +614,12 @@ for name, spreads in lstm_spread.items():
           f"one head over its seeds {widest:.2f}; pairs of heads the seeds tell apart: "
           f"{len(apart)} of {len(pairs)} (if all were equally good: {by_chance:.1f} expected)"
           f"{': ' if apart else ''}{'; '.join(apart)}")
-seeds_1_2 = lstm_all[lstm_all["seed"] <= 2].groupby("row")[list(metrics)].agg(["min", "max"])
 apart_then = {}
-for name in metrics:
-    low, high = seeds_1_2[name]["min"], seeds_1_2[name]["max"]
-    apart_then[name] = [(a, b) for a, b in itertools.combinations(LSTM_HEADS, 2)
-                        if high[a] < low[b] or high[b] < low[a]]
+for name, spreads in lstm_spread.items():
+    assert all(sp.seeds[:2] == (1, 2) for sp in spreads.values())
+    seeds_1_2 = [replace(sp, seeds=sp.seeds[:2], values=sp.values[:2])
+                 for sp in spreads.values()]
+    apart_then[name] = [p for p in book.resolved_pairs(seeds_1_2) if p["resolved"]]
     print(f"{name} BLEU, seeds 1 and 2 alone: {len(apart_then[name])} of 10 pairs apart "
           f"(if all were equally good: {10 * book.chance_separated(2, 2):.1f} expected)")
 two_matrices = lstm_all[lstm_all["row"].isin(["bilinear", "dual", "drill"])]["after epoch 1"]
