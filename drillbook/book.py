@@ -43,7 +43,7 @@ from .experiments import (
     vocab_sweep,
 )
 from .experiments.results.authors_code import authors_code_timings
-from .experiments.results.compare import always_falls, cpu_tables, last_change
+from .experiments.results.compare import always_falls, cpu_tables, last_change, replay_rule
 from .experiments.results.curves import (
     PAPER_TABLES,
     agreement_rows,
@@ -132,6 +132,7 @@ __all__ = [
     "plot_f1",
     "plot_spread",
     "rank_rows",
+    "replay_rule",
     "reproduce",
     "resolved",
     "resolved_pairs",

@@ -80,7 +80,7 @@ from drillbook.nmt.compare import (
 )
 from drillbook.notebook import setup, show_source
 from drillbook.train import NMTTrainer, has_checkpoint, load_run, translation_loss
-from drillbook.train.plateau import PlateauRule, plateau_epoch
+from drillbook.train.plateau import PlateauRule
 from drillbook.train.translation import sampled_softmax_loss
 
 # Colab form: the profile (auto = small on a CPU, t4 on a free Colab GPU, full on a
@@ -696,17 +696,13 @@ plt.show()
 nmt_rule = PlateauRule(config.train.plateau_epochs, config.train.plateau_tolerance,
                        higher_is_better=True)
 shorter_nmt = PlateauRule(3, 0.005, higher_is_better=True)
-replay = []
-for (row, seed), d in laptop_docs.items():
-    logged = [point["val_bleu"] for point in d["curve"]]
-    then = plateau_epoch(logged, shorter_nmt)
-    replay.append({"row": row, "seed": seed, "shorter rule ends after": then,
-                   "best valid then": max(logged[:then]), "epochs": d["epochs_done"],
-                   "best valid": max(logged),
-                   "gained since": max(logged) - max(logged[:then])})
-replay = pd.DataFrame(replay).set_index(["row", "seed"])
-assert all(plateau_epoch([p["val_bleu"] for p in d["curve"]], nmt_rule) == d["epochs_done"]
-           for d in laptop_docs.values())
+replay = pd.DataFrame(book.replay_rule(list(laptop_docs.values()), shorter_nmt,
+                                        "val_bleu")).rename(
+    columns={"ends_after": "shorter rule ends after", "best_then": "best valid then",
+             "best": "best valid"}).set_index(["row", "seed"])
+replay["gained since"] = replay["best valid"] - replay["best valid then"]
+assert all(r["ends_after"] == r["epochs"]
+           for r in book.replay_rule(list(laptop_docs.values()), nmt_rule, "val_bleu"))
 extra = replay["epochs"] - replay["shorter rule ends after"]
 gained = replay[replay["gained since"] > 0]
 print(f"the present rule trained each run {extra.min()} to {extra.max()} epochs more; "

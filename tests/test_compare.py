@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from drillbook.experiments import TABLES
-from drillbook.experiments.results.compare import always_falls, cpu_tables, last_change
+from drillbook.experiments.results.compare import (
+    always_falls,
+    cpu_tables,
+    last_change,
+    replay_rule,
+)
+from drillbook.train.plateau import PlateauRule
 
 CURVE = [{"epoch": 1, "val_ppl": 800.0}, {"epoch": 2, "val_ppl": 600.0},
          {"epoch": 3, "val_ppl": 570.0, "train_ppl": 500.0}]
@@ -81,3 +87,34 @@ def test_plot_curves_colours_each_line_by_its_head_and_keeps_the_legend_outside(
               if ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]]
     assert sum(bool(t) for t in labels) >= 2, labels
     plt.close(fig)
+
+
+def _run(row, seed, values, metric="val_ppl"):
+    return {"row": row, "seed": seed, "epochs_done": len(values),
+            "curve": [{"epoch": i, metric: v} for i, v in enumerate(values, 1)]}
+
+
+def test_replay_rule_names_where_a_shorter_rule_ends_a_run_and_what_it_leaves():
+    # less than 1% over 2 epochs: after epoch 5, whose window's best (498) is 0.4% below
+    # the 500 before it; the run went on to 419
+    run = _run("tied", 141, [800.0, 600.0, 500.0, 498.0, 499.0, 450.0, 420.0, 419.0])
+    never = _run("softmax", 142, [800.0, 600.0, 500.0])
+    rows = replay_rule([run, never], PlateauRule(2, 0.01), "val_ppl")
+    assert rows == [
+        {"row": "tied", "seed": 141, "ends_after": 5, "best_then": 498.0, "epochs": 8,
+         "best": 419.0},
+        {"row": "softmax", "seed": 142, "ends_after": None, "best_then": 500.0,
+         "epochs": 3, "best": 500.0}]
+
+
+def test_replay_rule_takes_the_highest_bleu_for_a_rule_where_higher_is_better():
+    run = _run("drill", 1, [10.0, 30.0, 35.0, 35.1, 35.0, 34.9, 37.0], metric="val_bleu")
+    rule = PlateauRule(3, 0.005, higher_is_better=True)
+    (row,) = replay_rule([run], rule, "val_bleu")
+    # 35.0 before the window, at most 35.1 in it: +0.29% < 0.5% after epoch 6
+    assert (row["ends_after"], row["best_then"], row["best"]) == (6, 35.1, 37.0)
+
+
+def test_replay_rule_refuses_a_metric_the_curve_did_not_log():
+    with pytest.raises(ValueError, match="logged no 'val_bleu'"):
+        replay_rule([_run("tied", 141, [800.0, 600.0])], PlateauRule(2, 0.01), "val_bleu")

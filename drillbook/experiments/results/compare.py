@@ -6,7 +6,8 @@ and, where the paper fine-tunes, the fine-tuned run's), ours from the committed 
 files. A row nobody has run yet has ``None`` for our numbers, never a made-up one;
 :func:`format_rows` turns the rows into strings for display, with a dash for every gap.
 :func:`plot_curves` draws what the result files recorded epoch by epoch,
-:func:`last_change` and :func:`always_falls` read those curves, :func:`cpu_tables` names
+:func:`last_change` and :func:`always_falls` read those curves, :func:`replay_rule` asks
+where another stopping rule would have ended them, :func:`cpu_tables` names
 the tables sized for a CPU, and :func:`full_command` prints the command that runs a table
 to the end.
 """
@@ -19,13 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...train.plateau import PlateauRule, plateau_epoch
 from ...validation import check_choice
 from ..tables import TABLES
 from .files import load_results, result_precision
 from .format import fmt
 
 __all__ = ["always_falls", "cpu_tables", "format_rows", "full_command",
-           "last_change", "plot_curves", "ratios_to", "table_rows"]
+           "last_change", "plot_curves", "ratios_to", "replay_rule", "table_rows"]
 
 def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str],
                 digits: int = 2) -> list[dict[str, str]]:
@@ -149,6 +151,37 @@ def always_falls(curve: Sequence[dict[str, Any]], metric: str = "val_ppl") -> bo
     two points, which have nothing to contradict it)."""
     y = _points(curve, metric)
     return all(b < a for a, b in itertools.pairwise(y))
+
+
+def replay_rule(docs: Sequence[dict[str, Any]], rule: PlateauRule,
+                metric: str) -> list[dict[str, Any]]:
+    """Where ``rule`` would have ended each run, replayed on the curve its result file
+    logged (``metric`` after every epoch): the question a change of stopping rule raises,
+    answered from runs that trained past the point it names.
+
+    Returns:
+        one dict per document, in order: ``row``, ``seed``, ``ends_after`` (the epoch
+        after which ``rule`` would have stopped the run; None if it never would),
+        ``best_then`` (the best value up to that epoch, or over the whole curve if the
+        rule never fires: the lowest perplexity, or the highest BLEU for a rule with
+        ``higher_is_better``), ``epochs`` (the epochs the run trained) and ``best`` (its
+        best over all of them).
+
+    Raises:
+        ValueError: a run logged no ``metric``.
+    """
+    best_of = max if rule.higher_is_better else min
+    out = []
+    for d in docs:
+        logged = [float(p[metric]) for p in d["curve"] if p.get(metric) is not None]
+        if not logged:
+            raise ValueError(f"{d['row']} (seed {d['seed']}) logged no {metric!r} after any "
+                             f"epoch; replay a metric its curve has")
+        ends = plateau_epoch(logged, rule)
+        out.append({"row": d["row"], "seed": d["seed"], "ends_after": ends,
+                    "best_then": best_of(logged[:ends]), "epochs": d["epochs_done"],
+                    "best": best_of(logged)})
+    return out
 
 
 def full_command(table: str, *, colab: bool = False) -> str:
