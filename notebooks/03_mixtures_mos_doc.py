@@ -820,9 +820,9 @@ by_head = ranks.groupby("row", sort=False).agg(
 sig_lm, tied_lm = lm_spreads["sigsoftmax"], lm_spreads["tied"]
 sig_config, tied_config = ({d["seed"]: d["config"] for d in lm_docs if d["row"] == row}
                            for row in ("sigsoftmax", "tied"))
-print("sigsoftmax's runs differ from the tied head's in:", sorted(
-    {key for seed in tied_config for key, value in tied_config[seed].items()
-     if sig_config[seed][key] != value}))
+differ = {seed: {key for key, value in tied_config[seed].items()
+                 if sig_config[seed][key] != value} for seed in tied_config}
+print("sigsoftmax's runs differ from the tied head's in:", sorted(set().union(*differ.values())))
 print("seeds at their plateau:", by_head["seeds"].to_dict())
 for row in rank_heads:
     if row == "sigsoftmax":
@@ -840,8 +840,7 @@ assert tuple(by_head.loc["sigsoftmax", ["rank_tol_1_low", "rank_tol_1_high", "ra
              ) == (324, 341, 2236)
 assert by_head.loc["sigsoftmax", "params"] == by_head.loc["tied", "params"] == 10_000
 assert sig_config.keys() == tied_config.keys() and all(
-    {k for k, v in tied_config[seed].items() if sig_config[seed][k] != v}
-    == {"name", "description", "head"} for seed in tied_config)
+    keys == {"name", "description", "head"} for keys in differ.values())
 assert (round(sig_lm.low, 1), round(sig_lm.high, 1)) == (167.8, 170.9)
 assert (round(tied_lm.low, 1), round(tied_lm.high, 1)) == (173.9, 180.9)
 assert sig_lm.high < tied_lm.low and book.chance_separated(3, 3) == 0.1
