@@ -293,7 +293,8 @@ def test_a_row_continued_in_sittings_keeps_where_and_with_what_each_ran(tmp_path
     """A row trained one epoch, then continued from its checkpoint to a second, records
     both sittings (the commit, the device, the epochs and the budget of each), not just the
     last one's; a file written before the list existed gives one sitting made of its own
-    provenance; a row started afresh has its own sitting alone."""
+    provenance; continued into another results folder, the row keeps them (its run folder
+    records them beside its checkpoint); a row started afresh has its own sitting alone."""
     import importlib
 
     module = importlib.import_module("drillbook.experiments.run.reproduce")
@@ -311,14 +312,26 @@ def test_a_row_continued_in_sittings_keeps_where_and_with_what_each_ran(tmp_path
     assert [s["budget_minutes"] for s in doc["sittings"]] == [None, 30]
     assert doc["sittings"][0] == first["sittings"][0] and doc["sittings"][1]["device"] == (
         doc["device"])
-    # an older file without the list: its provenance becomes the first sitting
+    # an older file without the list (and a run folder from before it kept one): its
+    # provenance becomes the first sitting
     older = {k: v for k, v in first.items() if k != "sittings"} | {"git_commit": "old"}
     path.write_text(json.dumps(older))
+    [kept] = (tmp_path / "runs").rglob("sittings.json")
+    assert json.loads(kept.read_text())["sittings"] == doc["sittings"]
+    kept.unlink()
     kwargs["overrides"] = [*TINY_LM, "train.epochs=3"]
     doc = json.loads(reproduce("tutorial", rows=["tied"], **kwargs)[0].read_text())
     assert (doc["sittings"][0]["git_commit"], doc["sittings"][0]["epochs"]) == ("old", [1, 2])
     assert [s["epochs"] for s in doc["sittings"]] == [[1, 2], [3, 3]]
     assert doc["sittings"][0]["partial"] and "partial" not in doc["sittings"][1]
+    # continued into a new results folder, it keeps them: the run folder lists them too
+    kwargs["overrides"] = [*TINY_LM, "train.epochs=4"]
+    monkeypatch.setattr(module, "git_state", lambda: {"commit": "bbbb", "dirty": False})
+    moved = json.loads(reproduce("tutorial", rows=["tied"],
+                                 **{**kwargs, "out": tmp_path / "elsewhere"})[0].read_text())
+    assert [(s["git_commit"], s["epochs"]) for s in moved["sittings"]] == [
+        ("old", [1, 2]), ("aaaa", [3, 3]), ("bbbb", [4, 4])]
+    assert moved["sittings"][:2] == doc["sittings"] and validate_result(moved) == []
     # a broken entry is named
     doc["sittings"][0] = {"epochs": "1-2"}
     assert "missing field 'sittings[0].git_commit'" in validate_result(doc)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from ...atomic import write_json
 from ...heads import HEADS
 from ...precision import precision_label, resolve_precision
 from ...provenance import device_name
@@ -29,8 +30,8 @@ from ..tables import Row
 from .jobs import Job
 
 __all__ = ["ALONE", "WAYS", "earlier_finetuned", "execution", "failure_doc",
-           "plateau_block", "raised_doc", "result_doc", "result_status", "sittings",
-           "write_doc"]
+           "plateau_block", "raised_doc", "record_sittings", "result_doc", "result_status",
+           "sittings", "write_doc"]
 
 
 def failure_doc(job: Job, source: dict, *, status: str, error: str, device: str | None,
@@ -80,26 +81,57 @@ def result_status(reason: str) -> str:
     return "budget" if reason in ("budget", "steps") else reason
 
 
-def sittings(path: Path, job: Job, sitting: dict) -> list[dict]:
+#: the file in a run folder that lists the sittings its checkpoint was trained in: it
+#: travels with ``last.pt``, so a row continued into another results folder keeps them
+SITTINGS = "sittings.json"
+
+
+def sittings(path: Path, job: Job, sitting: dict, run_dir: Path | None = None
+             ) -> list[dict]:
     """A result file's ``sittings``: where and with which code each stretch of a row's
     training ran, oldest first, ``sitting`` (this one) last. A row resumed from its
-    checkpoint (``sitting["epochs"][0] > 1``) keeps the sittings its earlier file at
-    ``path`` recorded (those that end before this one begins); an earlier file that
-    predates the list gives one sitting made of its own provenance, which covers every
-    epoch before this one and is marked ``partial``: such a file kept its last sitting's
-    commit, device and budget only. A row trained from its first epoch has this sitting
-    alone."""
+    checkpoint (``sitting["epochs"][0] > 1``) keeps the earlier sittings (those that end
+    before this one begins) that its run folder ``run_dir`` recorded
+    (:func:`record_sittings`), or else those of its earlier result file at ``path``; an
+    earlier file that predates the list gives one sitting made of its own provenance,
+    which covers every epoch before this one and is marked ``partial``: such a file kept
+    its last sitting's commit, device and budget only. A row trained from its first epoch
+    has this sitting alone."""
     first = sitting["epochs"][0]
-    earlier = json.loads(path.read_text()) if first > 1 and path.exists() else None
-    if earlier is None or (earlier.get("row"), earlier.get("seed")) != (job.row.name,
-                                                                        job.seed):
+    if first == 1:
         return [sitting]
-    if "sittings" in earlier:
-        return [s for s in earlier["sittings"] if s["epochs"][1] < first] + [sitting]
-    before = {**{key: earlier.get(key) for key in SITTING}, "epochs": [1, first - 1],
-              **({"execution": earlier["execution"]} if "execution" in earlier else {}),
-              "partial": True}  # the file's top-level provenance, under the same names
-    return [before, sitting]
+    ours = (job.row.name, job.seed)
+    for source in ([run_dir / SITTINGS] if run_dir is not None else []) + [path]:
+        earlier = _json_object(source)
+        if earlier is None or (earlier.get("row"), earlier.get("seed")) != ours:
+            continue
+        if "sittings" in earlier:
+            return [s for s in earlier["sittings"] if s["epochs"][1] < first] + [sitting]
+        if source == path:
+            before = {**{key: earlier.get(key) for key in SITTING}, "epochs": [1, first - 1],
+                      **({"execution": earlier["execution"]} if "execution" in earlier
+                         else {}),
+                      "partial": True}  # the file's top-level provenance, same names
+            return [before, sitting]
+    return [sitting]
+
+
+def record_sittings(run_dir: Path, job: Job, stretches: list[dict]) -> Path:
+    """Write ``stretches`` (:func:`sittings`) into the run folder, beside the checkpoint
+    they trained, for the sitting that continues it (by rank 0 alone, as :func:`write_doc`)."""
+    if rank_and_world_size()[0] != 0:
+        return Path(run_dir) / SITTINGS
+    return write_json(Path(run_dir) / SITTINGS,
+                      {"row": job.row.name, "seed": job.seed, "sittings": stretches})
+
+
+def _json_object(path: Path) -> dict | None:
+    """The JSON object in ``path``; ``None`` where there is none to read."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def earlier_finetuned(path: Path) -> dict | None:

@@ -20,7 +20,14 @@ from ...train.tasks import Task, task_of
 from ..results.analyses import result_analyses
 from ..results.files import FINAL_STATUSES
 from ..tables import Row
-from .documents import earlier_finetuned, result_doc, result_status, sittings, write_doc
+from .documents import (
+    earlier_finetuned,
+    record_sittings,
+    result_doc,
+    result_status,
+    sittings,
+    write_doc,
+)
 from .jobs import NO_RANK, Job
 
 __all__ = ["finish_job", "stage_metrics"]
@@ -40,7 +47,8 @@ def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, s
         "git_commit": source["commit"], "git_dirty": source["dirty"],
         "device": device_name(trainer.device),
         "epochs": [trainer.epochs_before + 1, status.epoch],
-        "budget_minutes": budget_minutes, "execution": execution})
+        "budget_minutes": budget_minutes, "execution": execution}, run_dir)
+    record_sittings(run_dir, job, stretches)
 
     def document(metrics: dict, curve: list, extra: dict) -> dict:
         doc = result_doc(job.table, row, config, trainer, source,
