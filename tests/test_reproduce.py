@@ -338,6 +338,40 @@ def test_a_row_continued_in_sittings_keeps_where_and_with_what_each_ran(tmp_path
     assert "field 'sittings[0].epochs' has type str, expected list" in validate_result(doc)
 
 
+def test_a_sitting_stopped_by_a_signal_is_kept_for_the_one_that_continues_it(tmp_path,
+                                                                               monkeypatch):
+    """A sitting that a signal stops writes no result file, but its run folder records
+    where and with which code it trained the epochs it completed, so the sitting that
+    continues the row (into another results folder, too) lists it."""
+    import importlib
+
+    from drillbook.errors import TrainingInterrupted
+    from drillbook.train.loop import TrainingLoop
+
+    module = importlib.import_module("drillbook.experiments.run.reproduce")
+    monkeypatch.setattr(module, "git_state", lambda: {"commit": "aaaa", "dirty": False})
+    kwargs = tiny_reproduce(tmp_path, [*TINY_LM, "train.epochs=1"])
+    reproduce("tutorial", rows=["tied"], **kwargs)
+    real_fit = TrainingLoop.fit
+
+    def one_epoch_then_stopped(self, *args, **kwargs):
+        real_fit(self, max_epochs=self.epoch)  # completes this epoch, saves it
+        raise TrainingInterrupted(f"stopped by SIGTERM at epoch {self.epoch}, step 1")
+
+    monkeypatch.setattr(TrainingLoop, "fit", one_epoch_then_stopped)
+    monkeypatch.setattr(module, "git_state", lambda: {"commit": "bbbb", "dirty": False})
+    kwargs["overrides"] = [*TINY_LM, "train.epochs=3"]
+    with pytest.raises(TrainingInterrupted, match="SIGTERM"):
+        reproduce("tutorial", rows=["tied"], **kwargs)
+    monkeypatch.setattr(TrainingLoop, "fit", real_fit)
+    monkeypatch.setattr(module, "git_state", lambda: {"commit": "cccc", "dirty": False})
+    doc = json.loads(reproduce("tutorial", rows=["tied"],
+                               **{**kwargs, "out": tmp_path / "elsewhere"})[0].read_text())
+    assert doc["epochs_done"] == 3 and validate_result(doc) == []
+    assert [(s["git_commit"], s["epochs"]) for s in doc["sittings"]] == [
+        ("aaaa", [1, 1]), ("bbbb", [2, 2]), ("cccc", [3, 3])]
+
+
 def test_the_finetuned_block_is_validated():
     doc = _doc("tutorial", "tied", "tutorial/ptb-tied", val_ppl=1.0)
     doc["finetuned"] = {"status": "stopped", "epochs_done": 1, "steps_done": 2,

@@ -35,7 +35,7 @@ from .documents import execution, raised_doc
 from .executors import Handle
 from .jobs import Job, table_jobs, table_rank_cap
 from .scheduler import run_table
-from .stages import finish_job
+from .stages import finish_job, keep_sitting
 from .timing import time_together
 from .worker import JobSpec
 
@@ -124,13 +124,17 @@ class Interleaved:
             torch.cuda.reset_peak_memory_stats(trainers[0].device)
         outcomes = train_together(trainers, max_minutes=budget_minutes)
         stopped = [o.error for o in outcomes if isinstance(o.error, TrainingInterrupted)]
+        hows = [execution(o.execution, rows=len(trainers),
+                          graphed=o.execution == Way.GRAPHS_ON_STREAMS) for o in outcomes]
         if stopped:  # Ctrl-C: every row saved the step it stopped at; nothing is finished
-            for outcome in outcomes:
+            for (job, spec, _), outcome, how in zip(opened, outcomes, hows, strict=True):
+                if isinstance(outcome.error, TrainingInterrupted):  # and where it ran
+                    keep_sitting(job, outcome.trainer, job.result_path(spec.out),
+                                 self.source, last_epoch=outcome.trainer.epoch - 1,
+                                 budget_minutes=budget_minutes, execution=how)
                 outcome.trainer.close()
             raise stopped[0]
-        for (job, spec, _), outcome in zip(opened, outcomes, strict=True):
-            how = execution(outcome.execution, rows=len(trainers),
-                            graphed=outcome.execution == Way.GRAPHS_ON_STREAMS)
+        for (job, spec, _), outcome, how in zip(opened, outcomes, hows, strict=True):
             try:
                 if outcome.error is not None:
                     raise outcome.error

@@ -27,7 +27,7 @@ from ...train.tasks import task_of
 from ..bench.measure import free_memory
 from .documents import ALONE, raised_doc, write_doc
 from .jobs import Job, table_jobs, table_rank_cap
-from .stages import finish_job
+from .stages import finish_job, keep_sitting
 
 __all__ = ["reproduce"]
 
@@ -138,7 +138,12 @@ def _run_job(job: Job, run_dir: Path, path: Path, source: dict, *, name: str, de
     training_minutes = budget_minutes
     if budget_minutes is not None and budget_since is not None:  # start-up counted
         training_minutes = budget_minutes - (time.monotonic() - budget_since) / 60
-    status = trainer.fit(max_minutes=training_minutes)
+    try:
+        status = trainer.fit(max_minutes=training_minutes)
+    except TrainingInterrupted:  # its step is saved; so is the sitting, for the next one
+        keep_sitting(job, trainer, path, source, last_epoch=trainer.epoch - 1,
+                     budget_minutes=budget_minutes, execution=execution)
+        raise
     return finish_job(job, trainer, status, path, source, name=name, device=device,
                       data=data, progress=progress, budget_minutes=budget_minutes,
                       max_eval_tokens=max_eval_tokens, rank_cap=rank_cap,

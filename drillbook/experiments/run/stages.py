@@ -30,7 +30,7 @@ from .documents import (
 )
 from .jobs import NO_RANK, Job
 
-__all__ = ["finish_job", "stage_metrics"]
+__all__ = ["finish_job", "keep_sitting", "stage_metrics"]
 
 
 def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, source: dict,
@@ -43,12 +43,8 @@ def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, s
     config, row, task = job.config, job.row, task_of(job.config)
     run_dir = trainer.run_dir
     # read before this sitting writes its own file (its test metric comes early)
-    stretches = sittings(path, job, {
-        "git_commit": source["commit"], "git_dirty": source["dirty"],
-        "device": device_name(trainer.device),
-        "epochs": [trainer.epochs_before + 1, status.epoch],
-        "budget_minutes": budget_minutes, "execution": execution}, run_dir)
-    record_sittings(run_dir, job, stretches)
+    stretches = keep_sitting(job, trainer, path, source, last_epoch=status.epoch,
+                             budget_minutes=budget_minutes, execution=execution)
 
     def document(metrics: dict, curve: list, extra: dict) -> dict:
         doc = result_doc(job.table, row, config, trainer, source,
@@ -82,6 +78,22 @@ def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, s
     return doc
 
 
+
+
+def keep_sitting(job: Job, trainer: TrainingLoop, path: Path, source: dict, *,
+                 last_epoch: int, budget_minutes, execution: dict) -> list[dict]:
+    """The row's :func:`~.documents.sittings` with this one last (the epochs it completed,
+    to ``last_epoch``), recorded in its run folder beside the checkpoint: at the end of a
+    sitting, and when a signal stops one (its step is saved, and so is where and with
+    which code it trained, for the sitting that continues it)."""
+    stretches = sittings(path, job, {
+        "git_commit": source["commit"], "git_dirty": source["dirty"],
+        "device": device_name(trainer.device),
+        "epochs": [trainer.epochs_before + 1, last_epoch],
+        "budget_minutes": budget_minutes, "execution": execution}, trainer.run_dir)
+    if has_checkpoint(trainer.run_dir):  # a run that saved nothing keeps no folder
+        record_sittings(trainer.run_dir, job, stretches)
+    return stretches
 
 
 def stage_metrics(task: Task, trainer: TrainingLoop, status: RunStatus, data,
