@@ -233,6 +233,41 @@ def test_rows_trained_together_in_one_process_end_as_each_alone_and_say_so(tmp_p
         assert [e["val_ppl"] for e in b["curve"]] == [e["val_ppl"] for e in a["curve"]]
 
 
+def test_rows_stopped_together_by_a_signal_each_keep_their_sitting(tmp_path, monkeypatch):
+    """Rows trained in one process and stopped by a signal write no result file, but each
+    run folder records the epochs it completed, and with which code, for the sitting that
+    continues it."""
+    import dataclasses
+    import json
+
+    from test_reproduce import TINY_LM
+    from test_train import tiny_corpus
+
+    from drillbook.errors import TrainingInterrupted
+    from drillbook.experiments.run import interleaved
+
+    real = interleaved.train_together
+
+    def then_stopped(trainers, **kwargs):  # the signal comes after their first epoch
+        return [dataclasses.replace(o, status=None, error=TrainingInterrupted("SIGTERM"))
+                for o in real(trainers, **kwargs)]
+
+    monkeypatch.setattr(interleaved, "train_together", then_stopped)
+    with pytest.raises(TrainingInterrupted):
+        interleaved.run_in_process("tutorial", rows=["tied", "drill"], parallel=2,
+                                   devices=["cpu"], out=tmp_path / "r", runs=tmp_path / "runs",
+                                   overrides=[*TINY_LM, "train.epochs=1"],
+                                   corpus=tiny_corpus(), quiet=True)
+    kept = sorted((tmp_path / "runs").rglob("sittings.json"))
+    assert [path.parent.name for path in kept] == ["drill", "tied"]
+    assert not list((tmp_path / "r").rglob("*.json"))
+    for path in kept:
+        record = json.loads(path.read_text())
+        assert record["row"] == path.parent.name and len(record["sittings"]) == 1
+        assert record["sittings"][0]["epochs"] == [1, 1]
+        assert record["sittings"][0]["execution"]["way"] == "interleaved-eager"
+
+
 def test_the_default_way_is_what_the_newest_window_measured_best(tmp_path, monkeypatch):
     from drillbook.cli.common import CommandError
     from drillbook.cli.tables import _together
