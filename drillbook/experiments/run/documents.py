@@ -126,10 +126,11 @@ def record_sittings(run_dir: Path, job: Job, stretches: list[dict]) -> Path:
 
 
 def _json_object(path: Path) -> dict | None:
-    """The JSON object in ``path``; ``None`` where there is none to read."""
+    """The JSON object in ``path``; ``None`` where there is no such file (a file that is
+    not JSON raises: both are written whole, so it means something else broke them)."""
     try:
         doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
     return doc if isinstance(doc, dict) else None
 

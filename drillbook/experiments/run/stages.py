@@ -78,8 +78,6 @@ def finish_job(job: Job, trainer: TrainingLoop, status: RunStatus, path: Path, s
     return doc
 
 
-
-
 def keep_sitting(job: Job, trainer: TrainingLoop, path: Path, source: dict, *,
                  last_epoch: int, budget_minutes, execution: dict) -> list[dict]:
     """The row's :func:`~.documents.sittings` with this one last (the epochs it completed,
