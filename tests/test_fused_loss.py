@@ -51,21 +51,24 @@ def build(kind: str, dtype: torch.dtype, **options) -> nn.Module:
     return head.to(dtype)
 
 
-def inputs(kind: str, dtype: torch.dtype):
+def inputs(kind: str, dtype: torch.dtype, device: str = "cpu"):
     g = torch.Generator().manual_seed(1)
-    h = torch.randn(T, B, D, dtype=dtype, generator=g).requires_grad_(True)
-    layers = tuple(torch.randn(T, B, D, dtype=dtype, generator=g).requires_grad_(True)
-                   for _ in range(2))
+
+    def leaf() -> torch.Tensor:
+        return torch.randn(T, B, D, dtype=dtype, generator=g).to(device).requires_grad_(True)
+
+    h = leaf()
+    layers = (leaf(), leaf())
     features = Features(h, (*layers, h)) if HEADS[kind].reads_layers else h
-    y = torch.randint(0, V, (T, B), generator=g)
+    y = torch.randint(0, V, (T, B), generator=g).to(device)
     y[0, 0] = y[3, 2] = PAD  # padding inside the batch
     return features, (h, *layers), y
 
 
 def loss_and_grads(head, kind: str, dtype, *, fused: bool, regularize: bool = False,
-                   seed: int = 5):
-    head.fused_loss = None if fused else False
-    features, leaves, y = inputs(kind, dtype)
+                   seed: int = 5, device: str = "cpu"):
+    head.fused_loss = fused  # True: fused on every device (None: on the CPU only)
+    features, leaves, y = inputs(kind, dtype, device)
     torch.manual_seed(seed)  # the same dropout masks on both paths
     loss = head.loss(features, y, ignore_index=PAD, regularize=regularize)
     params = [p for p in head.parameters()]
@@ -105,6 +108,25 @@ def test_fused_equals_plain_in_float32(kind):
     plain = loss_and_grads(head, kind, torch.float32, fused=False)
     fused = loss_and_grads(head, kind, torch.float32, fused=True)
     assert_same(plain, fused, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", FUSED)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_fused_equals_plain_on_cuda(kind, dtype):
+    """On a GPU the plain path is the default and ``fused_loss = True`` takes the fused one:
+    the same loss and gradients there too (float64 to 1e-10, float32 to 1e-5), in several
+    chunks, dropout on, DOC's regulariser included."""
+    head = build(kind, dtype).train().cuda()
+    head.fused_chunk_bytes = 4 * V * 8 * 5  # several chunks
+    regularize = kind == "doc"
+    plain = loss_and_grads(head, kind, dtype, fused=False, regularize=regularize,
+                           device="cuda")
+    fused = loss_and_grads(head, kind, dtype, fused=True, regularize=regularize,
+                           device="cuda")
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5,
+                                                                           atol=1e-6)
+    assert_same(plain, fused, **tol)
 
 
 @pytest.mark.parametrize("kind", FUSED)

@@ -27,8 +27,8 @@ from ...precision import autocast
 from ...provenance import environment
 from .measure import BENCH_FORMAT, add_ratios, amp_of, log, step_costs, with_random_table
 
-__all__ = ["BENCH_HEADS", "SIZES", "HeadCost", "check_names", "compare_heads", "fit_layers",
-           "head_bytes", "head_cost", "run_bench", "score_bytes"]
+__all__ = ["BENCH_HEADS", "SIZES", "HeadCost", "bench_head", "check_names", "compare_heads",
+           "fit_layers", "head_bytes", "head_cost", "run_bench", "score_bytes"]
 
 
 def head_bytes(head: OutputHead) -> tuple[int, int]:
@@ -228,6 +228,17 @@ def fit_layers(options: dict, n_layers: int) -> dict:
     return {**options, "vectors_per_layer": [0] * (n_layers - len(counts)) + counts}
 
 
+def bench_head(name: str, d: int) -> tuple[str, dict]:
+    """The kind and options the head-alone benchmark builds :data:`BENCH_HEADS` ``name``
+    with: a head that reads layers reads three of size ``d`` (the embedding and two
+    layers)."""
+    kind, options = BENCH_HEADS[name]
+    options = fit_layers(options, 3)
+    if HEADS[kind].reads_layers:
+        options = {**options, "layer_sizes": [d, d, d]}
+    return kind, options
+
+
 def run_bench(names: Sequence[str], sizes: Sequence[str], *, d: int = 400, tokens: int = 1400,
               device: str = "cpu", repeats: int = 5, warmup: int = 2,
               precision: str = "fp32") -> dict:
@@ -241,11 +252,7 @@ def run_bench(names: Sequence[str], sizes: Sequence[str], *, d: int = 400, token
     amp_of(precision)  # checks the precision before any work
     rows = []
     for size in sizes:
-        kinds = [(name, BENCH_HEADS[name][0], fit_layers(BENCH_HEADS[name][1], 3))
-                 for name in names]
-        # a head that reads layers reads three of size d (embedding and two layers)
-        kinds = [(n, k, {**o, "layer_sizes": [d, d, d]} if HEADS[k].reads_layers else o)
-                 for n, k, o in kinds]
+        kinds = [(name, *bench_head(name, d)) for name in names]
         measured = compare_heads([(k, o) for _, k, o in kinds], vocab_size=SIZES[size], d=d,
                                  tokens=tokens, device=device, repeats=repeats,
                                  warmup=warmup, precision=precision)
