@@ -49,7 +49,8 @@ def features(*lead: int, dtype=torch.float32, middle=None) -> Features:
 
 def reads(head) -> dict:
     """Every call of ``head`` that reads features, by name."""
-    calls = {"loss": lambda f: head.loss(f, torch.zeros(f.last.shape[:-1], dtype=torch.long))}
+    calls = {"loss": lambda f: head.loss(f, torch.zeros(f.last.shape[:-1], dtype=torch.long,
+                                                        device=f.last.device))}
     if isinstance(head, VectorHead):
         calls |= {"scores": head.scores, "decode": head.decode,
                   "predict_vectors": head.predict_vectors}
@@ -57,7 +58,8 @@ def reads(head) -> dict:
         calls["log_prob"] = head.log_prob
     if head.has_logits:
         calls |= {"logits": head.logits,
-                  "logits_subset": lambda f: head.logits_subset(f, torch.tensor([1, 3]))}
+                  "logits_subset": lambda f: head.logits_subset(
+                      f, torch.tensor([1, 3], device=f.last.device))}
     if isinstance(head, MixtureHead):
         calls["mixture_weights"] = head.mixture_weights
     return calls

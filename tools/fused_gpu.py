@@ -53,12 +53,22 @@ def _distribution_heads() -> list[str]:
     return [name for name, (kind, _) in BENCH_HEADS.items() if HEADS[kind].is_distribution]
 
 
-def _best(measure, rounds: int) -> dict[str, dict]:
-    """``measure(fused)`` for plain and fused in alternating rounds; each one's fastest."""
-    best: dict[str, dict] = {}
+def _best(measure, rounds: int) -> dict[str, dict | None]:
+    """``measure(fused)`` for plain and fused in alternating rounds; each one's fastest
+    (None: it ran out of the device's memory)."""
+    import torch
+
+    best: dict[str, dict | None] = {}
     for _ in range(rounds):
         for path, fused in (("plain", False), ("fused", True)):
-            row = measure(fused)
+            if path in best and best[path] is None:
+                continue
+            try:
+                row = measure(fused)
+            except torch.OutOfMemoryError:
+                best[path] = None
+                torch.cuda.empty_cache()
+                continue
             if path not in best or row["train_step_s"] < best[path]["train_step_s"]:
                 best[path] = row
     return best
@@ -68,12 +78,13 @@ def _record(what: str, name: str, size: str, tokens: int, best: dict[str, dict])
     plain, fused = best["plain"], best["fused"]
     out = {"what": what, "name": name, "size": size, "vocab_size": SIZES[size],
            "tokens": tokens}
-    for path, row in best.items():
-        out[f"{path}_ms"] = 1000 * row["train_step_s"]
-        out[f"{path}_peak_bytes"] = row["peak_bytes"]
-    out["time_ratio"] = fused["train_step_s"] / plain["train_step_s"]
+    for path, row in best.items():  # None: out of memory
+        out[f"{path}_ms"] = None if row is None else 1000 * row["train_step_s"]
+        out[f"{path}_peak_bytes"] = None if row is None else row["peak_bytes"]
+    both = plain is not None and fused is not None
+    out["time_ratio"] = fused["train_step_s"] / plain["train_step_s"] if both else None
     out["memory_ratio"] = (fused["peak_bytes"] / plain["peak_bytes"]
-                           if plain["peak_bytes"] else None)
+                           if both and plain["peak_bytes"] else None)
     return out
 
 
@@ -100,7 +111,8 @@ def run(device: str, rounds: int, tiny: bool) -> list[dict]:
             settings.update(overrides=TINY_STEP, bptt=5, eval_batch_size=2)
         best = _best(lambda fused, name=name, size=size, settings=settings:
                      model_cost(name, size, fused=fused, **settings).__dict__, rounds)
-        rows.append(_record("step", name, size, batch * best["plain"]["bptt"], best))
+        bptt = next(row["bptt"] for row in best.values() if row is not None)
+        rows.append(_record("step", name, size, batch * bptt, best))
         print(_line(rows[-1]), flush=True)
     return rows
 
@@ -109,11 +121,16 @@ def _mib(n: int | None) -> str:
     return f"{n / 2**20:10.0f}" if n else f"{'-':>10}"
 
 
+def _number(x: float | None, width: int, missing: str = "-") -> str:
+    return f"{x:{width}.2f}" if x is not None else f"{missing:>{width}}"
+
+
 def _line(r: dict) -> str:
-    memory = f"{r['memory_ratio']:8.2f}" if r["memory_ratio"] is not None else f"{'-':>8}"
+    """One row of the printed table (``OOM``: that path ran out of the device's memory)."""
     return (f"{r['what']:<5}{r['name']:<20}{r['size']:<5}{r['tokens']:>6}"
-            f"{r['plain_ms']:10.2f}{r['fused_ms']:10.2f}{r['time_ratio']:8.2f}"
-            f"{_mib(r['plain_peak_bytes'])}{_mib(r['fused_peak_bytes'])}{memory}")
+            f"{_number(r['plain_ms'], 10, 'OOM')}{_number(r['fused_ms'], 10, 'OOM')}"
+            f"{_number(r['time_ratio'], 8)}{_mib(r['plain_peak_bytes'])}"
+            f"{_mib(r['fused_peak_bytes'])}{_number(r['memory_ratio'], 8)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,8 +114,10 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
         d_hidden: the feature size the head reads (default ``d``).
         precision: ``"fp32"``, or ``"bf16"`` for autocast around forward and loss.
         fused: time the fused output loss (:mod:`drillbook.heads.fused`, the CPU's
-            default in training); False (default): the plain path, the reference whose
-            ``(n, V)`` scores these measurements show, and what a GPU runs by default.
+            default in training) on any device, a GPU included (where the head and the
+            precision have one: not under autocast); False (default): the plain path, the
+            reference whose ``(n, V)`` scores these measurements show, and what a GPU runs
+            by default.
         options: the head's own options (``depth``, ``n_experts``, ...).
     """
     device = torch.device(device)
@@ -132,7 +134,7 @@ def head_cost(kind: str, *, vocab_size: int, d: int, tokens: int, d_hidden: int 
         embedding = embedding.to(device)
     head = build_head(kind, vocab_size=vocab_size, d_hidden=d_hidden, embedding=embedding,
                       **with_random_table(kind, vocab_size, options)).to(device)
-    head.fused_loss = None if fused else False
+    head.fused_loss = fused  # True: fused on every device, a GPU included
     feats = _features(head, tokens, d, device, gen)
     n = feats.last.shape[0] * feats.last.shape[1]
     target = torch.randint(0, vocab_size, feats.last.shape[:-1], generator=gen).to(device)

@@ -133,7 +133,7 @@ def model_cost(name: str, size: str, *, encoder_config: str = "ptb/awd-lstm",
     torch.manual_seed(seed)  # the same encoder weights for every head
     model = build_model(config, vocab_size).to(device)
     head = model.head
-    head.fused_loss = None if fused else False
+    head.fused_loss = fused  # True: fused on every device, a GPU included
     gen = torch.Generator().manual_seed(seed)
     train_ids = torch.randint(0, vocab_size, (bptt + 1, batch), generator=gen).to(device)
     eval_ids = torch.randint(0, vocab_size, (bptt + 1, eval_batch), generator=gen).to(device)
