@@ -23,6 +23,7 @@ Peak memory is CUDA's peak during the training steps above what was allocated be
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -63,6 +64,9 @@ def _best(measure, rounds: int) -> dict[str, dict | None]:
         for path, fused in (("plain", False), ("fused", True)):
             if path in best and best[path] is None:
                 continue
+            gc.collect()  # the last measurement's graph and buffers, before this one's peak
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
             try:
                 row = measure(fused)
             except torch.OutOfMemoryError:
