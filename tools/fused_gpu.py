@@ -10,7 +10,7 @@ plain, fused, ...) and its fastest round kept:
   (:func:`drillbook.experiments.bench.heads.head_cost`);
 * ``step``: the paper-size AWD-LSTM's training step (``ptb/awd-lstm``'s encoder, batch
   20 x 70) with the tied, DRILL-4, MoS-15 and DOC heads at PTB's vocabulary, and the tied
-  and MoS-15 heads at WikiText-2's with its batch of 80
+  and MoS-15 heads at WikiText-2's (``wt2/awd-lstm``'s encoder, batch 80 x 70)
   (:func:`drillbook.experiments.bench.model.model_cost`).
 
 Peak memory is CUDA's peak during the training steps above what was allocated before them
@@ -43,9 +43,10 @@ from drillbook.heads import HEADS  # noqa: E402
 
 #: (vocabulary size name, positions per step) of the heads alone
 HEAD_SHAPES = (("ptb", 20 * 70), ("wt2", 80 * 70))
-#: (head, vocabulary size name, batch) of the whole paper-size step
-STEPS = (("tied", "ptb", 20), ("drill-4", "ptb", 20), ("mos-15", "ptb", 20),
-         ("doc-15+5", "ptb", 20), ("tied", "wt2", 80), ("mos-15", "wt2", 80))
+#: (head, vocabulary size name, batch, encoder config) of the whole paper-size step
+STEPS = (("tied", "ptb", 20, "ptb/awd-lstm"), ("drill-4", "ptb", 20, "ptb/awd-lstm"),
+         ("mos-15", "ptb", 20, "ptb/awd-lstm"), ("doc-15+5", "ptb", 20, "ptb/awd-lstm"),
+         ("tied", "wt2", 80, "wt2/awd-lstm"), ("mos-15", "wt2", 80, "wt2/awd-lstm"))
 #: a tiny run's sizes (a CPU rehearsal)
 TINY_STEP = ["model.emsize=16", "model.nhid=16", "model.nlayers=2"]
 
@@ -92,11 +93,13 @@ def _record(what: str, name: str, size: str, tokens: int, best: dict[str, dict])
     return out
 
 
-def run(device: str, rounds: int, tiny: bool) -> list[dict]:
+def run(device: str, rounds: int, tiny: bool, parts: str = "all") -> list[dict]:
     rows = []
     repeats, warmup = (1, 1) if tiny else (5, 2)
     heads = _distribution_heads()
     shapes = (("ptb", 64),) if tiny else HEAD_SHAPES
+    if parts == "steps":
+        shapes = ()
     d = 8 if tiny else 400
     for size, tokens in shapes:
         for name in heads:
@@ -107,16 +110,17 @@ def run(device: str, rounds: int, tiny: bool) -> list[dict]:
                                    fused=fused, **options).to_dict(), rounds)
             rows.append(_record("head", name, size, tokens, best))
             print(_line(rows[-1]), flush=True)
-    steps = (("tied", "ptb", 2), ("mos-15", "ptb", 2)) if tiny else STEPS
-    for name, size, batch in steps:
-        settings = dict(encoder_config="ptb/awd-lstm", batch_size=batch,
+    steps = (("tied", "ptb", 2, "ptb/awd-lstm"), ("mos-15", "wt2", 2, "wt2/awd-lstm")
+             ) if tiny else STEPS
+    for name, size, batch, encoder in steps:
+        settings = dict(encoder_config=encoder, batch_size=batch,
                         device=device, repeats=repeats, warmup=warmup)
         if tiny:
             settings.update(overrides=TINY_STEP, bptt=5, eval_batch_size=2)
         best = _best(lambda fused, name=name, size=size, settings=settings:
                      model_cost(name, size, fused=fused, **settings).__dict__, rounds)
         bptt = next(row["bptt"] for row in best.values() if row is not None)
-        rows.append(_record("step", name, size, batch * bptt, best))
+        rows.append({**_record("step", name, size, batch * bptt, best), "encoder": encoder})
         print(_line(rows[-1]), flush=True)
     return rows
 
@@ -143,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating rounds of plain and fused (default 2)")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: a rehearsal")
+    parser.add_argument("--parts", choices=("all", "steps"), default="all",
+                        help="all (default), or only the whole steps")
     parser.add_argument("--out", type=Path, help="write the rows here as JSON")
     args = parser.parse_args(argv)
     import torch
@@ -155,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'':<5}{'head':<20}{'V':<5}{'pos':>6}{'plain ms':>10}{'fused ms':>10}"
           f"{'ratio':>8}{'plain MiB':>10}{'fused MiB':>10}{'ratio':>8}")
     start = time.monotonic()
-    rows = run(args.device, args.rounds, args.tiny)
+    rows = run(args.device, args.rounds, args.tiny, args.parts)
     device = (torch.cuda.get_device_name() if args.device.startswith("cuda")
               else "cpu")
     report = {"device": device, "torch": torch.__version__, "tf32": False,
-              "rounds": args.rounds, "tiny": args.tiny,
+              "rounds": args.rounds, "tiny": args.tiny, "parts": args.parts,
               "seconds": round(time.monotonic() - start, 1), "rows": rows}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
