@@ -851,6 +851,67 @@ print(book.assert_quoted({"vmf:table4:word-ce": {"ms_per_batch": 400},
 print(f"{400 / 178:.2f} to {400 / 160:.2f} times")
 
 # %% [markdown]
+# ### The fused loss on a GPU
+#
+# Chunking with recomputation is one way to never hold all of a mixture's scores. The
+# fused loss (`drillbook.heads.fused`) is another, and it serves every head whose scores
+# are a matrix product, mixtures included. It walks the positions in chunks and, for each
+# chunk, forms the scores, their log-normaliser, the target's score and, already in the
+# forward pass, the gradient with respect to the scores, $\operatorname{softmax}(s) -
+# e_y$ (for a mixture, each component's weighted by its posterior responsibility). It
+# folds that gradient straight into the gradients of the context and of the word vectors.
+# No $n \times V$ matrix ever exists, and the backward pass has nothing left to
+# recompute. On a CPU it is every such head's default in training. On a GPU the plain path
+# stays the default and `head.fused_loss = True` takes the fused one; a GPU chunk holds
+# 256 MB of scores. A fourth window on an H200 (`tools/fused_gpu.py`) timed one training
+# step of the paper-size AWD-LSTM each way, in float32, the faster of two alternating
+# rounds, and recorded each step's peak memory:
+
+# %% tags=["nbval-check-output"]
+window4 = book.book_results() / "gpu" / "2026-11-29-h200-fp32" / "bench"
+fused_steps = {(r["name"], r["size"]): r for r in
+               json.loads((window4 / "fused-gpu-steps.json").read_text())["rows"]}
+for (name, size), r in fused_steps.items():
+    print(f"{name:<9} {size}, {r['tokens']:>5} positions: plain {r['plain_ms']:6.1f} ms "
+          f"{r['plain_peak_bytes'] / 1e9:5.2f} GB, fused {r['fused_ms']:6.1f} ms "
+          f"{r['fused_peak_bytes'] / 1e9:5.2f} GB: time x {r['time_ratio']:.2f}, "
+          f"memory x {r['memory_ratio']:.3f}")
+mos_wt2, tied_wt2 = fused_steps["mos-15", "wt2"], fused_steps["tied", "wt2"]
+assert 45 < mos_wt2["plain_peak_bytes"] / 1e9 < 46 and mos_wt2["fused_peak_bytes"] < 1.3e9
+assert mos_wt2["memory_ratio"] < 0.03 and 0.94 < mos_wt2["time_ratio"] < 0.96
+assert (round(mos_wt2["fused_ms"]), round(mos_wt2["plain_ms"])) == (218, 229)
+assert round(mos_wt2["fused_peak_bytes"] / 1e9, 1) == 1.2
+assert 4 * 1400 * book.SIZES["ptb"] == 56e6  # PTB's scores at 1,400 positions: 56 MB
+assert 0.36 < tied_wt2["memory_ratio"] < 0.37 and 1.02 < tied_wt2["time_ratio"] < 1.04
+assert all(fused_steps[k, "ptb"]["memory_ratio"] < 0.2 for k in ("mos-15", "doc-15+5"))
+assert all(0.97 <= round(fused_steps[k, "ptb"]["time_ratio"], 2) <= 0.98
+           for k in ("mos-15", "doc-15+5"))
+heads_alone = json.loads((window4 / "fused-gpu.json").read_text())["rows"]
+single = [r for r in heads_alone if r["what"] == "head" and r["size"] == "ptb"
+          and not r["name"].startswith(("mos", "doc"))]
+times = [r["time_ratio"] for r in single]
+memories = [r["memory_ratio"] for r in single]
+print(f"{len(single)} single-softmax heads alone at PTB size, 1,400 positions: fused "
+      f"{min(times):.2f} to {max(times):.2f} x the plain time, {min(memories):.2f} to "
+      f"{max(memories):.2f} x its memory")
+assert (round(min(times), 2), round(max(times), 2)) == (1.06, 1.52)
+assert 0.99 < min(memories) and max(memories) < 1.09
+
+# %% [markdown]
+# MoS-15 at WikiText-2's vocabulary and the authors' batch of 80 peaked at 45.5 GB on the
+# plain path and at 1.2 GB fused, under 3% of it, and its step was 5% faster (218 against
+# 229 ms): the fused loss does what chunks of 256 did for its memory without their third
+# more time. MoS and DOC at PTB size keep under a fifth of their memory, 2 to 3% faster.
+# The tied AWD-LSTM at WikiText-2 size keeps 37% of its memory, 3% slower. Where the
+# scores fit in one chunk the fused path only adds its own work: at PTB's 1,400 positions
+# (56 MB of scores) each single-softmax head alone took 1.06 to 1.52 times its plain time,
+# and its memory stayed within 9% of the plain path's. So on a GPU it pays for a mixture,
+# and for a single softmax once its scores outgrow the memory one can spare; it is off by
+# default there. The same window ran the test suite's GPU tests, which check that the
+# fused loss and every gradient equal the plain path's on the GPU for every head of the
+# registry.
+
+# %% [markdown]
 # ## Takeaways
 #
 # * Count before you time. A head's work is scores ($\propto nV$), label encoding
@@ -860,7 +921,8 @@ print(f"{400 / 178:.2f} to {400 / 160:.2f} times")
 #   vanishes at evaluation. Behind an AWD-LSTM the arithmetic predicts about 1.2 times,
 #   as the paper measured.
 # * A mixture multiplies the dominant term by $K$, and its elementwise work adds more.
-#   Chunking bounds its memory, not its time.
+#   Chunking bounds its memory, not its time; the fused loss bounds its memory and
+#   saves a little time (on an H200, MoS-15's WikiText-2 step in under 3% of the memory).
 # * vMF removes the $V$-sized term from training, and its advantage grows with the
 #   vocabulary. Decoding still compares against every word, with a narrower product.
 # * Time two codes side by side, in one process, on the same batches. Against the log of
