@@ -631,3 +631,35 @@ def test_peak_memory_counts_only_what_the_measurement_allocated(monkeypatch):
     with measure.PeakMemory(torch.device("cpu")) as peak:
         pass
     assert peak.bytes is None
+
+
+def test_the_fused_against_plain_tool_records_both_paths_and_an_out_of_memory(tmp_path):
+    """``tools/fused_gpu.py`` (a GPU window's measurement) at tiny sizes on the CPU: each
+    whole step is measured both ways and its ratio is fused over plain; a path that runs
+    out of the device's memory is recorded as such, not as a number."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "fused_gpu.py"
+    spec = importlib.util.spec_from_file_location("fused_gpu", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = tmp_path / "fused.json"
+    assert tool.main(["--tiny", "--device", "cpu", "--parts", "steps", "--rounds", "1",
+                      "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [(r["name"], r["size"], r["what"]) for r in report["rows"]] == [
+        ("tied", "ptb", "step"), ("mos-15", "wt2", "step")]
+    for r in report["rows"]:
+        assert r["time_ratio"] == pytest.approx(r["fused_ms"] / r["plain_ms"])
+        assert r["plain_peak_bytes"] is None and r["memory_ratio"] is None  # no CUDA peak
+
+    def plain_runs_out(fused):
+        if not fused:
+            raise torch.OutOfMemoryError("no memory left")
+        return {"train_step_s": 0.5, "peak_bytes": 7}
+
+    best = tool._best(plain_runs_out, rounds=2)
+    row = tool._record("step", "mos-15", "wt2", 5600, best)
+    assert (row["plain_ms"], row["fused_ms"], row["time_ratio"]) == (None, 500.0, None)
+    assert "OOM" in tool._line(row)
