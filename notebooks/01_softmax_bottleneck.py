@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/01_softmax_bottleneck.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 20 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 55 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # A language model is asked one question over and over: *given this context, how likely

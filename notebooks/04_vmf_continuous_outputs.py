@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/04_vmf_continuous_outputs.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 55 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 130 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # Every output layer so far ends in a softmax over the whole vocabulary: $V$ scores per

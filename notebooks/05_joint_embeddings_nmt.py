@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/05_joint_embeddings_nmt.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 80 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 170 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # {doc}`02_tied_joint_drill` compared output layers inside a language model. This chapter

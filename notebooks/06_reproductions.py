@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/06_reproductions.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 10 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 40 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # The earlier chapters built every output layer of the four papers and trained them at a

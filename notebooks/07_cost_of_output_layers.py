@@ -19,7 +19,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/drillbook/drillbook/blob/main/notebooks/07_cost_of_output_layers.ipynb)
 #
-# *Running time of the small profile (what CI runs): about 20 s on a 2-core CPU, measured
+# *Running time of the small profile (what CI runs): about 45 s on a 2-core CPU, measured
 # when the outputs below were produced.*
 #
 # The papers report cost loosely. DRILL's Table 3 {cite:p}`pappas2019drill` times whole
