@@ -70,9 +70,8 @@ def _best(measure, rounds: int) -> dict[str, dict | None]:
                 torch.cuda.empty_cache()
             try:
                 row = measure(fused)
-            except torch.OutOfMemoryError:
+            except torch.OutOfMemoryError:  # the next measurement empties the cache
                 best[path] = None
-                torch.cuda.empty_cache()
                 continue
             if path not in best or row["train_step_s"] < best[path]["train_step_s"]:
                 best[path] = row
@@ -118,7 +117,7 @@ def run(device: str, rounds: int, tiny: bool, parts: str = "all") -> list[dict]:
         if tiny:
             settings.update(overrides=TINY_STEP, bptt=5, eval_batch_size=2)
         best = _best(lambda fused, name=name, size=size, settings=settings:
-                     model_cost(name, size, fused=fused, **settings).__dict__, rounds)
+                     model_cost(name, size, fused=fused, **settings).to_dict(), rounds)
         bptt = next(row["bptt"] for row in best.values() if row is not None)
         rows.append({**_record("step", name, size, batch * bptt, best), "encoder": encoder})
         print(_line(rows[-1]), flush=True)
