@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["device_name", "environment", "git_state", "source_hash", "stamp_source"]
+__all__ = ["device_kind", "device_name", "environment", "git_state", "source_hash", "stamp_source"]
 
 #: the package's own folder: what ``git_state`` asks git about
 _PACKAGE = Path(__file__).parent
@@ -92,6 +92,12 @@ def device_name(device: torch.device | str) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def device_kind(name: str) -> str:
+    """What kind of device a result file's ``device`` (:func:`device_name`) names: ``cpu``
+    or ``gpu``."""
+    return "cpu" if name.startswith("cpu") else "gpu"
 
 
 def environment(device: str | torch.device | None = None) -> dict:

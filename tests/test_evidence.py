@@ -274,7 +274,10 @@ def test_a_plan_trained_in_sittings_lists_every_run_and_how_far_it_got(tmp_path)
                 if (d["row"], d["seed"]) == ("sigsoftmax", 141))
     stopped = copy.deepcopy(base)
     stopped.update(seed=143, status="deadline", epochs_done=0, wall_seconds=30.0,
-                   metrics={})
+                   metrics={}, sittings=[{
+                       "git_commit": base["git_commit"], "git_dirty": False,
+                       "device": "NVIDIA H200", "epochs": [1, 0], "budget_minutes": 1.0,
+                       "execution": {"way": "process", "rows": 1, "graphed": False}}])
     (tmp_path / "laptop-lm" / "seed-143").mkdir(parents=True)
     (tmp_path / "laptop-lm" / "sigsoftmax.json").write_text(json.dumps(base))
     (tmp_path / "laptop-lm" / "seed-143" / "sigsoftmax.json").write_text(json.dumps(stopped))
@@ -287,6 +290,10 @@ def test_a_plan_trained_in_sittings_lists_every_run_and_how_far_it_got(tmp_path)
         base["wall_seconds"] / 60 / base["epochs_done"])
     assert (second["seed"], second["final"], second["test"], second["minutes_per_epoch"]) == (
         143, False, None, None)
+    assert (first["device"], second["device"]) == ("cpu", "gpu")
+    stopped["sittings"].insert(0, {**stopped["sittings"][0], "device": base["device"]})
+    (tmp_path / "laptop-lm" / "seed-143" / "sigsoftmax.json").write_text(json.dumps(stopped))
+    assert plan_runs("laptop-lm", tmp_path)[1]["device"] == "cpu+gpu"
 
 
 def test_rank_rows_give_the_width_of_the_scored_vectors():

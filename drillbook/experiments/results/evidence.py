@@ -24,6 +24,7 @@ from typing import Any
 from ...errors import MissingFileError
 from ...metrics import log_interpolate
 from ...plotting import family_colors, head_color, head_kind
+from ...provenance import device_kind
 from ..tables import table_of
 from .files import (
     FINAL_STATUSES,
@@ -68,18 +69,23 @@ def plan_runs(table: str, folder: str | Path | None = None) -> list[dict[str, An
     ``row``, ``seed``, ``status``, ``final`` (its stopping rule or its epoch cap ended it:
     ``status`` in ``FINAL_STATUSES``), ``epochs``, ``valid`` (the best validation metric:
     perplexity, or BLEU for translation), ``test``, ``minutes`` (of training, on its
-    device) and ``minutes_per_epoch``."""
+    device), ``minutes_per_epoch`` and ``device``: ``cpu`` or ``gpu``, the kind of device
+    its sittings trained on (``cpu+gpu`` for a run that moved between them; its minutes
+    then mean little)."""
     out = []
     for d in table_results(table, folder, seeds=True):
         key = result_task(d).metric_key
         metrics = d["metrics"]
         epochs = d["epochs_done"]
         minutes = d["wall_seconds"] / 60
+        kinds = sorted({device_kind(s["device"]) for s in d.get("sittings") or ()}
+                       or {device_kind(d["device"])})
         out.append({"row": d["row"], "seed": d["seed"], "status": d["status"],
                     "final": d["status"] in FINAL_STATUSES, "epochs": epochs,
                     "valid": metrics.get(f"val_{key}"), "test": metrics.get(f"test_{key}"),
                     "minutes": minutes,
-                    "minutes_per_epoch": minutes / epochs if epochs else None})
+                    "minutes_per_epoch": minutes / epochs if epochs else None,
+                    "device": "+".join(kinds)})
     return out
 
 
