@@ -457,6 +457,17 @@ def test_the_report_shows_a_table_across_seeds_once_a_row_has_two(tmp_path):
     assert report.index("| tied | 3 |") < report.index("| mos | 3 |") < report.index("| doc | 1 |")
     assert ("Pairs of rows with at least two seeds each: 1; resolved (ranges do not "
             "overlap): tied < mos.") in report
+    assert "(gpu)" not in report  # every seed on one kind of device: no marks
+    # a seed trained on a GPU, in a table whose other seeds trained on a CPU, is named
+    doc = run("mos", 143, 279.0)
+    doc["sittings"] = [{"git_commit": "0" * 40, "git_dirty": False,
+                        "device": "NVIDIA H200", "epochs": [1, 3], "budget_minutes": 1.0,
+                        "execution": {"way": "process", "rows": 1, "graphed": False}}]
+    write_result(tmp_path / "cpu-scale" / "seed-143" / "mos.json", doc)
+    marked = render_report(tmp_path)
+    assert "| mos | 3 | 141, 142, 143 (gpu) | 280.00 |" in marked
+    assert "| tied | 3 | 141, 142, 143 | 261.00 |" in marked
+    assert "A seed marked (gpu) trained on a GPU" in marked
 
 
 def test_a_row_writes_its_test_metric_before_its_long_analyses(tmp_path, monkeypatch):

@@ -24,7 +24,6 @@ from typing import Any
 from ...errors import MissingFileError
 from ...metrics import log_interpolate
 from ...plotting import family_colors, head_color, head_kind
-from ...provenance import device_kind
 from ..tables import table_of
 from .files import (
     FINAL_STATUSES,
@@ -35,6 +34,7 @@ from .files import (
     load_results,
     read_result,
     result_task,
+    trained_on,
 )
 from .seeds import check_same_code
 
@@ -78,14 +78,12 @@ def plan_runs(table: str, folder: str | Path | None = None) -> list[dict[str, An
         metrics = d["metrics"]
         epochs = d["epochs_done"]
         minutes = d["wall_seconds"] / 60
-        kinds = sorted({device_kind(s["device"]) for s in d.get("sittings") or ()}
-                       or {device_kind(d["device"])})
         out.append({"row": d["row"], "seed": d["seed"], "status": d["status"],
                     "final": d["status"] in FINAL_STATUSES, "epochs": epochs,
                     "valid": metrics.get(f"val_{key}"), "test": metrics.get(f"test_{key}"),
                     "minutes": minutes,
                     "minutes_per_epoch": minutes / epochs if epochs else None,
-                    "device": "+".join(kinds)})
+                    "device": trained_on(d)})
     return out
 
 

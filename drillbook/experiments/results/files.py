@@ -17,6 +17,7 @@ from ...atomic import write_atomic, write_json
 from ...configs import task_named_by
 from ...errors import MissingFileError, ResultFileError
 from ...precision import canonical_precision
+from ...provenance import device_kind
 from ...train.tasks import Task, task_of
 from .schema import DYNAMIC_METRICS as DYNAMIC_METRICS
 from .schema import DYNAMIC_REQUIRED as DYNAMIC_REQUIRED
@@ -30,8 +31,8 @@ __all__ = ["DYNAMIC_METRICS", "DYNAMIC_REQUIRED", "FINAL_STATUSES",
            "FINETUNED_REQUIRED", "OPTIONAL", "PACK_LIMIT_BYTES", "PLATEAU", "READABLE_FORMATS",
            "REQUIRED", "RESULT_FORMAT", "book_results", "gpu_results", "gpu_union",
            "gpu_windows", "is_final", "load_results", "pack_results", "read_result",
-           "result_precision", "result_task", "unpack_results", "validate_result",
-           "write_result"]
+           "result_precision", "result_task", "trained_on", "unpack_results",
+           "validate_result", "write_result"]
 
 
 def write_result(path: str | Path, doc: dict[str, Any]) -> Path:
@@ -278,6 +279,14 @@ def result_task(doc: dict[str, Any]) -> Task:
     instead of guessing from the metrics: the metric's name and key, whether the row
     fine-tunes, ranks or decodes."""
     return task_of(task_named_by(doc.get("config") or {}))
+
+
+def trained_on(doc: dict[str, Any]) -> str:
+    """Where a result file's row trained: ``cpu`` or ``gpu``
+    (:func:`drillbook.provenance.device_kind`) over all its sittings, ``cpu+gpu`` for one
+    that moved between them; a file without sittings by its own ``device``."""
+    names = [s["device"] for s in doc.get("sittings") or ()] or [doc["device"]]
+    return "+".join(sorted({device_kind(name) for name in names}))
 
 
 def result_precision(doc: dict[str, Any]) -> str:

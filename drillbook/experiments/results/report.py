@@ -14,7 +14,7 @@ from ...train.tasks import Task
 from ..bench.report import render_targets
 from ..tables import PLANS, table_of
 from .authors_code import PACKAGE_ROWS, UNEXPLAINED, authors_code_timings
-from .files import gpu_union, load_results, result_task
+from .files import gpu_union, load_results, result_task, trained_on
 from .format import fmt
 from .seeds import (
     SEED_FOLDER,
@@ -316,9 +316,19 @@ def _seeds_section(runs: dict[str, list[dict]], table: str, task: Task,
              "do not overlap; two equally good rows of three seeds each are resolved by "
              f"chance with probability {chance_separated(3, 3):.2f}.", "",
              "| row | n | seeds | mean | std | low | high |", "|---|---|---|---|---|---|---|"]
-    for r in spread_table(spreads, digits=2):
+    # where the table's runs trained on more than one kind of device, name the GPU ones
+    where = {(d["row"], d["seed"]): trained_on(d) for docs in runs.values() for d in docs}
+    mixed = len(set(where.values())) > 1
+    for spread, r in zip(spreads, spread_table(spreads, digits=2), strict=True):
+        if mixed:
+            r["seeds"] = ", ".join(
+                f"{seed}" if where[spread.row, seed] == "cpu"
+                else f"{seed} ({where[spread.row, seed]})" for seed in spread.seeds)
         lines.append("| " + " | ".join(r[k] for k in ("row", "n", "seeds", "mean", "std",
                                                        "low", "high")) + " |")
+    if mixed:
+        lines += ["", "A seed marked (gpu) trained on a GPU, the others on a CPU: the same "
+                  "code, with another device's dropout draws and order of sums."]
     pairs = resolved_pairs(spreads)
     told = [f"{p['lower']} < {p['higher']}" for p in pairs if p["resolved"]]
     lines += ["", f"Pairs of rows with at least two seeds each: {len(pairs)}; resolved "
