@@ -86,17 +86,20 @@ def stamp_source() -> Path:
 
 
 def device_name(device: torch.device | str) -> str:
-    """A result file's ``device``: the GPU's name on CUDA, else the CPU with its machine
-    type and torch's thread count (``"cpu (x86_64, 2 threads)"``)."""
+    """A result file's ``device``: the GPU's name on CUDA, the CPU with its machine type and
+    torch's thread count (``"cpu (x86_64, 2 threads)"``), any other device by its type
+    (``"mps"``)."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
+    if device.type != "cpu":
+        return device.type
     return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def device_kind(name: str) -> str:
-    """What kind of device a result file's ``device`` (:func:`device_name`) names: ``cpu``
-    or ``gpu``."""
+    """What kind of device a result file's ``device`` (:func:`device_name`) names: ``cpu``,
+    else ``gpu`` (a CUDA GPU's name, or an accelerator's type such as ``mps``)."""
     return "cpu" if name.startswith("cpu") else "gpu"
 
 

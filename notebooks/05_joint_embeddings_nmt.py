@@ -868,13 +868,13 @@ assert 0 < beamed["transformer-tied"] - laptop_docs["transformer-tied", 1]["metr
 seed_runs = {row: {seed: laptop_docs[row, seed] for r, seed in laptop_docs if r == row}
              for row in ("transformer-tied", "transformer-drill")}
 where = laptop_runs.set_index(["row", "seed"])["device"]
-for row, runs in seed_runs.items():
-    for seed, run in runs.items():
-        curve = [point["val_bleu"] for point in run["curve"]]
-        print(f"{row}, seed {seed} ({where[row, seed]}): {run['epochs_done']} epochs, best at "
-              f"epoch {1 + curve.index(max(curve))}; validation BLEU "
-              f"{run['metrics']['val_bleu']:.2f}, test BLEU {run['metrics']['test_bleu']:.2f}, "
-              f"beam 5 {run['analyses']['beam']['bleu']:.2f}")
+seed_table = pd.DataFrame([
+    {"row": row, "seed": seed, "device": where[row, seed], "epochs": run["epochs_done"],
+     "best at epoch": max(run["curve"], key=lambda point: point["val_bleu"])["epoch"],
+     "valid": run["metrics"]["val_bleu"], "test": run["metrics"]["test_bleu"],
+     "test, beam 5": run["analyses"]["beam"]["bleu"]}
+    for row, runs in seed_runs.items() for seed, run in runs.items()])
+print(seed_table.round(2).to_string(index=False))
 bleu_of = {row: {split: [r["metrics"][f"{split}_bleu"] for r in runs.values()]
                  for split in ("val", "test")} for row, runs in seed_runs.items()}
 for split in ("val", "test"):

@@ -10,6 +10,20 @@ import pytest
 from drillbook import provenance
 
 
+def test_a_device_is_named_by_its_kind(monkeypatch):
+    """A CPU's name says so; a GPU's is its own; another accelerator (Apple's ``mps``) is
+    not mistaken for the CPU, and :func:`device_kind` reads each back."""
+    import torch
+
+    cpu = provenance.device_name("cpu")
+    assert cpu.startswith("cpu (") and cpu.endswith(f"{torch.get_num_threads()} threads)")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    assert provenance.device_name("cuda:0") == "NVIDIA H200"
+    assert provenance.device_name("mps") == "mps"
+    assert [provenance.device_kind(provenance.device_name(d)) for d in ("cpu", "cuda", "mps")
+            ] == ["cpu", "gpu", "gpu"]
+
+
 def test_this_checkout_names_its_commit():
     state = provenance.git_state()
     assert len(state["commit"]) == 40 and isinstance(state["dirty"], bool)
