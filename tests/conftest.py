@@ -144,6 +144,14 @@ def pytest_sessionfinish(session):
                       "orders the files, longest first", "files": files}, indent=1) + "\n")
 
 
+def gpu_sitting(epochs: list[int], commit: str = "0" * 40) -> dict:
+    """One sitting of a row trained on a GPU, as a result file records it (the fields the
+    run's ``sittings`` list holds): for tests that need a row to have moved devices."""
+    return {"git_commit": commit, "git_dirty": False, "device": "NVIDIA H200",
+            "epochs": list(epochs), "budget_minutes": 1.0,
+            "execution": {"way": "process", "rows": 1, "graphed": False}}
+
+
 @pytest.fixture
 def gen() -> torch.Generator:
     return torch.Generator().manual_seed(1234)

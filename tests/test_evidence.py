@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import gpu_sitting
 
 from drillbook.analysis import loss_by_band, loss_by_word, rare_word_f1
 from drillbook.analysis.frequency import DRILL_BANDS, band_label
@@ -274,10 +275,7 @@ def test_a_plan_trained_in_sittings_lists_every_run_and_how_far_it_got(tmp_path)
                 if (d["row"], d["seed"]) == ("sigsoftmax", 141))
     stopped = copy.deepcopy(base)
     stopped.update(seed=143, status="deadline", epochs_done=0, wall_seconds=30.0,
-                   metrics={}, sittings=[{
-                       "git_commit": base["git_commit"], "git_dirty": False,
-                       "device": "NVIDIA H200", "epochs": [1, 0], "budget_minutes": 1.0,
-                       "execution": {"way": "process", "rows": 1, "graphed": False}}])
+                   metrics={}, sittings=[gpu_sitting([1, 0], base["git_commit"])])
     (tmp_path / "laptop-lm" / "seed-143").mkdir(parents=True)
     (tmp_path / "laptop-lm" / "sigsoftmax.json").write_text(json.dumps(base))
     (tmp_path / "laptop-lm" / "seed-143" / "sigsoftmax.json").write_text(json.dumps(stopped))

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import gpu_sitting
 from test_train import tiny_corpus
 
 from drillbook.cli import main
@@ -460,9 +461,7 @@ def test_the_report_shows_a_table_across_seeds_once_a_row_has_two(tmp_path):
     assert "(gpu)" not in report  # every seed on one kind of device: no marks
     # a seed trained on a GPU, in a table whose other seeds trained on a CPU, is named
     doc = run("mos", 143, 279.0)
-    doc["sittings"] = [{"git_commit": "0" * 40, "git_dirty": False,
-                        "device": "NVIDIA H200", "epochs": [1, 3], "budget_minutes": 1.0,
-                        "execution": {"way": "process", "rows": 1, "graphed": False}}]
+    doc["sittings"] = [gpu_sitting([1, 3])]
     write_result(tmp_path / "cpu-scale" / "seed-143" / "mos.json", doc)
     marked = render_report(tmp_path)
     assert "| mos | 3 | 141, 142, 143 (gpu) | 280.00 |" in marked
