@@ -389,9 +389,10 @@ print(f"laptop-lm: d = {lm_model.emsize}, a {lm_model.nlayers} x {lm_model.nhid}
       f"Transformer width {nmt_transformer.d_model}, seeds {book.PLANS['laptop-nmt'].seeds}")
 assert (lm_model.emsize, lm_model.nlayers, lm_model.nhid) == (32, 2, 64)
 assert nmt_lstm.hidden == nmt_transformer.d_model == 128
-laptop = {}
+laptop, runs_of = {}, {}
 for name in ("laptop-lm", "laptop-nmt", "laptop-nmt-vmf"):
-    plan, runs = book.PLANS[name], book.plan_runs(name)
+    plan = book.PLANS[name]
+    runs = runs_of[name] = book.plan_runs(name)
     planned = len(book.TABLES[plan.table]) * len(plan.seeds)
     final = [r for r in runs if r["final"]]
     assert len(final) == len(runs)  # only runs at their plateau are committed
@@ -400,7 +401,7 @@ for name in ("laptop-lm", "laptop-nmt", "laptop-nmt-vmf"):
         laptop[name] = pd.DataFrame(runs).set_index(["row", "seed"])[
             ["epochs", "valid", "test", "minutes_per_epoch", "device"]]
 drill_minutes = {r["seed"]: (r["device"], round(r["minutes"], 1))
-                 for r in book.plan_runs("laptop-nmt") if r["row"] == "transformer-drill"}
+                 for r in runs_of["laptop-nmt"] if r["row"] == "transformer-drill"}
 print("the Transformer with DRILL, minutes of training by seed:", drill_minutes)
 assert drill_minutes[1][0] == "cpu" and 160 < drill_minutes[1][1] < 170
 assert all(drill_minutes[seed][0] == "gpu" and 3.5 < drill_minutes[seed][1] < 4.5
