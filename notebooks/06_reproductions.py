@@ -76,6 +76,7 @@ import tempfile
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 from drillbook import book
 from drillbook.configs import get_config
@@ -406,7 +407,9 @@ print("the Transformer with DRILL, minutes of training by seed:", drill_minutes)
 assert drill_minutes[1][0] == "cpu" and 160 < drill_minutes[1][1] < 170
 assert all(drill_minutes[seed][0] == "gpu" and 3.5 < drill_minutes[seed][1] < 4.5
            for seed in (2, 3))
-pd.concat(laptop, names=["plan"]).round(2)
+laptop_runs = pd.concat(laptop, names=["plan"]).round(2)
+with pd.option_context("display.max_rows", len(laptop_runs)):  # every run, none elided
+    display(laptop_runs)
 
 # %% [markdown]
 # ## The authors' curves, and every run of ours on them
