@@ -77,6 +77,8 @@ from .experiments.results.seeds import (
     resolved_pairs,
     seed_spread,
     spread_table,
+    spreads_of,
+    told_apart,
 )
 from .experiments.tables import PLANS
 from .papers import assert_quoted, paper_number, paper_value
@@ -140,10 +142,12 @@ __all__ = [
     "seed_spread",
     "speed_rows",
     "spread_table",
+    "spreads_of",
     "table_results",
     "table_rows",
     "tidy_log_axis",
     "time_call",
+    "told_apart",
     "val_at_epoch",
     "val_at_updates",
     "vocab_sweep",

@@ -321,6 +321,48 @@ def test_a_cpu_plan_skips_its_committed_final_rows_and_times_the_rest_here(tmp_p
     assert "core-hours" in text and "tied seed 142" in text
 
 
+def test_a_cpu_dry_run_counts_only_the_epochs_after_a_rows_checkpoint(tmp_path, monkeypatch,
+                                                                      capsys):
+    """A row whose run folder holds a resumable checkpoint needs only the epochs after the
+    ones its log records (its plateau measured or assumed, as before); a folder with a
+    checkpoint but no finished epoch counts from the start. The CLI's CPU dry run reads
+    --runs and --continue-from together and says which rows it resumed."""
+    from drillbook.experiments.run import plans
+
+    plan = PLANS["laptop-lm"]
+    jobs = table_jobs("laptop-lm", seeds=list(plan.seeds))
+    tied, mos = (next(j for j in jobs if j.row.name == row and j.seed == 142)
+                 for row in ("tied", "mos"))
+    runs = tmp_path / "runs"
+    for job, epochs in ((tied, 7), (mos, 0)):
+        folder = job.run_dir(runs)
+        folder.mkdir(parents=True)
+        (folder / "last.pt").write_bytes(b"checkpoint")
+        if epochs:
+            (folder / "log.jsonl").write_text("".join(
+                json.dumps({"epoch": e, "val_ppl": 300.0 - e}) + "\n"
+                for e in range(1, epochs + 1)))
+    assert plans.epochs_logged(tied.run_dir(runs)) == 7
+    assert plans.epochs_logged(mos.run_dir(runs)) == 0
+    assert plans.epochs_logged(tmp_path / "nowhere") == 0
+    monkeypatch.setattr(plans, "cpu_step_seconds", lambda config, sizes: 0.1)
+    results = tmp_path / "results"
+    results.mkdir()
+    fresh, resumed = ({(p.job.row.name, p.job.seed): p for p in plans.predict(
+        plan, device_class="cpu", deadline_minutes=120, parallel=2, results=results,
+        runs=folder)} for folder in (None, runs))
+    assert resumed["tied", 142].epochs_done == 7 and fresh["tied", 142].epochs_done == 0
+    epoch = resumed["tied", 142].epoch_seconds
+    assert resumed["tied", 142].seconds == pytest.approx((20 - 7) * epoch + 20)
+    assert fresh["tied", 142].seconds == pytest.approx(20 * epoch + 20)
+    assert resumed["mos", 142].seconds == fresh["mos", 142].seconds
+    assert main(["reproduce", "laptop-lm", "--dry-run", "cpu", "--runs", str(runs),
+                 "--continue-from", str(results)]) == 0
+    text = capsys.readouterr().out
+    assert "resumed from their checkpoints" in text and "tied seed 142 after epoch 7" in text
+    assert f"{len(jobs)} row(s) left" in text
+
+
 def test_only_runs_stopped_by_a_rows_own_rule_measure_its_epochs_to_plateau(tmp_path):
     """A committed run that reached its plateau under another stopping rule (the rule
     changed since it trained) says nothing about how long the row needs now: the planner

@@ -22,6 +22,7 @@ from drillbook.experiments.results.seeds import (
     resolved,
     resolved_pairs,
     spread_table,
+    told_apart,
 )
 from drillbook.plotting import head_color
 
@@ -71,6 +72,23 @@ def test_resolved_pairs_leave_out_single_seeds_and_order_by_mean():
     assert by[("drill-1", "tied")]["gap"] == pytest.approx(67 / 6 - 26.5 / 3)
     assert resolved_pairs([TIED, DRILL, MOS], min_seeds=3) == [by[("drill-1", "tied")] | {
         "lower": "drill-1", "higher": "tied"}]
+
+
+def test_resolved_pairs_carry_the_chance_of_their_seed_counts():
+    by = {(p["lower"], p["higher"]): p["chance"] for p in resolved_pairs([TIED, DRILL, MOS])}
+    assert by == {("drill-1", "tied"): pytest.approx(2 / 20),
+                  ("tied", "mos"): pytest.approx(2 / 10),
+                  ("drill-1", "mos"): pytest.approx(2 / 10)}
+
+
+def test_told_apart_says_each_resolved_pair_once_and_nothing_else():
+    # drill-1 (8-9.5) lies below tied (10-12.5) and below mos (11.5-13); tied and mos overlap
+    assert told_apart([TIED, DRILL, MOS, DUAL], noun="heads", digits=1) == [
+        f"drill-1 below tied by {67 / 6 - 26.5 / 3:.1f} (equally good heads look this "
+        "separate with probability 0.10)",
+        f"drill-1 below mos by {12.25 - 26.5 / 3:.1f} (equally good heads look this "
+        "separate with probability 0.20)"]
+    assert told_apart([TIED, MOS]) == []
 
 
 def test_plot_spread_draws_every_seed_in_its_head_colour_and_one_std_bars():

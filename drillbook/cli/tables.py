@@ -32,38 +32,33 @@ def _check_reproduce(args: argparse.Namespace) -> None:
     """Refuse what ``reproduce`` would ignore or could not write, before any row runs."""
     side_by_side = (args.parallel or args.deadline_minutes or args.devices
                     or args.launcher != "local")
+    _check_continue_from(args)
     if args.dry_run:
         from ..experiments.tables import PLANS
 
+        on_cpu = args.dry_run == "cpu"
         ignored = {"--rows": args.rows, "--budget-minutes": args.budget_minutes,
                    "--out": args.out != "results" and args.out,
-                   "--runs": args.runs != "runs" and args.runs, "--set": args.set,
+                   "--runs": not on_cpu and args.runs != "runs" and args.runs,
+                   "--set": args.set,
                    "--max-eval-tokens": args.max_eval_tokens, "--device": args.device,
                    "--devices": args.devices, "--quiet": args.quiet,
                    "--keep-going": args.keep_going, "--reserve-minutes": args.reserve_minutes,
                    "--pack": args.pack, "--launcher": args.launcher != "local",
                    "--cluster": args.cluster, "--executor": args.executor,
                    "--seed": args.table in PLANS and args.seed,
-                   "--together": args.together, "--continue-from": args.continue_from}
+                   "--together": args.together}
         given = [flag for flag, value in ignored.items() if value]
         if given:
             raise CommandError(f"--dry-run trains nothing and reads only --parallel, "
-                               f"--deadline-minutes, --sharing and (for a table that is no "
-                               f"plan) --seed; drop {', '.join(given)}")
+                               f"--deadline-minutes, --sharing, --continue-from, (for a "
+                               f"table that is no plan) --seed and (on the CPU) --runs; "
+                               f"drop {', '.join(given)}")
         return
     if args.sharing:
         raise CommandError("--sharing says how --dry-run predicts the rows share the GPU; "
                            "rows that train share it the way --together says: add --dry-run "
                            "or drop --sharing")
-    if args.continue_from is not None:
-        if _continuing_plan(args.table) is None:
-            raise CommandError(f"--continue-from is for a plan trained to its plateau, which "
-                               f"continues from window to window; {args.table} is not one: "
-                               f"drop --continue-from")
-        if not Path(args.continue_from).is_dir():
-            raise CommandError(f"--continue-from {args.continue_from}: no such folder; give "
-                               f"the results folder that holds gpu/<window>-<precision>/ "
-                               f"(or drop it: the book's committed windows)")
     if args.reserve_minutes and not side_by_side:
         raise CommandError("--reserve-minutes applies to rows run side by side: add "
                            "--deadline-minutes or --parallel (or drop it)")
@@ -222,6 +217,21 @@ def _together(together: str | None, devices: list, *, launcher: str) -> Any:
     return way
 
 
+def _check_continue_from(args: argparse.Namespace) -> None:
+    """Refuse a ``--continue-from`` that names no results folder, or a table that is not
+    a plan trained to its plateau (the training and the dry run read it alike)."""
+    if args.continue_from is None:
+        return
+    if _continuing_plan(args.table) is None:
+        raise CommandError(f"--continue-from is for a plan trained to its plateau, which "
+                           f"continues from window to window; {args.table} is not one: "
+                           f"drop --continue-from")
+    if not Path(args.continue_from).is_dir():
+        raise CommandError(f"--continue-from {args.continue_from}: no such folder; give "
+                           f"the results folder that holds gpu/<window>-<precision>/ "
+                           f"(or drop it: the book's committed windows)")
+
+
 def _dry_run(args: argparse.Namespace) -> int:
     from ..experiments.run.cost_model import fit_models
     from ..experiments.run.dry_run import format_predictions
@@ -233,11 +243,14 @@ def _dry_run(args: argparse.Namespace) -> int:
     minutes = args.deadline_minutes or plan.deadline_minutes
     model = fit_models()
     skip = _final_rows(plan, args) if to_plateau(plan) else set()
+    # on the CPU, rows with a checkpoint in --runs resume there: count what is left
+    runs = args.runs if args.dry_run == "cpu" and to_plateau(plan) else None
     predictions = predict(plan, device_class=args.dry_run, deadline_minutes=minutes,
-                          parallel=parallel, sharing=args.sharing, model=model, skip=skip)
+                          parallel=parallel, sharing=args.sharing, model=model, skip=skip,
+                          results=args.continue_from, runs=runs)
     print(format_predictions(plan, predictions, device_class=args.dry_run,
                              deadline_minutes=minutes, parallel=parallel,
-                             sharing=args.sharing, model=model))
+                             sharing=args.sharing, results=args.continue_from, model=model))
     return 0
 
 
@@ -428,7 +441,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--dry-run", nargs="?", const="h200", metavar="CLASS",
         help="train nothing: print each row's predicted seconds per epoch, epochs reached "
              "by the deadline and peak memory on a device class (%(names)s; default h200), "
-             "and the model's assumptions"), "drillbook.experiments.run.plans", "DEVICE_CLASSES")
+             "and the model's assumptions; with --continue-from, only the rows not final "
+             "there; on the CPU, a row with a checkpoint in --runs counts only the epochs "
+             "after it"), "drillbook.experiments.run.plans", "DEVICE_CLASSES")
     list_in_help(g.add_argument(
         "--sharing", metavar="NAME",
         help="with --dry-run: how the rows share the GPU (%(names)s; default: the plan's)"),

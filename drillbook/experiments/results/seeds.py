@@ -207,14 +207,28 @@ def spread_table(spreads: Sequence[SeedSpread], digits: int = 1) -> list[dict[st
 def resolved_pairs(spreads: Sequence[SeedSpread], min_seeds: int = 2) -> list[dict[str, Any]]:
     """Every pair of rows with at least ``min_seeds`` runs each (at least 2), in the order
     of ``spreads``: ``lower`` and ``higher`` (by mean), ``gap`` (the difference of the
-    means, >= 0), and ``resolved`` (:func:`resolved`)."""
+    means, >= 0), ``resolved`` (:func:`resolved`) and ``chance`` (the probability that
+    two equally good rows with these seed counts look resolved,
+    :func:`chance_separated`; summed over the pairs, the number of resolved pairs to
+    expect from noise alone)."""
     kept = [s for s in spreads if s.n >= max(2, min_seeds)]
     out = []
     for a, b in itertools.combinations(kept, 2):
         low, high = (a, b) if a.mean <= b.mean else (b, a)
         out.append({"lower": low.row, "higher": high.row, "gap": high.mean - low.mean,
-                    "resolved": resolved(a, b)})
+                    "resolved": resolved(a, b), "chance": chance_separated(low.n, high.n)})
     return out
+
+
+def told_apart(spreads: Sequence[SeedSpread], noun: str = "rows",
+               digits: int = 2) -> list[str]:
+    """One sentence per pair of :func:`resolved_pairs` that the seeds tell apart, e.g.
+    ``"dual below tied by 1.55 (equally good rows look this separate with probability
+    0.20)"``; ``noun`` names what the rows are (heads, systems). Empty when no pair is
+    resolved."""
+    return [f"{p['lower']} below {p['higher']} by {p['gap']:.{digits}f} (equally good "
+            f"{noun} look this separate with probability {p['chance']:.2f})"
+            for p in resolved_pairs(spreads) if p["resolved"]]
 
 
 def plot_spread(spreads: Sequence[SeedSpread], *, ax=None, ylabel: str = "test perplexity"):

@@ -85,9 +85,14 @@ def _cpu_printout(plan: Plan, predictions: Sequence[Prediction], deadline_minute
              f"core(s)), sittings of {deadline_minutes:g} min; {timing}{device.note}"]
     lines += _rule_lines(predictions)
     lines += _row_table(predictions, 32, [
-        ("s/epoch", 7, _epoch_s), ("to plateau", 10, _to_plateau), ("minutes", 7, _minutes),
-        ("sitting", 7, _window)])
+        ("s/epoch", 7, _epoch_s), ("done", 4, lambda p: p.epochs_done),
+        ("to plateau", 10, _to_plateau), ("minutes", 7, _minutes), ("sitting", 7, _window)])
     lines += _plateau_sources(plan, predictions)
+    resumed = [f"{p.job.name} after epoch {p.epochs_done}" for p in predictions
+               if p.epochs_done]
+    if resumed:
+        lines.append(f"resumed from their checkpoints (minutes: the epochs after those "
+                     f"only): {', '.join(resumed)}")
     hours = sum(p.seconds for p in predictions) / 3600
     never = [p.job.name for p in predictions if p.window is None]
     lines.append(f"in all: {hours:.1f} core-hours, {hours / lanes:.1f} hours of {lanes} "

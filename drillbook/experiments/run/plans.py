@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...errors import DrillbookError
 from ...train.ways import Way
 from ...validation import check_choice
 from ..results import book_results, gpu_union
@@ -107,6 +108,8 @@ class Prediction:
         step_source: on the CPU, where ``step_seconds`` comes from: ``runs`` (the median
             training epoch of the row's committed CPU runs, over its steps) or ``probe``
             (three steps timed here).
+        epochs_done: the epochs its resumable checkpoint holds already (``runs`` of
+            :func:`predict`); ``seconds`` counts only the epochs after them.
     """
 
     job: Job
@@ -123,6 +126,7 @@ class Prediction:
     seconds: float = 0.0
     window: int | None = None
     step_source: str = ""
+    epochs_done: int = 0
 
 
 def _row_cost(job: Job, plan: Plan, device: DeviceClass, model: StepModel,
@@ -159,8 +163,8 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
             deadline_minutes: float | None = None, parallel: int | None = None,
             sharing: str | None = None, results: str | Path | None = None,
             model: StepModel | None = None, overrides: Sequence[str] = (),
-            skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset()
-            ) -> list[Prediction]:
+            skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
+            runs: str | Path | None = None) -> list[Prediction]:
     """Row by row, what ``plan`` reaches on ``device_class`` (see the module notes).
 
     Args:
@@ -177,6 +181,9 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
             :func:`~drillbook.experiments.run.cost_model.fit_models`).
         overrides: ``key=value`` for every row, after its own (a rehearsal's tiny sizes).
         skip: ``(row, seed)`` of rows left out (final already: what is left of a plan).
+        runs: the run folders the plan trains in (``--runs``): a row of a plan trained
+            to its plateau whose folder there holds a resumable checkpoint needs only the
+            epochs after the ones its log records (at least one).
     """
     device = DEVICE_CLASSES[check_choice(device_class, sorted(DEVICE_CLASSES), "device class")]
     share_model = SHARINGS[check_choice(sharing or plan.sharing, sorted(SHARINGS), "sharing")]
@@ -203,15 +210,17 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
         for r in rows:
             epoch = (r["steps"] * r["step"] + r["eval"]) * slowdown
             epochs = r["plateau"][0] or r["job"].config.train.epochs
-            need.append((epoch, epochs, epochs * epoch + ROW_OVERHEAD_SECONDS))
-        windows = pack_windows([n[2] for n in need], lanes, deadline)
-        for r, (epoch, epochs, seconds), w in zip(rows, need, windows, strict=True):
-            reached = epochs if w is not None else int(max(deadline - ROW_OVERHEAD_SECONDS,
-                                                           0) // epoch)
+            done = epochs_logged(r["job"].run_dir(runs)) if runs is not None else 0
+            left = max(min(epochs, r["job"].config.train.epochs) - done, 1)
+            need.append((epoch, epochs, done, left * epoch + ROW_OVERHEAD_SECONDS))
+        windows = pack_windows([n[3] for n in need], lanes, deadline)
+        for r, (epoch, epochs, done, seconds), w in zip(rows, need, windows, strict=True):
+            reached = epochs if w is not None else done + int(
+                max(deadline - ROW_OVERHEAD_SECONDS, 0) // epoch)
             out.append(Prediction(r["job"], r["steps"], r["step"], r["share"], slowdown,
                                   epoch, deadline, min(reached, epochs), r["peak"],
                                   r["plateau"][0], r["plateau"][1], seconds, w,
-                                  r["source"]))
+                                  r["source"], done))
         return out
     waves = math.ceil(len(rows) / parallel)
     reserve = min(max(deadline / waves / 5, 10.0), 180.0)
@@ -226,6 +235,21 @@ def predict(plan: Plan, *, device_class: str = "h200", steps_folder: str | Path 
                               budget, epochs, r["peak"], r["plateau"][0], r["plateau"][1],
                               budget + reserve, 1))
     return out
+
+
+def epochs_logged(run_dir: str | Path) -> int:
+    """The epochs a run folder's resumable checkpoint holds, as its log records them (the
+    last record's ``epoch``); 0 for a folder without ``last.pt`` or without a log (a run
+    stopped inside its first epoch resumes there, but has no epoch to count)."""
+    from ...train.run_files import has_checkpoint, read_log
+
+    if not has_checkpoint(run_dir):
+        return 0
+    try:
+        records = read_log(run_dir)
+    except DrillbookError:  # no log yet, or an unreadable one: count nothing
+        return 0
+    return max((int(r.get("epoch", 0)) for r in records), default=0)
 
 
 def committed_runs(table: str, results: str | Path | None = None) -> list[dict]:
