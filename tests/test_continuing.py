@@ -363,6 +363,25 @@ def test_a_cpu_dry_run_counts_only_the_epochs_after_a_rows_checkpoint(tmp_path, 
     assert f"{len(jobs)} row(s) left" in text
 
 
+@pytest.mark.parametrize("device_class", ["cpu", "h100"])
+def test_a_dry_run_of_a_plan_with_every_row_final_says_nothing_is_left(tmp_path, capsys,
+                                                                       device_class):
+    """Once every row of a plan is final in --continue-from, the dry run says so in one
+    line, on the CPU and on a GPU (the GPU printout took the largest of no rows' memory
+    and ended in a traceback)."""
+    plan = PLANS["laptop-nmt-vmf"]
+    jobs = table_jobs(plan.table, seeds=list(plan.seeds))
+    for job in jobs:
+        _write(tmp_path, job, _doc(job, "plateau", 5))
+    assert final_jobs(jobs, "fp32", results=tmp_path) == {(j.row.name, j.seed) for j in jobs}
+    assert main(["reproduce", plan.name, "--dry-run", device_class,
+                 "--continue-from", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == (f"plan {plan.name}: table {plan.table}, no row left: every row "
+                           f"(and seed) is final in the results read (its stopping rule "
+                           f"reached, or all its epochs run); nothing to train")
+
+
 def test_only_runs_stopped_by_a_rows_own_rule_measure_its_epochs_to_plateau(tmp_path):
     """A committed run that reached its plateau under another stopping rule (the rule
     changed since it trained) says nothing about how long the row needs now: the planner

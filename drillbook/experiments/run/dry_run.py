@@ -27,6 +27,10 @@ def format_predictions(plan: Plan, predictions: Sequence[Prediction], *, device_
     the rows they were fitted to, and the assumptions; for a plan trained to its plateau
     also the windows the whole table needs, at the sharing assumed and at the sharing
     measured with processes."""
+    if not predictions:  # a plan continued to its end: say so instead of an empty table
+        return (f"plan {plan.name}: table {plan.table}, no row left: every row (and seed) "
+                f"is final in the results read (its stopping rule reached, or all its "
+                f"epochs run); nothing to train")
     device = DEVICE_CLASSES[device_class]
     if device.name == "cpu":
         return _cpu_printout(plan, predictions, deadline_minutes, parallel, device)
